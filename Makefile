@@ -1,0 +1,51 @@
+# polyaxon-deploy: the Helm chart and the installer.
+#   make demo   a local production-shaped cluster with Polyaxon installed on it
+#   make test   every test: unit, chart, real PostgreSQL, real control plane (e2e)
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/polyaxon-deploy
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+TEST_TIMEOUT ?= 70m
+
+.PHONY: all build test unit lint deps binaries demo demo-down bench-plan bench-backup clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/polyaxon-deploy
+
+# System packages (PostgreSQL) and the control-plane binaries, cached outside the repo.
+deps:
+	@bash e2e/scripts/install-deps.sh
+
+binaries:
+	@bash e2e/scripts/build-binaries.sh >/dev/null
+
+test: deps binaries
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# Quick loop without the control plane and PostgreSQL suites.
+unit:
+	$(GO) test -count=1 -short ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -count=1 -run 'TestLint|TestSchema' ./charts/...
+
+demo: deps binaries build
+	@bash e2e/scripts/demo.sh up
+
+demo-down:
+	@bash e2e/scripts/demo.sh down
+
+bench-plan:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./installer/plan/
+
+bench-backup: deps
+	$(GO) run ./e2e/bench/backup
+
+clean:
+	rm -rf bin

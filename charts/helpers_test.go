@@ -1,0 +1,140 @@
+package charts_test
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	testRelease   = "polyaxon"
+	testNamespace = "polyaxon"
+)
+
+func loadChart(t testing.TB) *chart.Chart {
+	t.Helper()
+	ch, err := loader.Load("polyaxon")
+	require.NoError(t, err)
+	return ch
+}
+
+func readValues(t testing.TB, path string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	vals := map[string]any{}
+	require.NoError(t, yaml.Unmarshal(raw, &vals))
+	return vals
+}
+
+// seed returns the path of one of the docs' example configurations shared beside the repo.
+func seed(name string) string {
+	return filepath.Join("..", "..", "shared", "fixtures", "seeds", name)
+}
+
+// mergeValues layers value maps, last wins, like repeated -f flags.
+func mergeValues(layers ...map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, l := range layers {
+		out = chartutil.CoalesceTables(deepCopy(l), out)
+	}
+	return out
+}
+
+func deepCopy(m map[string]any) map[string]any {
+	raw, _ := yaml.Marshal(m)
+	out := map[string]any{}
+	_ = yaml.Unmarshal(raw, &out)
+	return out
+}
+
+type rendered struct {
+	objects []*unstructured.Unstructured
+	notes   string
+}
+
+func (r rendered) byKind(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range r.objects {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (r rendered) get(kind, name string) *unstructured.Unstructured {
+	for _, o := range r.objects {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// renderWith renders the chart as `helm template` would, with an optional cluster for lookup.
+func renderWith(ch *chart.Chart, vals map[string]any, upgrade bool, lookup engine.Engine) (rendered, error) {
+	opts := chartutil.ReleaseOptions{Name: testRelease, Namespace: testNamespace, Revision: 1, IsInstall: !upgrade, IsUpgrade: upgrade}
+	caps := chartutil.DefaultCapabilities.Copy()
+	top, err := chartutil.ToRenderValues(ch, vals, opts, caps)
+	if err != nil {
+		return rendered{}, err
+	}
+	files, err := lookup.Render(ch, top)
+	if err != nil {
+		return rendered{}, err
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var r rendered
+	for _, n := range names {
+		if strings.HasSuffix(n, "NOTES.txt") {
+			r.notes = files[n]
+			continue
+		}
+		for _, doc := range strings.Split(files[n], "\n---") {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			obj := map[string]any{}
+			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+				return rendered{}, err
+			}
+			if len(obj) == 0 {
+				continue
+			}
+			u := &unstructured.Unstructured{Object: obj}
+			u.SetAnnotations(mergeAnn(u.GetAnnotations(), "polyaxon-test/source", n))
+			r.objects = append(r.objects, u)
+		}
+	}
+	return r, nil
+}
+
+func mergeAnn(a map[string]string, k, v string) map[string]string {
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[k] = v
+	return a
+}
+
+func render(t testing.TB, layers ...map[string]any) rendered {
+	t.Helper()
+	r, err := renderWith(loadChart(t), mergeValues(layers...), false, engine.Engine{})
+	require.NoError(t, err)
+	return r
+}

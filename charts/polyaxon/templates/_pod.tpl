@@ -1,0 +1,55 @@
+{{/*
+Pieces every core pod template shares. (dict "ctx" $ "component" "gateway" "values" .Values.gateway)
+*/}}
+
+{{/* Pod metadata: labels and annotations (config checksums restart pods on config change). */}}
+{{- define "polyaxon.core.podMetadata" -}}
+metadata:
+  labels:
+    {{- include "polyaxon.podLabels" . | nindent 4 }}
+  annotations:
+    checksum/config: {{ include "polyaxon.checksum" (dict "ctx" .ctx "path" "/platform/configmap.yaml") }}
+    {{- if has .component (list "agent" "operator") }}
+    checksum/agent-config: {{ include "polyaxon.checksum" (dict "ctx" .ctx "path" "/agent/configmap.yaml") }}
+    {{- end }}
+    {{- with .values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end -}}
+
+{{/* Pod-level spec fields of a core pod: scheduling (category core), security, pull secrets. */}}
+{{- define "polyaxon.core.podSpec" -}}
+{{- include "polyaxon.imagePullSecrets" .ctx }}
+{{- include "polyaxon.securityContext.pod" .ctx }}
+{{- include "polyaxon.scheduling" (dict "ctx" .ctx "category" "core" "component" .values) }}
+{{- end -}}
+
+{{- define "polyaxon.core.container" -}}
+image: {{ include "polyaxon.image" (dict "ctx" .ctx "image" .values.image) }}
+imagePullPolicy: {{ .ctx.Values.imagePullPolicy }}
+{{- include "polyaxon.securityContext.container" (dict "ctx" .ctx "readOnlyRootFilesystem" .readOnlyRootFilesystem) }}
+resources:
+  {{- toYaml .values.resources | nindent 2 }}
+{{- end -}}
+
+{{/* A PodDisruptionBudget for a core component. */}}
+{{- define "polyaxon.core.pdb" -}}
+{{- if and .values.enabled .values.pdb.enabled }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "polyaxon.componentName" . }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "polyaxon.labels" . | nindent 4 }}
+spec:
+  {{- if not (kindIs "invalid" .values.pdb.minAvailable) }}
+  minAvailable: {{ .values.pdb.minAvailable }}
+  {{- else }}
+  maxUnavailable: {{ .values.pdb.maxUnavailable }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "polyaxon.selectorLabels" . | nindent 6 }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,66 @@
+{{/*
+Scheduling per category. One helper yields nodeSelector/tolerations/affinity for a pod:
+  (dict "ctx" $ "category" "core" "component" .Values.gateway)
+Maps: the component's keys win over its category's, key by key (mergeOverwrite onto a deep
+copy, so .Values is never mutated). Tolerations: the component's list when non-empty, else
+the category's. Dependencies pass no category and use only their own keys.
+*/}}
+
+{{/* nodeSelectors, or its alias nodeSelector (singular); both at once is an error. */}}
+{{- define "polyaxon.scheduling.nodeSelectors" -}}
+{{- $plural := .Values.nodeSelectors | default dict -}}
+{{- $singular := .Values.nodeSelector -}}
+{{- if $singular -}}
+{{- $pluralSet := false -}}
+{{- range $k, $v := $plural }}{{ if $v }}{{ $pluralSet = true }}{{ end }}{{ end -}}
+{{- if $pluralSet -}}
+{{- fail "values: both `nodeSelector` and `nodeSelectors` are set; they are the same setting (per-category node labels): keep only `nodeSelectors`" -}}
+{{- end -}}
+{{- toJson (mergeOverwrite (deepCopy $plural) $singular) -}}
+{{- else -}}
+{{- toJson $plural -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "polyaxon.scheduling.resolve" -}}
+{{- $nodeSelector := dict -}}
+{{- $tolerations := list -}}
+{{- $affinity := dict -}}
+{{- if .category -}}
+{{- $selectors := include "polyaxon.scheduling.nodeSelectors" .ctx | fromJson -}}
+{{- $nodeSelector = deepCopy (index $selectors .category | default dict) -}}
+{{- $tolerations = index .ctx.Values.tolerations .category | default list -}}
+{{- $affinity = deepCopy (index .ctx.Values.affinity .category | default dict) -}}
+{{- end -}}
+{{- $c := .component | default dict -}}
+{{- $nodeSelector = mergeOverwrite $nodeSelector (deepCopy ($c.nodeSelector | default dict)) -}}
+{{- if $c.tolerations -}}{{- $tolerations = $c.tolerations -}}{{- end -}}
+{{- $affinity = mergeOverwrite $affinity (deepCopy ($c.affinity | default dict)) -}}
+{{- toJson (dict "nodeSelector" $nodeSelector "tolerations" $tolerations "affinity" $affinity) -}}
+{{- end -}}
+
+{{/* Pod spec fields; renders nothing for empty parts. */}}
+{{- define "polyaxon.scheduling" -}}
+{{- $s := include "polyaxon.scheduling.resolve" . | fromJson -}}
+{{- with $s.nodeSelector }}
+nodeSelector:
+{{ toYaml . | indent 2 }}
+{{- end }}
+{{- with $s.tolerations }}
+tolerations:
+{{ toYaml . | indent 2 }}
+{{- end }}
+{{- with $s.affinity }}
+affinity:
+{{ toYaml . | indent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* A run category's defaults as JSON for the runner: (dict "ctx" $ "category" "jobs") */}}
+{{- define "polyaxon.scheduling.runDefaults" -}}
+{{- include "polyaxon.scheduling.resolve" . -}}
+{{- end -}}
+
+{{- define "polyaxon.runCategories" -}}
+["experiments","jobs","builds","tensorboards","notebooks"]
+{{- end -}}
