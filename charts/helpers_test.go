@@ -37,6 +37,15 @@ func readValues(t testing.TB, path string) map[string]any {
 	return vals
 }
 
+// profileValues returns the values overlay of a profile under profiles/.
+func profileValues(t testing.TB, name string) map[string]any {
+	t.Helper()
+	p := readValues(t, filepath.Join("..", "profiles", name+".yaml"))
+	v, ok := p["values"].(map[string]any)
+	require.True(t, ok, "profile %s has no values map", name)
+	return v
+}
+
 // seed returns the path of one of the docs' example configurations shared beside the repo.
 func seed(name string) string {
 	return filepath.Join("..", "..", "shared", "fixtures", "seeds", name)
@@ -83,14 +92,19 @@ func (r rendered) get(kind, name string) *unstructured.Unstructured {
 }
 
 // renderWith renders the chart as `helm template` would, with an optional cluster for lookup.
-func renderWith(ch *chart.Chart, vals map[string]any, upgrade bool, lookup engine.Engine) (rendered, error) {
+func renderWith(ch *chart.Chart, vals map[string]any, upgrade bool, cluster engine.ClientProvider) (rendered, error) {
 	opts := chartutil.ReleaseOptions{Name: testRelease, Namespace: testNamespace, Revision: 1, IsInstall: !upgrade, IsUpgrade: upgrade}
 	caps := chartutil.DefaultCapabilities.Copy()
 	top, err := chartutil.ToRenderValues(ch, vals, opts, caps)
 	if err != nil {
 		return rendered{}, err
 	}
-	files, err := lookup.Render(ch, top)
+	var files map[string]string
+	if cluster != nil {
+		files, err = engine.RenderWithClientProvider(ch, top, cluster)
+	} else {
+		files, err = engine.Render(ch, top)
+	}
 	if err != nil {
 		return rendered{}, err
 	}
@@ -134,7 +148,7 @@ func mergeAnn(a map[string]string, k, v string) map[string]string {
 
 func render(t testing.TB, layers ...map[string]any) rendered {
 	t.Helper()
-	r, err := renderWith(loadChart(t), mergeValues(layers...), false, engine.Engine{})
+	r, err := renderWith(loadChart(t), mergeValues(layers...), false, nil)
 	require.NoError(t, err)
 	return r
 }

@@ -1,0 +1,472 @@
+package charts_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/action"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
+	psaapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+)
+
+var (
+	coreComponents       = []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "migrations"}
+	dependencyComponents = []string{"postgresql", "rabbitmq", "redis"}
+	runCategories        = []string{"experiments", "jobs", "builds", "tensorboards", "notebooks"}
+)
+
+// podOf is a rendered pod template with the object it came from.
+type podOf struct {
+	kind, name, component string
+	meta                  metav1.ObjectMeta
+	spec                  corev1.PodSpec
+}
+
+// pods returns every pod template the release would create, strictly decoded.
+func (r rendered) pods(t testing.TB) []podOf {
+	t.Helper()
+	var out []podOf
+	for _, o := range r.objects {
+		var tpl corev1.PodTemplateSpec
+		switch o.GetKind() {
+		case "Deployment":
+			var d appsv1.Deployment
+			decodeStrict(t, o, &d)
+			tpl = d.Spec.Template
+		case "StatefulSet":
+			var s appsv1.StatefulSet
+			decodeStrict(t, o, &s)
+			tpl = s.Spec.Template
+		case "Job":
+			var j batchv1.Job
+			decodeStrict(t, o, &j)
+			tpl = j.Spec.Template
+		default:
+			continue
+		}
+		out = append(out, podOf{kind: o.GetKind(), name: o.GetName(), component: o.GetLabels()["app.kubernetes.io/component"], meta: tpl.ObjectMeta, spec: tpl.Spec})
+	}
+	return out
+}
+
+func decodeStrict(t testing.TB, o *unstructured.Unstructured, into any) {
+	t.Helper()
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, into, true),
+		"%s %s does not decode strictly", o.GetKind(), o.GetName())
+}
+
+func isCore(component string) bool {
+	for _, c := range coreComponents {
+		if c == component {
+			return true
+		}
+	}
+	return false
+}
+
+// everything turns on every optional component so sweeps see every pod kind.
+var everything = map[string]any{
+	"rabbitmq": map[string]any{"enabled": true}, "redis": map[string]any{"enabled": true},
+	"scheduler": map[string]any{"enabled": true}, "worker": map[string]any{"enabled": true}, "beat": map[string]any{"enabled": true},
+	"migrations": map[string]any{"useHelmHooks": true}, "ingress": map[string]any{"enabled": true}, "networkPolicy": map[string]any{"enabled": true},
+}
+
+func TestEveryComponentRenders(t *testing.T) {
+	r := render(t, everything)
+	seen := map[string]bool{}
+	for _, p := range r.pods(t) {
+		seen[p.component] = true
+	}
+	for _, c := range append(append([]string{}, coreComponents...), dependencyComponents...) {
+		assert.True(t, seen[c], "no pod for component %s", c)
+	}
+	// Celery components need a broker: without one they are not rendered at all.
+	r = render(t)
+	for _, p := range r.pods(t) {
+		assert.NotContains(t, []string{"scheduler", "worker", "beat", "rabbitmq", "redis", "migrations"}, p.component)
+	}
+}
+
+func TestEveryObjectDecodesStrictlyAndIsLabelled(t *testing.T) {
+	for name, vals := range map[string]map[string]any{"defaults": {}, "everything": everything, "clusterScoped": mergeValues(everything, map[string]any{"rbac": map[string]any{"clusterScoped": true}})} {
+		t.Run(name, func(t *testing.T) {
+			r := render(t, vals)
+			require.NotEmpty(t, r.objects)
+			for _, o := range r.objects {
+				gvk := o.GroupVersionKind()
+				typed, err := scheme.Scheme.New(gvk)
+				require.NoError(t, err, "unknown kind %s", gvk)
+				decodeStrict(t, o, typed)
+				labels := o.GetLabels()
+				for _, k := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component", "app.kubernetes.io/version", "app.kubernetes.io/managed-by", "helm.sh/chart"} {
+					assert.NotEmpty(t, labels[k], "%s %s lacks label %s", o.GetKind(), o.GetName(), k)
+				}
+			}
+		})
+	}
+}
+
+func TestSelectorsNeverCarryTheVersion(t *testing.T) {
+	for _, o := range render(t, everything).objects {
+		sel, found, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+		if !found {
+			continue
+		}
+		assert.NotContains(t, sel, "app.kubernetes.io/version", "%s %s", o.GetKind(), o.GetName())
+		assert.NotContains(t, sel, "helm.sh/chart", "%s %s", o.GetKind(), o.GetName())
+	}
+}
+
+// Scheduling sweep: every core pod and chart Job gets the core category, dependencies only
+// their own keys, and run categories reach the runner's ConfigMap and nowhere else.
+func TestSchedulingSweep(t *testing.T) {
+	vals := mergeValues(everything, map[string]any{
+		"nodeSelectors": map[string]any{"core": map[string]any{"pool": "core"}, "experiments": map[string]any{"pool": "gpu"}, "builds": map[string]any{"pool": "builds"}},
+		"tolerations":   map[string]any{"core": []any{map[string]any{"key": "core-only", "operator": "Exists", "effect": "NoSchedule"}}},
+		"postgresql":    map[string]any{"nodeSelector": map[string]any{"disk": "ssd"}},
+		"agent":         map[string]any{"nodeSelector": map[string]any{"zone": "a"}},
+	})
+	r := render(t, vals)
+	for _, p := range r.pods(t) {
+		switch {
+		case isCore(p.component):
+			assert.Equal(t, "core", p.spec.NodeSelector["pool"], "%s %s", p.kind, p.name)
+			require.Len(t, p.spec.Tolerations, 1, "%s %s", p.kind, p.name)
+			assert.Equal(t, "core-only", p.spec.Tolerations[0].Key)
+			require.NotNil(t, p.spec.Affinity, "%s lost the default core co-location", p.name)
+			assert.NotNil(t, p.spec.Affinity.PodAffinity)
+		default:
+			assert.NotEqual(t, "core", p.spec.NodeSelector["pool"], "dependency %s inherited core scheduling", p.name)
+			assert.Empty(t, p.spec.Tolerations, "dependency %s inherited tolerations", p.name)
+			assert.Nil(t, p.spec.Affinity, "dependency %s inherited affinity", p.name)
+		}
+		assert.NotEqual(t, "gpu", p.spec.NodeSelector["pool"], "%s got the experiments selector", p.name)
+		// The component override merges key by key and leaks nowhere else.
+		if p.component == "agent" {
+			assert.Equal(t, map[string]string{"pool": "core", "zone": "a"}, p.spec.NodeSelector)
+		} else {
+			assert.NotContains(t, p.spec.NodeSelector, "zone", "agent override leaked into %s", p.name)
+		}
+		if p.component == "postgresql" {
+			assert.Equal(t, map[string]string{"disk": "ssd"}, p.spec.NodeSelector)
+		}
+	}
+	cfg := agentConfig(t, r)
+	assert.JSONEq(t, `{"pool":"gpu"}`, cfg["POLYAXON_NODE_SELECTOR_EXPERIMENTS"])
+	assert.JSONEq(t, `{"pool":"builds"}`, cfg["POLYAXON_NODE_SELECTOR_BUILDS"])
+	assert.JSONEq(t, `{}`, cfg["POLYAXON_NODE_SELECTOR_JOBS"])
+	for _, cat := range runCategories {
+		assert.JSONEq(t, `[]`, cfg["POLYAXON_TOLERATIONS_"+upper(cat)], "core tolerations leaked into runs of %s", cat)
+	}
+}
+
+func TestComponentTolerationsReplaceTheCategory(t *testing.T) {
+	r := render(t, map[string]any{
+		"tolerations": map[string]any{"core": []any{map[string]any{"key": "a", "operator": "Exists"}}},
+		"operator":    map[string]any{"tolerations": []any{map[string]any{"key": "b", "operator": "Exists"}}},
+	})
+	for _, p := range r.pods(t) {
+		if !isCore(p.component) {
+			continue
+		}
+		want := "a"
+		if p.component == "operator" {
+			want = "b"
+		}
+		require.Len(t, p.spec.Tolerations, 1, p.name)
+		assert.Equal(t, want, p.spec.Tolerations[0].Key, p.name)
+	}
+}
+
+func agentConfig(t testing.TB, r rendered) map[string]string {
+	t.Helper()
+	cm := r.get("ConfigMap", "polyaxon-agent")
+	require.NotNil(t, cm, "no runner ConfigMap")
+	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	return data
+}
+
+func upper(s string) string {
+	b := []byte(s)
+	for i := range b {
+		if b[i] >= 'a' && b[i] <= 'z' {
+			b[i] -= 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// The docs' example configurations, as written, on the chart defaults and on each profile.
+func TestSeedGPUExperiments(t *testing.T) {
+	for _, base := range []string{"", "production", "development"} {
+		t.Run("profile="+base, func(t *testing.T) {
+			layers := []map[string]any{}
+			if base != "" {
+				layers = append(layers, profileValues(t, base))
+			}
+			layers = append(layers, readValues(t, seed("gpu-experiments.yaml")), map[string]any{"migrations": map[string]any{"useHelmHooks": true}})
+			r := render(t, layers...)
+			cfg := agentConfig(t, r)
+			sel := map[string]string{}
+			require.NoError(t, json.Unmarshal([]byte(cfg["POLYAXON_NODE_SELECTOR_EXPERIMENTS"]), &sel))
+			assert.Equal(t, "gpu-nodes", sel["polyaxon.com"])
+			coreTol := corev1.Toleration{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+			pgTol := corev1.Toleration{Key: "key1", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+			sawJob, sawPG := false, false
+			for _, p := range r.pods(t) {
+				assert.NotContains(t, p.spec.NodeSelector, "polyaxon.com", "%s got the experiments selector", p.name)
+				switch p.component {
+				case "postgresql":
+					sawPG = true
+					assert.Contains(t, p.spec.Tolerations, pgTol)
+					assert.NotContains(t, p.spec.Tolerations, coreTol)
+				case "rabbitmq", "redis":
+					assert.NotContains(t, p.spec.Tolerations, pgTol, p.name)
+					assert.NotContains(t, p.spec.Tolerations, coreTol, p.name)
+				default:
+					require.True(t, isCore(p.component), p.name)
+					sawJob = sawJob || p.kind == "Job"
+					assert.Contains(t, p.spec.Tolerations, coreTol, "%s %s", p.kind, p.name)
+				}
+			}
+			assert.True(t, sawJob && sawPG, "the seed's assertions must cover a chart Job and Postgres")
+		})
+	}
+}
+
+func TestSeedProductionNodePools(t *testing.T) {
+	r := render(t, readValues(t, seed("production-node-pools.yaml")), map[string]any{"migrations": map[string]any{"useHelmHooks": true}})
+	for _, p := range r.pods(t) {
+		if isCore(p.component) {
+			assert.Equal(t, map[string]string{"polyaxon": "core"}, p.spec.NodeSelector, "%s %s", p.kind, p.name)
+		}
+		require.NotNil(t, p.spec.SecurityContext, p.name)
+		assert.EqualValues(t, 2222, *p.spec.SecurityContext.RunAsUser, p.name)
+		assert.EqualValues(t, 2222, *p.spec.SecurityContext.RunAsGroup, p.name)
+		assert.EqualValues(t, 2222, *p.spec.SecurityContext.FSGroup, p.name)
+	}
+	cfg := agentConfig(t, r)
+	for cat, want := range map[string]string{"EXPERIMENTS": "experiments", "JOBS": "experiments", "TENSORBOARDS": "experiments", "BUILDS": "builds"} {
+		assert.JSONEq(t, fmt.Sprintf(`{"polyaxon":%q}`, want), cfg["POLYAXON_NODE_SELECTOR_"+cat], cat)
+	}
+	var def struct {
+		NodeSelector map[string]string `json:"nodeSelector"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(cfg["POLYAXON_AGENT_DEFAULT_SCHEDULING"]), &def))
+	assert.Equal(t, map[string]string{"polyaxon": "experiments"}, def.NodeSelector, "the agent default comes from jobs")
+	assertRestricted(t, r)
+}
+
+func TestNodeSelectorAliasAndPluralTogetherFail(t *testing.T) {
+	_, err := renderWith(loadChart(t), map[string]any{
+		"nodeSelector":  map[string]any{"core": map[string]any{"a": "b"}},
+		"nodeSelectors": map[string]any{"core": map[string]any{"c": "d"}},
+	}, false, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "`nodeSelector`")
+	assert.Contains(t, err.Error(), "`nodeSelectors`")
+}
+
+func assertRestricted(t *testing.T, r rendered) {
+	t.Helper()
+	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	require.NoError(t, err)
+	lv := psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}
+	pods := r.pods(t)
+	require.NotEmpty(t, pods)
+	for _, p := range pods {
+		res := policy.AggregateCheckResults(eval.EvaluatePod(lv, &p.meta, &p.spec))
+		assert.True(t, res.Allowed, "%s %s fails the restricted Pod Security Standard: %s", p.kind, p.name, res.ForbiddenDetail())
+	}
+}
+
+func TestEveryPodPassesRestricted(t *testing.T) {
+	cases := map[string][]map[string]any{
+		"defaults":   {},
+		"everything": {everything},
+		"production": {profileValues(t, "production"), map[string]any{"migrations": map[string]any{"useHelmHooks": true}}},
+		"development": {profileValues(t, "development")},
+	}
+	for name, layers := range cases {
+		t.Run(name, func(t *testing.T) { assertRestricted(t, render(t, layers...)) })
+	}
+	// The check itself can fail: with the security context off, pods are not restricted.
+	r := render(t, map[string]any{"securityContext": map[string]any{"enabled": false}})
+	eval, _ := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	p := r.pods(t)[0]
+	res := policy.AggregateCheckResults(eval.EvaluatePod(psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}, &p.meta, &p.spec))
+	assert.False(t, res.Allowed)
+}
+
+func TestSecurityContextAliases(t *testing.T) {
+	r := render(t, map[string]any{"securityContext": map[string]any{"runAsUser": 3000, "runAsGroup": 3001, "fsGroup": 3002}})
+	for _, p := range r.pods(t) {
+		assert.EqualValues(t, 3000, *p.spec.SecurityContext.RunAsUser, p.name)
+		assert.EqualValues(t, 3001, *p.spec.SecurityContext.RunAsGroup, p.name)
+		assert.EqualValues(t, 3002, *p.spec.SecurityContext.FSGroup, p.name)
+	}
+}
+
+// fakeCluster answers the chart's lookup calls from in-memory objects.
+type fakeCluster struct{ client *dynamicfake.FakeDynamicClient }
+
+func (f fakeCluster) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, false, err
+	}
+	if kind != "Secret" {
+		return nil, false, fmt.Errorf("lookup of %s not expected", kind)
+	}
+	return f.client.Resource(gv.WithResource("secrets")), true, nil
+}
+
+func secretsOf(t testing.TB, r rendered) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, o := range r.byKind("Secret") {
+		data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+		out[o.GetName()] = data
+	}
+	return out
+}
+
+func TestGeneratedSecretsSurviveUpgrade(t *testing.T) {
+	vals := mergeValues(everything)
+	ch := loadChart(t)
+	first, err := renderWith(ch, vals, false, nil)
+	require.NoError(t, err)
+	installed := secretsOf(t, first)
+	require.Len(t, installed, 4, "platform, postgresql, rabbitmq and redis secrets")
+
+	// Without the cluster a second render generates new values (what the official chart does on every upgrade).
+	again, err := renderWith(ch, vals, true, nil)
+	require.NoError(t, err)
+	assert.NotEqual(t, installed["polyaxon-platform"]["POLYAXON_SECRET_KEY"], secretsOf(t, again)["polyaxon-platform"]["POLYAXON_SECRET_KEY"])
+
+	// With the installed Secrets in the cluster, the upgrade render keeps every value.
+	var objs []runtime.Object
+	for _, o := range first.byKind("Secret") {
+		objs = append(objs, o.DeepCopy())
+	}
+	cluster := fakeCluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), objs...)}
+	upgraded, err := renderWith(ch, vals, true, cluster)
+	require.NoError(t, err)
+	assert.Equal(t, installed, secretsOf(t, upgraded))
+
+	// A value given by the user wins over the stored one.
+	withKey := mergeValues(vals, map[string]any{"secrets": map[string]any{"secretKey": "from-values"}})
+	upgraded, err = renderWith(ch, withKey, true, cluster)
+	require.NoError(t, err)
+	assert.Equal(t, "ZnJvbS12YWx1ZXM=", secretsOf(t, upgraded)["polyaxon-platform"]["POLYAXON_SECRET_KEY"])
+	assert.Equal(t, installed["polyaxon-platform"]["POLYAXON_SECRET_INTERNAL_TOKEN"], secretsOf(t, upgraded)["polyaxon-platform"]["POLYAXON_SECRET_INTERNAL_TOKEN"])
+}
+
+func TestDataIsKept(t *testing.T) {
+	r := render(t, everything)
+	for _, s := range r.byKind("StatefulSet") {
+		var sts appsv1.StatefulSet
+		decodeStrict(t, s, &sts)
+		require.Len(t, sts.Spec.VolumeClaimTemplates, 1, "%s must persist its data by default", s.GetName())
+		assert.Equal(t, "keep", sts.Spec.VolumeClaimTemplates[0].Annotations["helm.sh/resource-policy"], s.GetName())
+	}
+	for _, s := range r.byKind("Secret") {
+		assert.Equal(t, "keep", s.GetAnnotations()["helm.sh/resource-policy"], s.GetName())
+	}
+}
+
+func TestPostgresMajorVersionNamesTheDataVolume(t *testing.T) {
+	claim := func(tag string) string {
+		r := render(t, map[string]any{"postgresql": map[string]any{"image": map[string]any{"tag": tag}}})
+		var sts appsv1.StatefulSet
+		decodeStrict(t, r.get("StatefulSet", "polyaxon-postgresql"), &sts)
+		return sts.Spec.VolumeClaimTemplates[0].Name
+	}
+	assert.Equal(t, "data-pg16", claim("16.4"))
+	assert.Equal(t, "data-pg16", claim("16.6-bookworm"))
+	assert.Equal(t, "data-pg17", claim("17.2"))
+}
+
+func TestExternalServices(t *testing.T) {
+	_, err := renderWith(loadChart(t), map[string]any{"postgresql": map[string]any{"enabled": false}}, false, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "externalServices.postgresql.host")
+
+	r := render(t, map[string]any{
+		"postgresql":       map[string]any{"enabled": false},
+		"externalServices": map[string]any{"postgresql": map[string]any{"host": "db.example.com", "existingSecret": "db-creds", "passwordKey": "pw"}},
+	})
+	assert.Nil(t, r.get("StatefulSet", "polyaxon-postgresql"))
+	assert.Nil(t, r.get("Secret", "polyaxon-postgresql"), "the user's Secret is used, none is created")
+	cfg, _, _ := unstructured.NestedStringMap(r.get("ConfigMap", "polyaxon-config").Object, "data")
+	assert.Equal(t, "db.example.com", cfg["POLYAXON_DB_HOST"])
+	var d appsv1.Deployment
+	decodeStrict(t, r.get("Deployment", "polyaxon-gateway"), &d)
+	env := d.Spec.Template.Spec.Containers[0].Env
+	require.NotEmpty(t, env)
+	assert.Equal(t, "POLYAXON_DB_PASSWORD", env[0].Name)
+	assert.Equal(t, "db-creds", env[0].ValueFrom.SecretKeyRef.Name)
+	assert.Equal(t, "pw", env[0].ValueFrom.SecretKeyRef.Key)
+
+	_, err = renderWith(loadChart(t), map[string]any{"worker": map[string]any{"enabled": true}}, false, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "worker.enabled")
+	assert.Contains(t, err.Error(), "rabbitmq.enabled=true")
+}
+
+func TestMigrationJob(t *testing.T) {
+	assert.Empty(t, render(t).byKind("Job"), "by default the installer runs migrations itself")
+
+	hook := render(t, map[string]any{"migrations": map[string]any{"useHelmHooks": true}}).byKind("Job")
+	require.Len(t, hook, 1)
+	assert.Equal(t, "polyaxon-migrate-2-15-1", hook[0].GetName())
+	assert.Equal(t, "post-install,pre-upgrade", hook[0].GetAnnotations()["helm.sh/hook"])
+
+	own := render(t, map[string]any{"migrations": map[string]any{"renderJob": true}}).byKind("Job")
+	require.Len(t, own, 1)
+	assert.Equal(t, "polyaxon-migrate-2-15-1", own[0].GetName())
+	assert.NotContains(t, own[0].GetAnnotations(), "helm.sh/hook")
+}
+
+func TestConfigChecksumFollowsConfigOnly(t *testing.T) {
+	sum := func(r rendered) string {
+		var d appsv1.Deployment
+		decodeStrict(t, r.get("Deployment", "polyaxon-gateway"), &d)
+		return d.Spec.Template.Annotations["checksum/config"]
+	}
+	base := sum(render(t))
+	require.NotEmpty(t, base)
+	assert.NotEqual(t, base, sum(render(t, map[string]any{"logLevel": "DEBUG"})), "a config change must roll the pods")
+	assert.Equal(t, base, sum(render(t, map[string]any{"commonLabels": map[string]any{"team": "ml"}})), "a label change must not")
+}
+
+func TestNotesWarn(t *testing.T) {
+	r := render(t, map[string]any{"gateway": map[string]any{"image": map[string]any{"tag": "latest"}}, "postgresql": map[string]any{"persistence": map[string]any{"enabled": false}}})
+	assert.Contains(t, r.notes, "rolling tag")
+	assert.Contains(t, r.notes, "postgresql.persistence.enabled is false")
+	assert.NotContains(t, render(t).notes, "WARNINGS")
+}
+
+func TestLint(t *testing.T) {
+	for name, vals := range map[string]map[string]any{"defaults": {}, "production": profileValues(t, "production"), "everything": everything} {
+		t.Run(name, func(t *testing.T) {
+			res := action.NewLint().Run([]string{"polyaxon"}, vals)
+			for _, m := range res.Messages {
+				assert.Less(t, m.Severity, 2, "lint: %s", m) // 2 = WarningSev and above fail
+			}
+			assert.Empty(t, res.Errors)
+		})
+	}
+}
