@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
@@ -295,9 +295,9 @@ func assertRestricted(t *testing.T, r rendered) {
 
 func TestEveryPodPassesRestricted(t *testing.T) {
 	cases := map[string][]map[string]any{
-		"defaults":   {},
-		"everything": {everything},
-		"production": {profileValues(t, "production"), map[string]any{"migrations": map[string]any{"useHelmHooks": true}}},
+		"defaults":    {},
+		"everything":  {everything},
+		"production":  {profileValues(t, "production"), map[string]any{"migrations": map[string]any{"useHelmHooks": true}}},
 		"development": {profileValues(t, "development")},
 	}
 	for name, layers := range cases {
@@ -321,7 +321,9 @@ func TestSecurityContextAliases(t *testing.T) {
 }
 
 // fakeCluster answers the chart's lookup calls from in-memory objects.
-type fakeCluster struct{ client *dynamicfake.FakeDynamicClient }
+type fakeCluster struct {
+	client *dynamicfake.FakeDynamicClient
+}
 
 func (f fakeCluster) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
