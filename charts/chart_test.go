@@ -472,3 +472,11 @@ func TestLint(t *testing.T) {
 		})
 	}
 }
+
+func TestOperatorWithoutAgent(t *testing.T) {
+	r := render(t, map[string]any{"agent": map[string]any{"enabled": false}})
+	assert.Nil(t, r.get("ConfigMap", "polyaxon-agent"))
+	var d appsv1.Deployment
+	decodeStrict(t, r.get("Deployment", "polyaxon-operator"), &d)
+	assert.Empty(t, d.Spec.Template.Spec.Containers[0].EnvFrom, "the operator must not reference the absent runner ConfigMap")
+}
