@@ -1,0 +1,107 @@
+package preflight
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+)
+
+// PostChecks verify an installed release (`check` without --pre): the API, the version, the
+// release record and the readiness of every workload.
+func PostChecks(env *Env) []check.Check {
+	all := Checks(env)
+	var checks []check.Check
+	for _, c := range all {
+		if c.ID == "kube-api" || c.ID == "kube-version" {
+			checks = append(checks, c)
+		}
+	}
+	checks = append(checks,
+		check.Check{ID: "release-deployed", Category: "release", Description: "the release is installed and deployed", Severity: check.Fatal,
+			Hint: "install it (polyaxon-deploy install), or pass the right --release/-n; a failed release: polyaxon-deploy rollback",
+			Run:  env.checkDeployed},
+		check.Check{ID: "workloads-ready", Category: "release", Description: "every Deployment and StatefulSet of the release is ready", Severity: check.Error,
+			Hint: "kubectl -n NAMESPACE describe pods -l app.kubernetes.io/instance=RELEASE shows why pods are not ready",
+			Run:  env.checkWorkloadsReady},
+	)
+	for i := range checks {
+		checks[i].DocsAnchor = anchor(checks[i].ID)
+	}
+	return checks
+}
+
+func (e *Env) checkDeployed(ctx context.Context) (string, error) {
+	cs, err := e.clientset()
+	if err != nil {
+		return "", err
+	}
+	list, err := cs.CoreV1().Secrets(e.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + e.Release})
+	if err != nil {
+		return "", fmt.Errorf("listing Helm release records in %s: %w", e.Namespace, err)
+	}
+	if len(list.Items) == 0 {
+		return "", fmt.Errorf("no release %s in namespace %s", e.Release, e.Namespace)
+	}
+	best, status := -1, ""
+	for _, s := range list.Items {
+		n, _ := strconv.Atoi(s.Labels["version"])
+		if n > best {
+			best, status = n, s.Labels["status"]
+		}
+	}
+	if status != "deployed" {
+		return "", fmt.Errorf("release %s revision %d is %s", e.Release, best, status)
+	}
+	return fmt.Sprintf("release %s revision %d deployed", e.Release, best), nil
+}
+
+func (e *Env) checkWorkloadsReady(ctx context.Context) (string, error) {
+	cs, err := e.clientset()
+	if err != nil {
+		return "", err
+	}
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=polyaxon,app.kubernetes.io/instance=" + e.Release}
+	deps, err := cs.AppsV1().Deployments(e.Namespace).List(ctx, sel)
+	if err != nil {
+		return "", fmt.Errorf("listing Deployments: %w", err)
+	}
+	sts, err := cs.AppsV1().StatefulSets(e.Namespace).List(ctx, sel)
+	if err != nil {
+		return "", fmt.Errorf("listing StatefulSets: %w", err)
+	}
+	var notReady []string
+	n := 0
+	for _, d := range deps.Items {
+		n++
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < want || d.Status.AvailableReplicas < want {
+			notReady = append(notReady, fmt.Sprintf("Deployment %s: %d/%d available, %d updated", d.Name, d.Status.AvailableReplicas, want, d.Status.UpdatedReplicas))
+		}
+	}
+	for _, s := range sts.Items {
+		n++
+		want := int32(1)
+		if s.Spec.Replicas != nil {
+			want = *s.Spec.Replicas
+		}
+		if s.Status.ObservedGeneration < s.Generation || s.Status.ReadyReplicas < want || (s.Status.UpdateRevision != "" && s.Status.CurrentRevision != s.Status.UpdateRevision) {
+			notReady = append(notReady, fmt.Sprintf("StatefulSet %s: %d/%d ready", s.Name, s.Status.ReadyReplicas, want))
+		}
+	}
+	if n == 0 {
+		return "", fmt.Errorf("no Deployment or StatefulSet of release %s in %s", e.Release, e.Namespace)
+	}
+	if len(notReady) > 0 {
+		sort.Strings(notReady)
+		return "", joinErrs(notReady, 20)
+	}
+	return fmt.Sprintf("%d workloads ready", n), nil
+}

@@ -1,0 +1,221 @@
+// Package preflight holds the concrete checks run before (and after) an install or upgrade.
+// Each check asks the authority: the API server's discovery for versions, a
+// SelfSubjectAccessReview for permissions, a server-side dry-run for validity, the scheduler's
+// predicates (via installer/plan) for placement. Guesses only warn.
+//
+// Check IDs are stable (they are what --ignore takes and what the README documents):
+//
+//	kube-api                 the API server answers (fatal)
+//	kube-version             its version is inside the chart's kubeVersion range
+//	release-state            an existing release is not stuck in pending-*
+//	rbac                     SelfSubjectAccessReview allows every verb on every kind the release creates
+//	crd-ownership            polyaxon.com CRDs are not owned by another release
+//	dry-run                  a server-side dry-run of every rendered object is accepted
+//	scheduling-core          every core pod fits a Ready node (labels, taints, resources)
+//	scheduling-dependencies  Postgres, RabbitMQ and Redis pods fit a Ready node
+//	scheduling-<category>    a run of experiments|jobs|builds|tensorboards|notebooks can start
+//	gpu-capacity             Ready nodes offer the GPUs the values ask for
+//	storage-class            persistent volumes have a (default) StorageClass
+//	ingress-class            the Ingress's class exists
+//	gateway-replicas         gateway.replicas meets the profile's minimum
+//	pod-security             every pod passes the profile's Pod Security level
+package preflight
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"helm.sh/helm/v3/pkg/chart"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
+)
+
+// Clients gives access to the cluster; *kube.Settings implements it.
+type Clients interface {
+	Clientset() (kubernetes.Interface, error)
+	Dynamic() (dynamic.Interface, error)
+	RESTMapper() (meta.RESTMapper, error)
+}
+
+// Env is everything the checks look at. Cluster reads are made once and shared.
+type Env struct {
+	Release   string
+	Namespace string
+	Chart     *chart.Chart
+	// Rendered is the release as it would be installed (render.Render with the user's inputs).
+	Rendered *render.Result
+	Policy   profile.Policy
+	Clients  Clients
+	// Scheduler evaluates placement; nil means PlanScheduler (installer/plan).
+	Scheduler Scheduler
+	// FieldManager for server-side dry-runs.
+	FieldManager string
+
+	once struct {
+		version, nodes, ns, sched sync.Once
+	}
+	serverVersion *version.Info
+	versionErr    error
+	nodes         []corev1.Node
+	nodesErr      error
+	nsExists      bool
+	nsErr         error
+	sched         *SchedulingResult
+	schedErr      error
+}
+
+// Docs anchors live in README.md under "Preflight checks".
+func anchor(id string) string { return "check-" + id }
+
+// Checks returns the pre-install/upgrade checks, in order. Fatal ones first: without an API
+// server nothing else means anything.
+func Checks(env *Env) []check.Check {
+	if env.FieldManager == "" {
+		env.FieldManager = "polyaxon-deploy"
+	}
+	if env.Scheduler == nil {
+		env.Scheduler = PlanScheduler{}
+	}
+	// Offline policy checks first: they need no cluster, so a fatal kube-api failure does not hide them.
+	checks := []check.Check{
+		{ID: "gateway-replicas", Category: "policy", Description: "the gateway has the replicas the profile requires", Severity: check.Error,
+			Hint: "set gateway.replicas to at least the profile's minimum, or use another profile",
+			Run:  env.checkGatewayReplicas},
+		{ID: "pod-security", Category: "policy", Description: "every pod passes the profile's Pod Security level", Severity: check.Error,
+			Hint: "enable securityContext (securityContext.enabled=true) or fix the component named in the message",
+			Run:  env.checkPodSecurity},
+		{ID: "kube-api", Category: "cluster", Description: "the Kubernetes API is reachable", Severity: check.Fatal,
+			Hint: "check --kubeconfig/--context (kubectl config get-contexts) and that the API server answers (kubectl version)",
+			Run:  env.checkAPI},
+		{ID: "kube-version", Category: "cluster", Description: "the Kubernetes version is supported by the chart", Severity: check.Error,
+			Hint: "upgrade the cluster, or use an installer release whose chart supports this version",
+			Run:  env.checkVersion},
+		{ID: "release-state", Category: "release", Description: "the release is not stuck in a pending state", Severity: check.Error,
+			Hint: "a previous run crashed mid-operation: run `polyaxon-deploy recover` to mark it failed and roll back",
+			Run:  env.checkReleaseState},
+		{ID: "rbac", Category: "permissions", Description: "you may create and update every kind the release contains", Severity: check.Error,
+			Hint: "ask a cluster admin for these permissions (a RoleBinding in the namespace, and cluster-scoped ones for CRDs/namespaces), or use a context that has them",
+			Run:  env.checkRBAC},
+		{ID: "crd-ownership", Category: "permissions", Description: "polyaxon.com CRDs are not owned by another release", Severity: check.Error,
+			Hint: "the CRDs belong to another Helm release: uninstalling it would delete every Polyaxon run; remove its meta.helm.sh annotations so the CRDs are shared, or install into that release",
+			Run:  env.checkCRDOwnership},
+		{ID: "dry-run", Category: "validation", Description: "the API server accepts every object (server-side dry-run)", Severity: check.Error,
+			Hint: "fix the values named in the message; an admission webhook or policy may also reject objects (see its message)",
+			Run:  env.checkDryRun},
+	}
+	checks = append(checks, env.schedulingChecks()...)
+	checks = append(checks,
+		check.Check{ID: "gpu-capacity", Category: "scheduling", Description: "Ready nodes offer the GPUs the values ask for", Severity: check.Error,
+			Hint: "add GPU nodes (with the device plugin running so they advertise nvidia.com/gpu), or change the node selector/tolerations of the GPU categories",
+			Run:  env.checkGPU},
+		check.Check{ID: "storage-class", Category: "storage", Description: "persistent volumes have a StorageClass", Severity: check.Error,
+			Hint: "mark a StorageClass as default (storageclass.kubernetes.io/is-default-class=true) or set <component>.persistence.storageClass",
+			Run:  env.checkStorageClass},
+		check.Check{ID: "ingress-class", Category: "network", Description: "the Ingress class exists", Severity: check.Error,
+			Hint: "install an ingress controller, or set ingress.className to an existing IngressClass (kubectl get ingressclass)",
+			Run:  env.checkIngressClass},
+	)
+	for i := range checks {
+		checks[i].DocsAnchor = anchor(checks[i].ID)
+	}
+	return checks
+}
+
+// IDs returns the IDs of the checks Checks would return (for docs and --ignore validation).
+func IDs() []string {
+	var out []string
+	for _, c := range Checks(&Env{}) {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+func (e *Env) clientset() (kubernetes.Interface, error) {
+	if e.Clients == nil {
+		return nil, fmt.Errorf("no cluster configured")
+	}
+	return e.Clients.Clientset()
+}
+
+// version reads the server version once.
+func (e *Env) version(ctx context.Context) (*version.Info, error) {
+	e.once.version.Do(func() {
+		cs, err := e.clientset()
+		if err != nil {
+			e.versionErr = err
+			return
+		}
+		e.serverVersion, e.versionErr = serverVersion(ctx, cs)
+	})
+	return e.serverVersion, e.versionErr
+}
+
+// readyNodes lists nodes once and keeps the Ready, schedulable ones.
+func (e *Env) readyNodes(ctx context.Context) ([]corev1.Node, error) {
+	e.once.nodes.Do(func() {
+		cs, err := e.clientset()
+		if err != nil {
+			e.nodesErr = err
+			return
+		}
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			e.nodesErr = fmt.Errorf("listing nodes: %w", err)
+			return
+		}
+		for _, n := range list.Items {
+			if nodeReady(&n) && !n.Spec.Unschedulable {
+				e.nodes = append(e.nodes, n)
+			}
+		}
+	})
+	return e.nodes, e.nodesErr
+}
+
+// namespaceExists reports whether the release namespace exists (once).
+func (e *Env) namespaceExists(ctx context.Context) (bool, error) {
+	e.once.ns.Do(func() {
+		cs, err := e.clientset()
+		if err != nil {
+			e.nsErr = err
+			return
+		}
+		_, err = cs.CoreV1().Namespaces().Get(ctx, e.Namespace, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			e.nsExists = true
+		case isNotFound(err):
+			e.nsExists = false
+		default:
+			e.nsErr = fmt.Errorf("reading namespace %s: %w", e.Namespace, err)
+		}
+	})
+	return e.nsExists, e.nsErr
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// manifests are the objects Helm creates (hooks included; CRDs separately).
+func (e *Env) manifests() []render.Manifest {
+	if e.Rendered == nil {
+		return nil
+	}
+	out := append([]render.Manifest(nil), e.Rendered.Manifests...)
+	return append(out, e.Rendered.Hooks...)
+}

@@ -1,0 +1,83 @@
+package render_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
+)
+
+// The embedded chart with every profile and every values seed renders, decodes strictly, and
+// the migrations Job renders alone on request.
+func TestEmbeddedChartProfilesAndSeeds(t *testing.T) {
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	assert.Equal(t, "polyaxon", ch.Name())
+
+	seeds, err := filepath.Glob("/work/shared/fixtures/seeds/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, seeds)
+	examples, err := filepath.Glob("../../values/*.yaml") // documented example files
+	require.NoError(t, err)
+	inputs := [][]string{nil}
+	for _, s := range append(seeds, examples...) {
+		if filepath.Base(s) != "distributed-tf.yaml" { // a run topology, not values
+			inputs = append(inputs, []string{s})
+		}
+	}
+	for _, name := range profile.Names() {
+		p, err := profile.Load(name)
+		require.NoError(t, err)
+		for _, files := range inputs {
+			t.Run(name+"/"+strings.Join(files, ","), func(t *testing.T) {
+				vals, _, err := values.Build(p.Name, p.Values, values.Options{ValueFiles: files})
+				require.NoError(t, err)
+				res, err := render.Render(ch, vals, render.Options{})
+				require.NoError(t, err)
+				assert.NotEmpty(t, res.Manifests)
+				for _, m := range res.Manifests {
+					if m.Kind() != "CustomResourceDefinition" {
+						assert.NotNil(t, m.Typed, "%s %s: every chart kind is a k8s.io/api kind", m.Kind(), m.Name())
+					}
+				}
+				assert.NotEmpty(t, res.Notes)
+			})
+		}
+	}
+}
+
+func TestEmbeddedChartMigrationsJob(t *testing.T) {
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	ms, err := render.RenderTemplate(ch, map[string]any{"migrations": map[string]any{"renderJob": true}},
+		render.Options{ReleaseName: "polyaxon", Namespace: "polyaxon"}, "templates/migrations/job.yaml")
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	job, ok := ms[0].Typed.(*batchv1.Job)
+	require.True(t, ok)
+	assert.Equal(t, "polyaxon-migrate-"+strings.ReplaceAll(ch.Metadata.AppVersion, ".", "-"), job.Name)
+	assert.False(t, ms[0].IsHook(), "renderJob yields a plain object the installer runs itself")
+	assert.Equal(t, "migrate", job.Spec.Template.Spec.Containers[0].Name)
+
+	res, err := render.Render(ch, nil, render.Options{})
+	require.NoError(t, err)
+	for _, m := range res.All() {
+		assert.NotEqual(t, "Job", m.Kind(), "no migrations Job in a default release")
+	}
+}
+
+func TestEmbeddedChartSchemaErrorPath(t *testing.T) {
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	_, err = render.Render(ch, map[string]any{"gateway": map[string]any{"replicas": "two"}}, render.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "gateway.replicas")
+}

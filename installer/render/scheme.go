@@ -1,0 +1,26 @@
+package render
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+)
+
+// strictScheme is client-go's scheme plus CRDs, with a strict decoder: a field the API types
+// don't have is an error, which catches template typos offline.
+var (
+	strictScheme  = newScheme()
+	strictDecoder = serializer.NewCodecFactory(strictScheme, serializer.EnableStrict).UniversalDeserializer()
+)
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return s
+}
+
+// Scheme returns the scheme used for typed decoding (client-go kinds and CRDs).
+func Scheme() *runtime.Scheme { return strictScheme }

@@ -1,0 +1,192 @@
+// Package values layers the user's values over a profile, last wins:
+//
+//	chart defaults < profile < each -f FILE in order < --set < --set-string < --set-file
+//
+// Chart defaults are applied by Helm when rendering; Build returns everything above them.
+// Every layer goes through Migrate first, so values written in Polyaxon's older shapes are
+// rewritten (with a warning showing the new spelling) or rejected with the fix.
+package values
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/strvals"
+)
+
+// Options are the user's value inputs, in the order given on the command line.
+// Stored as-is with a release so an upgrade re-renders from them.
+type Options struct {
+	ValueFiles   []string `json:"valueFiles,omitempty"`   // -f/--values
+	Values       []string `json:"values,omitempty"`       // --set
+	StringValues []string `json:"stringValues,omitempty"` // --set-string
+	FileValues   []string `json:"fileValues,omitempty"`   // --set-file key=path
+}
+
+// Empty reports whether no user input was given.
+func (o Options) Empty() bool {
+	return len(o.ValueFiles)+len(o.Values)+len(o.StringValues)+len(o.FileValues) == 0
+}
+
+// Build returns profile < files < sets, migrated, plus the migration warnings.
+// profileName is only used in messages.
+func Build(profileName string, profileValues map[string]any, opts Options) (map[string]any, []Warning, error) {
+	var warnings []Warning
+	base, w, err := Migrate("profile "+profileName, DeepCopy(profileValues))
+	if err != nil {
+		return nil, nil, err
+	}
+	warnings = append(warnings, w...)
+
+	for _, path := range opts.ValueFiles {
+		layer, err := ReadFile(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		layer, w, err := Migrate(path, layer)
+		if err != nil {
+			return nil, nil, err
+		}
+		warnings = append(warnings, w...)
+		base = Merge(base, layer)
+	}
+
+	// --set family: parsed into one layer with Helm's strvals (same syntax and types as helm),
+	// then migrated and merged like a file. Unlike helm, an index (a[0]=x) addresses the list
+	// given on the command line, not a list from a file: lists are always replaced whole.
+	sets := map[string]any{}
+	for _, s := range opts.Values {
+		if err := strvals.ParseInto(s, sets); err != nil {
+			return nil, nil, setError("--set", s, err)
+		}
+	}
+	for _, s := range opts.StringValues {
+		if err := strvals.ParseIntoString(s, sets); err != nil {
+			return nil, nil, setError("--set-string", s, err)
+		}
+	}
+	for _, s := range opts.FileValues {
+		if err := strvals.ParseIntoFile(s, sets, readSetFile(s)); err != nil {
+			return nil, nil, setError("--set-file", s, err)
+		}
+	}
+	if len(sets) > 0 {
+		sets, w, err = Migrate("--set", sets)
+		if err != nil {
+			return nil, nil, err
+		}
+		warnings = append(warnings, w...)
+		base = Merge(base, sets)
+	}
+	return base, warnings, nil
+}
+
+// ReadFile reads one values file (- is stdin) the way Helm does.
+func ReadFile(path string) (map[string]any, error) {
+	var data []byte
+	var err error
+	if strings.TrimSpace(path) == "-" {
+		data, err = readAllStdin()
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("values file %s: not found (fix: check the -f path; it is relative to the current directory)", path)
+		}
+		return nil, fmt.Errorf("values file %s: %w", path, err)
+	}
+	vals, err := chartutil.ReadValues(data)
+	if err != nil {
+		return nil, fmt.Errorf("values file %s: not valid YAML: %w", path, err)
+	}
+	return vals, nil
+}
+
+var readAllStdin = func() ([]byte, error) { return io.ReadAll(os.Stdin) }
+
+func readSetFile(arg string) strvals.RunesValueReader {
+	return func(rs []rune) (any, error) {
+		path := string(rs)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("file %s not found", path)
+			}
+			return nil, err
+		}
+		return string(data), nil
+	}
+}
+
+func setError(flag, arg string, err error) error {
+	return fmt.Errorf("%s %q: %w (fix: use key=value with dots for nesting, e.g. %s gateway.replicas=2, %s 'allowedHosts={a.example.com,b.example.com}', %s 'tolerations.core[0].operator=Exists'; quote the argument in your shell)",
+		flag, arg, err, flag, flag, flag)
+}
+
+// Merge deep-merges src into a copy of dst: maps merge key by key, anything else (lists
+// included) is replaced by src. A nil in src is kept so Helm deletes the key on render.
+func Merge(dst, src map[string]any) map[string]any {
+	out := make(map[string]any, len(dst)+len(src))
+	for k, v := range dst {
+		out[k] = v
+	}
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := out[k].(map[string]any); ok {
+				out[k] = Merge(dm, sm)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// DeepCopy copies maps and lists recursively (scalars are immutable).
+func DeepCopy(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = deepCopyValue(v)
+	}
+	return out
+}
+
+func deepCopyValue(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		return DeepCopy(t)
+	case []any:
+		l := make([]any, len(t))
+		for i, x := range t {
+			l[i] = deepCopyValue(x)
+		}
+		return l
+	default:
+		return v
+	}
+}
+
+// Lookup returns the value at a dotted path (a.b.c) and whether it exists.
+func Lookup(m map[string]any, path string) (any, bool) {
+	var cur any = m
+	for _, k := range strings.Split(path, ".") {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		cur, ok = mm[k]
+		if !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
