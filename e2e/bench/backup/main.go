@@ -1,0 +1,470 @@
+// Command backup benchmarks polyaxon-deploy's database backup and restore
+// against plain pg_dump --format=custom (default compression) and plain
+// pg_restore, on a real PostgreSQL seeded with a realistic schema.
+//
+//	go run ./e2e/bench/backup [-sizes 250MiB,1GiB] [-runs 3]
+//
+// Our side runs in a child process (this binary re-executed) through the
+// same library calls as `polyaxon-deploy backup --local` / `restore --local`
+// (backup.Create, backup.Verify, backup.Restore with a LocalTarget), so its
+// peak RSS is measured alone. Prints medians and "ratio" lines; exits 1 when
+// the restored contents differ or -enforce is given and the backup ratio is
+// above the target.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+)
+
+// Target from issue 5: our backup takes at most 60% of plain pg_dump's time.
+const targetRatio = 0.60
+
+const childEnv = "BENCH_BACKUP_CHILD" // set in the re-executed child
+const passwordEnv = "BENCH_BACKUP_PGPASSWORD"
+
+func main() {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(child())
+	}
+	os.Exit(parent())
+}
+
+type options struct {
+	sizes   []int64
+	runs    int
+	workdir string
+	codec   string
+	level   int
+	enforce bool
+	jsonOut string
+}
+
+func parent() int {
+	var o options
+	sizes := flag.String("sizes", envOr("BENCH_BACKUP_SIZES", "250MiB,1GiB"), "database sizes to benchmark, comma separated (env BENCH_BACKUP_SIZES)")
+	flag.IntVar(&o.runs, "runs", envInt("BENCH_BACKUP_RUNS", 3), "runs of each measurement (env BENCH_BACKUP_RUNS)")
+	flag.StringVar(&o.workdir, "workdir", os.Getenv("BENCH_BACKUP_WORKDIR"), "scratch directory for dumps (default: a temp dir)")
+	flag.StringVar(&o.codec, "codec", backup.DefaultCodec, "our codec")
+	flag.IntVar(&o.level, "level", backup.DefaultLevel, "our zstd level")
+	flag.BoolVar(&o.enforce, "enforce", os.Getenv("BENCH_BACKUP_ENFORCE") != "", "exit 1 when the backup ratio is above the target (env BENCH_BACKUP_ENFORCE)")
+	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
+	flag.Parse()
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := parseSize(strings.TrimSpace(s))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-backup:", err)
+			return 2
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	if o.runs < 1 {
+		o.runs = 1
+	}
+	if o.workdir == "" {
+		d, err := os.MkdirTemp("", "bench-backup-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-backup:", err)
+			return 1
+		}
+		defer os.RemoveAll(d)
+		o.workdir = d
+	}
+	ctx := context.Background()
+	var all []*sizeResult
+	failed := false
+	for _, size := range o.sizes {
+		r, err := benchSize(ctx, o, size)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench-backup: size %s: %v\n", human(size), err)
+			return 1
+		}
+		all = append(all, r)
+		if !r.Identical || (o.enforce && r.BackupRatio > targetRatio) {
+			failed = true
+		}
+	}
+	fmt.Println()
+	fmt.Println("summary")
+	for _, r := range all {
+		fmt.Printf("  %-9s backup ratio %.2f (target <= %.2f)  restore ratio %.2f  peak RSS ours: backup %s, restore %s  contents identical: %v\n",
+			human(r.TargetSize), r.BackupRatio, targetRatio, r.RestoreRatio, human(r.Ours.PeakRSS), human(r.OursRestore.PeakRSS), r.Identical)
+	}
+	if o.jsonOut != "" {
+		b, _ := json.MarshalIndent(all, "", "  ")
+		if err := os.WriteFile(o.jsonOut, b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-backup:", err)
+			return 1
+		}
+	}
+	if failed {
+		fmt.Println("FAIL")
+		return 1
+	}
+	return 0
+}
+
+type measure struct {
+	Seconds     []float64 `json:"seconds"`
+	Median      float64   `json:"median"`
+	Bytes       int64     `json:"bytes,omitempty"`
+	PeakRSS     int64     `json:"peakRSS,omitempty"`     // our process, bytes
+	ChildrenRSS int64     `json:"childrenRSS,omitempty"` // largest child (pg_dump, pg_restore)
+	Extra       float64   `json:"verifySeconds,omitempty"`
+}
+
+type sizeResult struct {
+	TargetSize   int64   `json:"targetSize"`
+	DBSize       int64   `json:"dbSize"`
+	Rows         int     `json:"rows"`
+	Ours         measure `json:"oursBackup"`
+	Plain        measure `json:"plainBackup"`
+	OursRestore  measure `json:"oursRestore"`
+	PlainRestore measure `json:"plainRestore"`
+	BackupRatio  float64 `json:"backupRatio"`
+	RestoreRatio float64 `json:"restoreRatio"`
+	Identical    bool    `json:"identical"`
+}
+
+func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) {
+	res := &sizeResult{TargetSize: size}
+	fmt.Printf("== database of about %s ==\n", human(size))
+	srv, err := pgtest.Start(ctx,
+		pgtest.WithSetting("max_wal_size", "4GB"),
+		pgtest.WithSetting("checkpoint_timeout", "30min"))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+
+	t0 := time.Now()
+	runs, err := seedTo(ctx, srv, size)
+	if err != nil {
+		return nil, err
+	}
+	if res.DBSize, err = pgtest.DatabaseSize(ctx, srv, srv.Database); err != nil {
+		return nil, err
+	}
+	res.Rows = pgtest.RowsFor(runs)
+	fmt.Printf("seeded %s (%d rows, %d runs) in %s with PostgreSQL in %s\n", human(res.DBSize), res.Rows, runs, since(t0), srv.BinDir)
+	want, err := pgtest.Checksums(ctx, srv, srv.Database)
+	if err != nil {
+		return nil, err
+	}
+
+	dir := filepath.Join(o.workdir, strconv.FormatInt(size, 10))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	plainFile := filepath.Join(dir, "plain.dump")
+	var lastOurs string
+	// Interleaved so drift (caches, other load) hits both sides alike.
+	for i := 0; i < o.runs; i++ {
+		_ = os.RemoveAll(filepath.Join(dir, "ours"))
+		cr, err := runChild(ctx, srv, "backup", srv.Database, filepath.Join(dir, "ours"), o)
+		if err != nil {
+			return nil, fmt.Errorf("our backup: %w", err)
+		}
+		res.Ours.Seconds = append(res.Ours.Seconds, cr.Seconds)
+		res.Ours.Bytes, lastOurs = cr.Bytes, cr.Dir
+		res.Ours.PeakRSS = max(res.Ours.PeakRSS, cr.MaxRSS)
+		res.Ours.ChildrenRSS = max(res.Ours.ChildrenRSS, cr.ChildrenRSS)
+		res.Ours.Extra = cr.VerifySeconds
+
+		secs, err := timed(ctx, srv, srv.Database, srv.Bin("pg_dump"), "--format=custom", "--file="+plainFile)
+		if err != nil {
+			return nil, fmt.Errorf("plain pg_dump: %w", err)
+		}
+		res.Plain.Seconds = append(res.Plain.Seconds, secs)
+		if st, err := os.Stat(plainFile); err == nil {
+			res.Plain.Bytes = st.Size()
+		}
+		fmt.Printf("  backup run %d: ours %.2fs (%s, verify %.2fs)  plain pg_dump -Fc %.2fs (%s)\n",
+			i+1, cr.Seconds, human(cr.Bytes), cr.VerifySeconds, secs, human(res.Plain.Bytes))
+	}
+	res.Ours.Median, res.Plain.Median = median(res.Ours.Seconds), median(res.Plain.Seconds)
+	res.BackupRatio = res.Ours.Median / res.Plain.Median
+
+	res.Identical = true
+	for i := 0; i < o.runs; i++ {
+		oursDB, plainDB := fmt.Sprintf("r_ours_%d", i), fmt.Sprintf("r_plain_%d", i)
+		for _, db := range []string{oursDB, plainDB} {
+			if err := srv.CreateDatabase(ctx, db); err != nil {
+				return nil, err
+			}
+		}
+		cr, err := runChild(ctx, srv, "restore", oursDB, lastOurs, o)
+		if err != nil {
+			return nil, fmt.Errorf("our restore: %w", err)
+		}
+		res.OursRestore.Seconds = append(res.OursRestore.Seconds, cr.Seconds)
+		res.OursRestore.PeakRSS = max(res.OursRestore.PeakRSS, cr.MaxRSS)
+		res.OursRestore.ChildrenRSS = max(res.OursRestore.ChildrenRSS, cr.ChildrenRSS)
+		secs, err := timed(ctx, srv, plainDB, srv.Bin("pg_restore"), "--clean", "--if-exists", "--single-transaction", "--no-owner", "--dbname="+plainDB, plainFile)
+		if err != nil {
+			return nil, fmt.Errorf("plain pg_restore: %w", err)
+		}
+		res.PlainRestore.Seconds = append(res.PlainRestore.Seconds, secs)
+		fmt.Printf("  restore run %d: ours %.2fs (verify included)  plain pg_restore %.2fs\n", i+1, cr.Seconds, secs)
+		if i == 0 {
+			for _, db := range []string{oursDB, plainDB} {
+				got, err := pgtest.Checksums(ctx, srv, db)
+				if err != nil {
+					return nil, err
+				}
+				if !equalMaps(want, got) {
+					res.Identical = false
+					fmt.Printf("  CONTENTS DIFFER in %s: want %v got %v\n", db, want, got)
+				}
+			}
+		}
+		for _, db := range []string{oursDB, plainDB} {
+			if _, err := srv.Psql(ctx, "postgres", fmt.Sprintf("DROP DATABASE %q", db)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	res.OursRestore.Median, res.PlainRestore.Median = median(res.OursRestore.Seconds), median(res.PlainRestore.Seconds)
+	res.RestoreRatio = res.OursRestore.Median / res.PlainRestore.Median
+
+	fmt.Printf("backup  median: ours %.2fs (%s, %s/zstd-%d; verify %.2fs)  plain %.2fs (%s)\n",
+		res.Ours.Median, human(res.Ours.Bytes), o.codec, o.level, res.Ours.Extra, res.Plain.Median, human(res.Plain.Bytes))
+	fmt.Printf("backup ratio (ours/plain pg_dump -Fc): %.2f (target <= %.2f) %s\n", res.BackupRatio, targetRatio, passFail(res.BackupRatio <= targetRatio))
+	fmt.Printf("restore median: ours %.2fs (verify + pg_restore)  plain pg_restore %.2fs\n", res.OursRestore.Median, res.PlainRestore.Median)
+	fmt.Printf("restore ratio (ours/plain pg_restore): %.2f\n", res.RestoreRatio)
+	fmt.Printf("restored contents identical (%d tables, ours and plain): %v\n", len(want), res.Identical)
+	fmt.Printf("peak RSS of our process: backup %s, restore %s (largest child, upper bound: pg_dump %s, pg_restore %s)\n",
+		human(res.Ours.PeakRSS), human(res.OursRestore.PeakRSS), human(res.Ours.ChildrenRSS), human(res.OursRestore.ChildrenRSS))
+	return res, nil
+}
+
+// seedTo grows the database until it reaches about size bytes: a first
+// batch measures the bytes per run, the rest is sized from it.
+func seedTo(ctx context.Context, srv *pgtest.Server, size int64) (int, error) {
+	first := 10000
+	if err := pgtest.Seed(ctx, srv, srv.Database, pgtest.SeedSpec{Runs: first}); err != nil {
+		return 0, err
+	}
+	base, err := pgtest.DatabaseSize(ctx, srv, "template1")
+	if err != nil {
+		return 0, err
+	}
+	cur, err := pgtest.DatabaseSize(ctx, srv, srv.Database)
+	if err != nil {
+		return 0, err
+	}
+	perRun := float64(cur-base) / float64(first)
+	total := first
+	if rest := int(float64(size-cur) / perRun); rest > 0 {
+		if err := pgtest.Seed(ctx, srv, srv.Database, pgtest.SeedSpec{Runs: rest, BatchSize: 100000}); err != nil {
+			return 0, err
+		}
+		total += rest
+	}
+	_, err = srv.Psql(ctx, srv.Database, "VACUUM ANALYZE; CHECKPOINT")
+	return total, err
+}
+
+// timed runs a plain PostgreSQL tool with the password in its environment.
+func timed(ctx context.Context, srv *pgtest.Server, db, bin string, args ...string) (float64, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), srv.Env(db)...)
+	out := &strings.Builder{}
+	cmd.Stderr = out
+	t := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, out.String())
+	}
+	return time.Since(t).Seconds(), nil
+}
+
+type childResult struct {
+	Seconds       float64 `json:"seconds"`
+	VerifySeconds float64 `json:"verifySeconds"`
+	Bytes         int64   `json:"bytes"`
+	Dir           string  `json:"dir"`
+	MaxRSS        int64   `json:"maxRSS"`
+	ChildrenRSS   int64   `json:"childrenRSS"`
+}
+
+// runChild re-executes this binary to run our backup or restore alone.
+func runChild(ctx context.Context, srv *pgtest.Server, op, db, dir string, o options) (*childResult, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self)
+	cmd.Env = append(os.Environ(),
+		childEnv+"="+op,
+		"BENCH_HOST="+srv.Host, "BENCH_PORT="+strconv.Itoa(srv.Port), "BENCH_USER="+srv.User, "BENCH_DB="+db,
+		"BENCH_DIR="+dir, "BENCH_BIN="+srv.BinDir, "BENCH_CODEC="+o.codec, "BENCH_LEVEL="+strconv.Itoa(o.level),
+		passwordEnv+"="+srv.Password())
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	var r childResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, fmt.Errorf("child output %q: %w", out, err)
+	}
+	return &r, nil
+}
+
+// child runs one backup (Create then Verify, as the CLI does) or one
+// restore, and prints timings and its own peak RSS as JSON.
+func child() int {
+	ctx := context.Background()
+	port, _ := strconv.Atoi(os.Getenv("BENCH_PORT"))
+	target := backup.NewLocalTarget(backup.Conn{
+		Host: os.Getenv("BENCH_HOST"), Port: port, User: os.Getenv("BENCH_USER"), Database: os.Getenv("BENCH_DB"),
+		Password: os.Getenv(passwordEnv),
+	}, backup.WithLocalBinDir(os.Getenv("BENCH_BIN")))
+	_ = os.Unsetenv(passwordEnv)
+	level, _ := strconv.Atoi(os.Getenv("BENCH_LEVEL"))
+	tools := backup.WithToolsDir(os.Getenv("BENCH_BIN"))
+	var r childResult
+	t := time.Now()
+	switch os.Getenv(childEnv) {
+	case "backup":
+		m, err := backup.Create(ctx, target, backup.WithOutputDir(os.Getenv("BENCH_DIR")),
+			backup.WithRelease(backup.ReleaseInfo{Name: "bench"}),
+			backup.WithCompression(os.Getenv("BENCH_CODEC"), level))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		r.Seconds, r.Bytes, r.Dir = time.Since(t).Seconds(), m.DumpSize, m.Dir
+		tv := time.Now()
+		if _, err := backup.Verify(ctx, m.Dir, tools); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		r.VerifySeconds = time.Since(tv).Seconds()
+	case "restore":
+		if _, err := backup.Restore(ctx, target, os.Getenv("BENCH_DIR"), tools); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		r.Seconds = time.Since(t).Seconds()
+	default:
+		fmt.Fprintln(os.Stderr, "unknown child operation")
+		return 2
+	}
+	// VmHWM, not getrusage(RUSAGE_SELF): Linux carries the parent's high
+	// water mark across fork+exec into ru_maxrss, VmHWM is this image's own.
+	r.MaxRSS = vmHWM()
+	var kids syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	r.ChildrenRSS = kids.Maxrss * 1024 // KiB; an upper bound for the same reason
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+	return 0
+}
+
+// vmHWM is the peak resident set size of this process, from /proc.
+func vmHWM() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "ABOVE TARGET"
+}
+
+func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
+
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"G", 1 << 30}, {"M", 1 << 20}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || f <= 0 {
+		return 0, errors.New("bad size " + strconv.Quote(s) + " (use e.g. 250MiB or 1GiB)")
+	}
+	return int64(f * float64(mult)), nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return v
+	}
+	return def
+}

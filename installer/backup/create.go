@@ -1,0 +1,248 @@
+package backup
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// TimestampLayout is the UTC timestamp in backup directory names.
+const TimestampLayout = "20060102T150405Z"
+
+// ServerInfo is what Create asks the server before dumping.
+type ServerInfo struct {
+	Version      string
+	VersionNum   int
+	DatabaseSize int64
+	Database     string
+}
+
+// QueryServer asks the target for its version and database size.
+func QueryServer(ctx context.Context, t Target) (*ServerInfo, error) {
+	var out bytes.Buffer
+	stderr := newTail(4096)
+	err := t.Run(ctx, "psql", []string{"-X", "-w", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c",
+		"SELECT current_setting('server_version'), current_setting('server_version_num'), pg_database_size(current_database()), current_database()"},
+		Stdio{Stdout: &out, Stderr: stderr})
+	if err != nil {
+		return nil, fmt.Errorf("querying PostgreSQL server (%s): %w", t, withStderr(err, stderr))
+	}
+	f := strings.Split(strings.TrimSpace(out.String()), "|")
+	if len(f) != 4 {
+		return nil, fmt.Errorf("querying PostgreSQL server (%s): unexpected answer %q", t, out.String())
+	}
+	num, err1 := strconv.Atoi(f[1])
+	size, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("querying PostgreSQL server (%s): unexpected answer %q: %w", t, out.String(), err)
+	}
+	return &ServerInfo{Version: f[0], VersionNum: num, DatabaseSize: size, Database: f[3]}, nil
+}
+
+// Create dumps the database of src into a new backup directory under the
+// output directory and returns its manifest (Manifest.Dir is the
+// directory). Options: WithOutputDir, WithRelease, WithSecrets,
+// WithCompression, WithDumpCompression, WithDumpArgs, WithLogger,
+// WithProgress, WithClock.
+//
+// On any failure the directory is removed: no partial dump is left behind,
+// and a dump counts only when pg_dump exited 0.
+func Create(ctx context.Context, src Target, opts ...Option) (_ *Manifest, err error) {
+	cfg := newConfig(opts)
+	if err := checkCodec(cfg.compression); err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	log := cfg.logger
+	started := cfg.now().UTC()
+
+	info, err := QueryServer(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+
+	name := cfg.release.Name
+	if name == "" {
+		name = info.Database
+	}
+	dir, err := makeBackupDir(cfg.outputDir, name+"-"+started.Format(TimestampLayout))
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("removing unfinished backup %s: %w", dir, rerr))
+			}
+		}
+	}()
+
+	m := &Manifest{
+		FormatVersion:    FormatVersion,
+		Release:          cfg.release.Name,
+		Namespace:        cfg.release.Namespace,
+		Revision:         cfg.release.Revision,
+		ChartVersion:     cfg.release.ChartVersion,
+		AppVersion:       cfg.release.AppVersion,
+		Source:           src.Kind(),
+		Origin:           src.String(),
+		Database:         info.Database,
+		ServerVersion:    info.Version,
+		ServerVersionNum: info.VersionNum,
+		DatabaseSize:     info.DatabaseSize,
+		DumpFile:         DumpBaseName + fileExt(cfg.compression.Codec),
+		DumpFormat:       "custom",
+		DumpCompression:  cfg.dumpCompression,
+		Compression:      cfg.compression,
+		StartedAt:        started,
+		Dir:              dir,
+	}
+	if cfg.compression.Codec == CodecNone {
+		m.Compression.Level = 0
+	}
+	if m.DumpCompression == "" {
+		m.DumpCompression = "default"
+	}
+
+	// Secrets first: a missing permission should fail before a long dump.
+	if cfg.secrets != nil {
+		doc, names, err := cfg.secrets(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("backup: saving the release's Secrets: %w", err)
+		}
+		if err := writeFileAtomic(dir, SecretsFile, doc, 0o600); err != nil {
+			return nil, fmt.Errorf("backup: writing %s: %w", filepath.Join(dir, SecretsFile), err)
+		}
+		m.Secrets, m.SecretNames = true, names
+	}
+
+	log.Info("dumping database", "origin", src.String(), "database", info.Database,
+		"server", info.Version, "size", info.DatabaseSize, "codec", cfg.compression.Codec, "dir", dir)
+	if err := dumpTo(ctx, src, cfg, dir, m); err != nil {
+		return nil, fmt.Errorf("backup of %s: %w", src, err)
+	}
+	m.FinishedAt = cfg.now().UTC()
+
+	doc, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	if err := writeFileAtomic(dir, ManifestFile, append(doc, '\n'), 0o600); err != nil {
+		return nil, fmt.Errorf("backup: writing %s: %w", filepath.Join(dir, ManifestFile), err)
+	}
+	log.Info("backup written", "dir", dir, "dumpSize", m.DumpSize, "rawSize", m.RawSize,
+		"seconds", m.Duration().Seconds())
+	return m, nil
+}
+
+// makeBackupDir creates out/base (0700), adding a suffix if it exists.
+func makeBackupDir(out, base string) (string, error) {
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return "", fmt.Errorf("creating output directory %s: %w", out, err)
+	}
+	for i := 0; i < 100; i++ {
+		name := base
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", base, i)
+		}
+		dir := filepath.Join(out, name)
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			return dir, os.Chmod(dir, 0o700)
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("creating backup directory %s: %w", dir, err)
+		}
+	}
+	return "", fmt.Errorf("creating backup directory %s: too many backups with the same timestamp", filepath.Join(out, base))
+}
+
+// dumpTo streams pg_dump -> counter -> encoder -> (file, sha256) into a
+// temporary name, renamed only after pg_dump exited 0.
+func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifest) (err error) {
+	final := filepath.Join(dir, m.DumpFile)
+	tmp := final + partialExt
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+
+	hash := sha256.New()
+	buf := bufio.NewWriterSize(f, 1<<20)
+	file := &countingWriter{w: io.MultiWriter(buf, hash)}
+	enc, err := newEncoder(file, cfg.compression)
+	if err != nil {
+		return err
+	}
+	raw := &countingWriter{w: enc, progress: cfg.progress}
+
+	args := []string{"--format=custom", "--no-password"}
+	if cfg.dumpCompression != "" {
+		args = append(args, "--compress="+cfg.dumpCompression)
+	}
+	args = append(args, cfg.dumpArgs...)
+	stderr := newTail(8192)
+	runErr := src.Run(ctx, "pg_dump", args, Stdio{Stdout: raw, Stderr: stderr})
+	closeErr := enc.Close()
+	if runErr != nil {
+		return fmt.Errorf("pg_dump failed, no backup was kept: %w", withStderr(runErr, stderr))
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pg_dump interrupted, no backup was kept: %w", err)
+	}
+	if closeErr != nil {
+		return fmt.Errorf("compressing dump: %w", closeErr)
+	}
+	if raw.n == 0 {
+		return fmt.Errorf("pg_dump wrote nothing: %s", stderr.String())
+	}
+	if err := buf.Flush(); err != nil {
+		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	m.DumpSize, m.RawSize = file.n, raw.n
+	m.SHA256 = hex.EncodeToString(hash.Sum(nil))
+	return nil
+}
+
+type countingWriter struct {
+	w        io.Writer
+	n        int64
+	progress func(int64)
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	if c.progress != nil {
+		c.progress(c.n)
+	}
+	return n, err
+}

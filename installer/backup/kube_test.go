@@ -1,0 +1,223 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func labels(release, component string) map[string]string {
+	return map[string]string{LabelName: ChartName, LabelInstance: release, LabelComponent: component}
+}
+
+func deployment(name, release, component string, replicas int32) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels(release, component)},
+		Spec:       appsv1.DeploymentSpec{Replicas: &replicas},
+	}
+}
+
+func TestReleaseScaler(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset(
+		deployment("polyaxon-gateway", "polyaxon", "gateway", 2),
+		deployment("polyaxon-worker", "polyaxon", "worker", 3),
+		deployment("polyaxon-streams", "polyaxon", "streams", 1),   // not a writer
+		deployment("other-gateway", "other", "gateway", 1),         // other release
+		deployment("polyaxon-operator", "polyaxon", "operator", 0), // already at zero
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-gateway-abc", Namespace: "ns", Labels: labels("polyaxon", "gateway")},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+	)
+	// Stand-in for the Deployment controller: the pod goes once scaled down.
+	go func() {
+		for i := 0; i < 100; i++ {
+			d, _ := client.AppsV1().Deployments("ns").Get(ctx, "polyaxon-gateway", metav1.GetOptions{})
+			if d != nil && *d.Spec.Replicas == 0 {
+				_ = client.CoreV1().Pods("ns").Delete(ctx, "polyaxon-gateway-abc", metav1.DeleteOptions{})
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	s := &ReleaseScaler{Client: client, Namespace: "ns", Release: "polyaxon", Poll: 10 * time.Millisecond, Timeout: 5 * time.Second}
+	back, err := s.ScaleDown(ctx)
+	require.NoError(t, err)
+	replicas := func(name string) (int32, string) {
+		d, err := client.AppsV1().Deployments("ns").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		return *d.Spec.Replicas, d.Annotations[ReplicasAnnotation]
+	}
+	for name, was := range map[string]string{"polyaxon-gateway": "2", "polyaxon-worker": "3", "polyaxon-operator": "0"} {
+		n, ann := replicas(name)
+		assert.Zero(t, n, name)
+		assert.Equal(t, was, ann, name)
+	}
+	n, _ := replicas("polyaxon-streams")
+	assert.Equal(t, int32(1), n)
+	n, _ = replicas("other-gateway")
+	assert.Equal(t, int32(1), n)
+
+	// An interrupted restore is recovered from the annotation.
+	back2, err := (&ReleaseScaler{Client: client, Namespace: "ns", Release: "polyaxon", Poll: 10 * time.Millisecond}).ScaleDown(ctx)
+	require.NoError(t, err)
+	require.NoError(t, back2(ctx))
+	require.NoError(t, back(ctx))
+	for name, want := range map[string]int32{"polyaxon-gateway": 2, "polyaxon-worker": 3, "polyaxon-operator": 0} {
+		n, ann := replicas(name)
+		assert.Equal(t, want, n, name)
+		assert.Empty(t, ann, name)
+	}
+}
+
+func TestReleaseScalerTimeout(t *testing.T) {
+	client := fake.NewClientset(
+		deployment("polyaxon-gateway", "polyaxon", "gateway", 1),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: "ns", Labels: labels("polyaxon", "gateway")},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+	)
+	s := &ReleaseScaler{Client: client, Namespace: "ns", Release: "polyaxon", Poll: 10 * time.Millisecond, Timeout: 100 * time.Millisecond}
+	back, err := s.ScaleDown(context.Background())
+	require.ErrorContains(t, err, "still there: stuck")
+	require.NotNil(t, back)
+	require.NoError(t, back(context.Background()))
+}
+
+func TestReleaseSecrets(t *testing.T) {
+	client := fake.NewClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-platform", Namespace: "ns", Labels: labels("polyaxon", "platform"),
+			ResourceVersion: "42", UID: "u1"}, Data: map[string][]byte{"POLYAXON_SECRET_KEY": []byte("k")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-postgresql", Namespace: "ns", Labels: labels("polyaxon", "postgresql")},
+			Data: map[string][]byte{"postgres-password": []byte("p")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: "ns"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other-platform", Namespace: "ns", Labels: labels("other", "platform")}},
+	)
+	doc, names, err := ReleaseSecrets(client, "ns", "polyaxon")(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"polyaxon-platform", "polyaxon-postgresql"}, names)
+	var list corev1.SecretList
+	require.NoError(t, json.Unmarshal(doc, &list))
+	assert.Equal(t, "List", list.Kind)
+	require.Len(t, list.Items, 2)
+	assert.Equal(t, "Secret", list.Items[0].Kind)
+	assert.Empty(t, list.Items[0].ResourceVersion)
+	assert.Empty(t, list.Items[0].UID)
+	assert.Equal(t, []byte("k"), list.Items[0].Data["POLYAXON_SECRET_KEY"])
+}
+
+func TestDatabaseSettings(t *testing.T) {
+	in := DatabaseSettings("prod", map[string]any{})
+	assert.Equal(t, DBSettings{InCluster: true, Host: "prod-polyaxon-postgresql", Port: 5432, User: "polyaxon", Database: "polyaxon",
+		SecretName: "prod-polyaxon-postgresql", SecretKey: "postgres-password", ClientImage: "postgres:16"}, in)
+
+	ext := DatabaseSettings("polyaxon", map[string]any{
+		"postgresql": map[string]any{"enabled": false, "image": map[string]any{"tag": "17"}},
+		"externalServices": map[string]any{"postgresql": map[string]any{
+			"host": "db.example.com", "port": 6432, "user": "px", "database": "pxdb",
+			"existingSecret": "db-creds", "passwordKey": "pw", "options": map[string]any{"sslmode": "require"},
+		}},
+	})
+	assert.Equal(t, DBSettings{Host: "db.example.com", Port: 6432, User: "px", Database: "pxdb",
+		SecretName: "db-creds", SecretKey: "pw", SSLMode: "require", ClientImage: "postgres:17"}, ext)
+
+	assert.Equal(t, "custom", Fullname("x", map[string]any{"fullnameOverride": "custom"}))
+	assert.Equal(t, "my-polyaxon", Fullname("my-polyaxon", nil))
+	assert.Equal(t, "prod-polyaxon", Fullname("prod", nil))
+}
+
+func TestClientJob(t *testing.T) {
+	j := ClientJob(ClientPodSpec{Namespace: "ns", Release: "polyaxon", DB: DBSettings{Host: "db", Port: 5432, User: "u", Database: "d",
+		SecretName: "s", SecretKey: "k", ClientImage: "postgres:16"}, Lifetime: time.Hour}, "polyaxon-db-client-abc")
+	c := j.Spec.Template.Spec.Containers[0]
+	assert.Equal(t, PostgresContainer, c.Name)
+	assert.Equal(t, []string{"sleep", "3600"}, c.Command)
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	assert.Equal(t, "db", env["PGHOST"].Value)
+	assert.Equal(t, "u", env["POSTGRES_USER"].Value)
+	assert.Equal(t, "d", env["POSTGRES_DB"].Value)
+	assert.Empty(t, env["POSTGRES_PASSWORD"].Value, "password only by reference")
+	assert.Equal(t, "s", env["POSTGRES_PASSWORD"].ValueFrom.SecretKeyRef.Name)
+	assert.Equal(t, "k", env["POSTGRES_PASSWORD"].ValueFrom.SecretKeyRef.Key)
+	assert.Equal(t, int64(3600), *j.Spec.ActiveDeadlineSeconds)
+	assert.True(t, *j.Spec.Template.Spec.SecurityContext.RunAsNonRoot)
+}
+
+func TestStartClientPod(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	// Stand-in for the Job controller and kubelet: a running pod per Job.
+	client.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		job := a.(k8stesting.CreateAction).GetObject().(interface{ GetName() string })
+		err := client.Tracker().Create(corev1.SchemeGroupVersion.WithResource("pods"), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: job.GetName() + "-x", Namespace: "ns", Labels: map[string]string{"job-name": job.GetName()}},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+		}, "ns")
+		return false, nil, err
+	})
+	ex := &localExecer{}
+	target, cleanup, err := StartClientPod(ctx, Kube{Client: client, Execer: ex}, ClientPodSpec{Namespace: "ns", Release: "r", Fullname: "r-polyaxon",
+		DB: DBSettings{Host: "db", Port: 5432, SecretName: "s", SecretKey: "k", ClientImage: "postgres:16"}})
+	require.NoError(t, err)
+	assert.Equal(t, SourceExternal, target.Kind())
+	assert.Contains(t, target.String(), "pod ns/r-polyaxon-db-client-")
+	jobs, err := client.BatchV1().Jobs("ns").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, jobs.Items, 1)
+	require.NoError(t, cleanup(ctx))
+	jobs, err = client.BatchV1().Jobs("ns").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, jobs.Items)
+}
+
+func TestLoadReleaseAndTarget(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset(
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-postgresql-0", Namespace: "ns", Labels: labels("polyaxon", "postgresql")},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-postgresql", Namespace: "ns"},
+			Data: map[string][]byte{"postgres-password": []byte("from-secret")}},
+	)
+	store := driver.NewSecrets(client.CoreV1().Secrets("ns"))
+	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "polyaxon", Version: "2.15.1", AppVersion: "2.15.0"},
+		Values: map[string]any{"postgresql": map[string]any{"enabled": true, "auth": map[string]any{"username": "polyaxon", "database": "polyaxon"}}}}
+	for v, st := range map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusDeployed} {
+		rel := &release.Release{Name: "polyaxon", Namespace: "ns", Version: v, Chart: ch,
+			Config: map[string]any{"postgresql": map[string]any{"auth": map[string]any{"database": "db" + string(rune('0'+v))}}},
+			Info:   &release.Info{Status: st}}
+		require.NoError(t, store.Create("sh.helm.release.v1.polyaxon.v"+string(rune('0'+v)), rel))
+	}
+	rel, err := LoadRelease(ctx, client, "ns", "polyaxon")
+	require.NoError(t, err)
+	assert.Equal(t, ReleaseInfo{Name: "polyaxon", Namespace: "ns", Revision: 2, ChartVersion: "2.15.1", AppVersion: "2.15.0"}, rel.Info)
+	assert.Equal(t, "db2", DatabaseSettings("polyaxon", rel.Values).Database)
+
+	_, err = LoadRelease(ctx, client, "ns", "missing")
+	require.ErrorContains(t, err, "no deployed revision")
+
+	target, cleanup, err := ReleaseTarget(ctx, Kube{Client: client, Execer: &localExecer{}}, rel, TargetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, cleanup(ctx))
+	assert.Equal(t, "pod ns/polyaxon-postgresql-0 container postgresql", target.String())
+	assert.Equal(t, SourceInCluster, target.Kind())
+
+	local, _, err := ReleaseTarget(ctx, Kube{Client: client}, rel, TargetOptions{Local: true, LocalConn: Conn{Port: 15432}})
+	require.NoError(t, err)
+	lt := local.(*LocalTarget)
+	assert.Equal(t, "local polyaxon@127.0.0.1:15432/db2", lt.String())
+	assert.Equal(t, "from-secret", lt.conn.Password)
+}

@@ -1,0 +1,149 @@
+// Package backup takes, verifies, lists and restores backups of the
+// Polyaxon PostgreSQL database.
+//
+// A backup is a directory <output>/<release>-<UTC timestamp>/ holding the
+// dump (pg_dump custom format, compressed on our side by the codec named in
+// the manifest), secrets.json (the release's Secrets, mode 0600) and
+// manifest.json, written last: a directory without a manifest is an
+// unfinished backup and never verifies.
+//
+// Dumps are streamed (database -> compressor -> sha256 -> file) and never
+// held in memory. Passwords come from the environment of the process that
+// runs pg_dump/pg_restore (PGPASSWORD), never from a command line.
+package backup
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// File names inside a backup directory.
+const (
+	ManifestFile = "manifest.json"
+	SecretsFile  = "secrets.json"
+	// DumpBaseName is the dump's name before the codec's extension.
+	DumpBaseName = "database.dump"
+	partialExt   = ".partial"
+)
+
+// FormatVersion is the manifest layout version this package writes.
+const FormatVersion = 1
+
+// Source kinds recorded in the manifest.
+const (
+	SourceInCluster = "in-cluster"
+	SourceExternal  = "external"
+	SourceLocal     = "local"
+)
+
+// Manifest describes one backup.
+type Manifest struct {
+	FormatVersion int `json:"formatVersion"`
+
+	Release      string `json:"release,omitempty"`
+	Namespace    string `json:"namespace,omitempty"`
+	Revision     int    `json:"revision,omitempty"`
+	ChartVersion string `json:"chartVersion,omitempty"`
+	AppVersion   string `json:"appVersion,omitempty"`
+
+	Source string `json:"source"` // in-cluster, external or local
+	// Origin names the endpoint without secrets (pod, host:port).
+	Origin   string `json:"origin,omitempty"`
+	Database string `json:"database"`
+
+	ServerVersion    string `json:"serverVersion"`
+	ServerVersionNum int    `json:"serverVersionNum"`
+	DatabaseSize     int64  `json:"databaseSize"` // pg_database_size at start, bytes
+
+	DumpFile string `json:"dumpFile"`
+	// DumpFormat is pg_dump's --format (always "custom").
+	DumpFormat string `json:"dumpFormat"`
+	// DumpCompression is pg_dump's own --compress value inside the archive.
+	DumpCompression string      `json:"dumpCompression"`
+	Compression     Compression `json:"compression"`
+	DumpSize        int64       `json:"dumpSize"` // bytes of the dump file
+	RawSize         int64       `json:"rawSize"`  // bytes pg_dump wrote, before our compression
+	SHA256          string      `json:"sha256"`   // of the dump file
+
+	Secrets     bool     `json:"secrets"` // secrets.json present
+	SecretNames []string `json:"secretNames,omitempty"`
+
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+
+	// Dir is the backup directory (not stored).
+	Dir string `json:"-"`
+}
+
+// Compression is the stream codec applied on our side to pg_dump's output.
+type Compression struct {
+	Codec string `json:"codec"` // zstd or none
+	Level int    `json:"level,omitempty"`
+}
+
+// Duration is how long the dump took.
+func (m *Manifest) Duration() time.Duration { return m.FinishedAt.Sub(m.StartedAt) }
+
+// ReadManifest reads dir/manifest.json.
+func ReadManifest(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("backup %s: no %s: the backup did not finish (its dump failed or was interrupted); take a new backup: %w", dir, ManifestFile, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backup %s: reading %s: %w", dir, ManifestFile, err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("backup %s: %s is not valid JSON: %w", dir, ManifestFile, err)
+	}
+	if m.FormatVersion < 1 || m.FormatVersion > FormatVersion {
+		return nil, fmt.Errorf("backup %s: %s has formatVersion %d, this polyaxon-deploy reads 1..%d: use a newer polyaxon-deploy", dir, ManifestFile, m.FormatVersion, FormatVersion)
+	}
+	if m.DumpFile == "" || filepath.Base(m.DumpFile) != m.DumpFile {
+		return nil, fmt.Errorf("backup %s: %s: dumpFile %q must be a plain file name", dir, ManifestFile, m.DumpFile)
+	}
+	m.Dir = dir
+	return &m, nil
+}
+
+// writeFileAtomic writes name in dir via a temporary file, fsync and rename.
+func writeFileAtomic(dir, name string, data []byte, mode os.FileMode) error {
+	tmp := filepath.Join(dir, name+partialExt)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode) // umask may have narrowed it; never widen beyond mode
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,272 @@
+package backup
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Verify failures, to test with errors.Is.
+var (
+	// ErrIncomplete: no manifest or no dump file (the backup never finished).
+	ErrIncomplete = errors.New("backup incomplete")
+	// ErrTruncated: the dump file's size differs from the manifest's.
+	ErrTruncated = errors.New("dump truncated")
+	// ErrChecksum: the dump file's sha256 differs from the manifest's.
+	ErrChecksum = errors.New("dump checksum mismatch")
+	// ErrUnreadable: the dump cannot be decompressed or read by pg_restore.
+	ErrUnreadable = errors.New("dump unreadable")
+)
+
+const fixHint = "this backup cannot be restored: use another backup (polyaxon-deploy backup list) or take a new one (polyaxon-deploy backup)"
+
+// Report is what Verify found.
+type Report struct {
+	Manifest *Manifest
+	// Entries is the number of entries in the archive's table of contents.
+	Entries int
+	// Tables are the tables ("schema.name") the archive creates.
+	Tables []string
+	// TableData is the number of TABLE DATA entries.
+	TableData int
+	// DumpedBy is the pg_dump version that wrote the archive.
+	DumpedBy string
+	// Full is true when every data block was read (WithFullCheck).
+	Full bool
+}
+
+// Verify checks a backup directory: the manifest is complete, the dump's
+// size and sha256 match it, the stream decompresses (zstd's own checksums
+// included) and pg_restore --list reads its table of contents. With
+// WithFullCheck it also reads every data block. pg_restore runs on this
+// machine; when it is missing or older than the dump's pg_dump and
+// WithVerifyTarget is given, it runs on that target instead. Options:
+// WithToolsDir, WithVerifyTarget, WithFullCheck, WithLogger.
+func Verify(ctx context.Context, dir string, opts ...Option) (*Report, error) {
+	cfg := newConfig(opts)
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w: %w", ErrIncomplete, err)
+	}
+	dump := filepath.Join(dir, m.DumpFile)
+	st, err := os.Stat(dump)
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: %w: dump file missing: %w; %s", dir, ErrIncomplete, err, fixHint)
+	}
+	if st.Size() != m.DumpSize {
+		what := "is truncated"
+		if st.Size() > m.DumpSize {
+			what = "has grown"
+		}
+		return nil, fmt.Errorf("verify %s: %w: %s is %d bytes but the manifest recorded %d: the file %s since the backup; %s",
+			dir, ErrTruncated, m.DumpFile, st.Size(), m.DumpSize, what, fixHint)
+	}
+	run, where, err := restoreRunner(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: %w", dir, err)
+	}
+
+	rep := &Report{Manifest: m}
+	listing, sum, streamErr, toolErr := streamToTool(ctx, dump, m.Compression.Codec, run, []string{"--list"}, true)
+	if toolErr != nil && cfg.verifyTarget != nil && where == "local" && isTooOld(toolErr) {
+		cfg.logger.Info("local pg_restore too old for the dump, verifying on the target", "target", cfg.verifyTarget.String())
+		run, where = targetRunner(cfg.verifyTarget), cfg.verifyTarget.String()
+		listing, sum, streamErr, toolErr = streamToTool(ctx, dump, m.Compression.Codec, run, []string{"--list"}, true)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("verify %s: %w", dir, ctx.Err())
+	}
+	if sum != "" && sum != m.SHA256 {
+		return nil, fmt.Errorf("verify %s: %w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup (disk or copy corruption); %s",
+			dir, ErrChecksum, m.DumpFile, sum, m.SHA256, fixHint)
+	}
+	if streamErr != nil {
+		return nil, fmt.Errorf("verify %s: %w: decompressing %s (%s): %w; %s", dir, ErrUnreadable, m.DumpFile, m.Compression.Codec, streamErr, fixHint)
+	}
+	if toolErr != nil {
+		return nil, fmt.Errorf("verify %s: %w: pg_restore --list (%s) cannot read the dump: %w%s", dir, ErrUnreadable, where, toolErr, versionHint(toolErr, m))
+	}
+	parseListing(listing, rep)
+	if rep.Entries == 0 {
+		return nil, fmt.Errorf("verify %s: %w: pg_restore --list found no entries in the dump; %s", dir, ErrUnreadable, fixHint)
+	}
+	if cfg.full {
+		_, _, streamErr, toolErr := streamToTool(ctx, dump, m.Compression.Codec, run, []string{"--file=" + os.DevNull}, false)
+		if err := errors.Join(streamErr, toolErr); err != nil {
+			return nil, fmt.Errorf("verify %s: %w: pg_restore (%s) cannot read every data block of the dump: %w%s", dir, ErrUnreadable, where, err, versionHint(err, m))
+		}
+		rep.Full = true
+	}
+	cfg.logger.Info("backup verified", "dir", dir, "entries", rep.Entries, "tables", len(rep.Tables), "full", rep.Full, "pg_restore", where)
+	return rep, nil
+}
+
+func isTooOld(err error) bool { return strings.Contains(err.Error(), "unsupported version") }
+
+func versionHint(err error, m *Manifest) string {
+	if isTooOld(err) {
+		return fmt.Sprintf("; the pg_restore used is older than the pg_dump that wrote this dump (server %s): install a newer PostgreSQL client (apt-get install -y postgresql-client) or pass its directory", m.ServerVersion)
+	}
+	return "; " + fixHint
+}
+
+// toolRunner runs pg_restore with args, stdin and stdout.
+type toolRunner func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
+
+// restoreRunner picks the local pg_restore, else the verify target's.
+func restoreRunner(cfg *config) (toolRunner, string, error) {
+	path, err := findTool(cfg.toolsDir, "pg_restore")
+	if err == nil {
+		return localRunner(path), "local", nil
+	}
+	if cfg.verifyTarget != nil {
+		return targetRunner(cfg.verifyTarget), cfg.verifyTarget.String(), nil
+	}
+	return nil, "", err
+}
+
+func localRunner(path string) toolRunner {
+	return func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		cmd := exec.CommandContext(ctx, path, args...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+		return cmd.Run()
+	}
+}
+
+func targetRunner(t Target) toolRunner {
+	return func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		return t.Run(ctx, "pg_restore", args, Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	}
+}
+
+var errToolDone = errors.New("pg_restore stopped reading")
+
+// streamToTool decodes the dump file into the tool's stdin. Reading
+// continues to the end even when the tool stops early (pg_restore --list
+// reads only the table of contents), so the sha256 (hex, of the file) and
+// the codec's own checksums always cover the whole file. wantOut keeps the
+// tool's stdout.
+func streamToTool(ctx context.Context, dump, codec string, run toolRunner, args []string, wantOut bool) (out []byte, sum string, streamErr, toolErr error) {
+	f, err := os.Open(dump)
+	if err != nil {
+		return nil, "", err, nil
+	}
+	defer f.Close()
+	hash := sha256.New()
+	tee := io.TeeReader(bufio.NewReaderSize(f, 1<<20), hash)
+	dec, err := newDecoder(tee, codec)
+	if err != nil {
+		return nil, "", err, nil
+	}
+
+	var stdout bytes.Buffer
+	var outW io.Writer = io.Discard
+	if wantOut {
+		outW = &stdout
+	}
+	stderr := newTail(4096)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, args, pr, outW, stderr)
+		_ = pr.CloseWithError(errToolDone) // unblock our writes if it stopped early
+		done <- err
+	}()
+	buf := make([]byte, 256<<10)
+	open := true
+	for {
+		n, rerr := dec.Read(buf)
+		if n > 0 && open {
+			if _, werr := pw.Write(buf[:n]); werr != nil {
+				open = false // the tool stopped reading; keep decoding to check the rest
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			streamErr = rerr
+			break
+		}
+	}
+	if streamErr != nil {
+		_ = pw.CloseWithError(streamErr)
+	} else {
+		_ = pw.Close()
+	}
+	if werr := <-done; werr != nil {
+		toolErr = withStderr(fmt.Errorf("pg_restore %s: %w", strings.Join(args, " "), werr), stderr)
+	}
+	dec.Close()
+	// The decoder may have stopped at an error: hash the rest of the file.
+	if _, err := io.Copy(io.Discard, tee); err != nil {
+		return stdout.Bytes(), "", errors.Join(streamErr, err), toolErr
+	}
+	return stdout.Bytes(), hex.EncodeToString(hash.Sum(nil)), streamErr, toolErr
+}
+
+// parseListing reads pg_restore --list output.
+func parseListing(out []byte, rep *Report) {
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, ";") {
+			if _, v, ok := strings.Cut(line, "Dumped by pg_dump version:"); ok {
+				rep.DumpedBy = strings.TrimSpace(v)
+			}
+			continue
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		rep.Entries++
+		// "<id>; <catalog> <oid> <TYPE...> <schema> <name> <owner>"
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[3] == "TABLE" {
+			if f[4] == "DATA" {
+				rep.TableData++
+			} else {
+				rep.Tables = append(rep.Tables, f[4]+"."+f[5])
+			}
+		}
+	}
+	sort.Strings(rep.Tables)
+}
+
+// findTool finds a local PostgreSQL client tool: in dir if given, else on
+// $PATH, else the newest /usr/lib/postgresql/<ver>/bin.
+func findTool(dir, name string) (string, error) {
+	if dir != "" {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s not found in %s: %w", name, dir, err)
+		}
+		return p, nil
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	if len(matches) > 0 {
+		sort.Slice(matches, func(i, j int) bool { return pgDirVersion(matches[i]) > pgDirVersion(matches[j]) })
+		return matches[0], nil
+	}
+	return "", fmt.Errorf("%s not found on PATH: install the PostgreSQL client (apt-get install -y postgresql-client)", name)
+}
+
+func pgDirVersion(p string) float64 {
+	v, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(filepath.Dir(p))), 64)
+	return v
+}
