@@ -1,0 +1,90 @@
+package plan_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
+)
+
+// fakeScheduler binds experiments pods, marks builds pods unschedulable and ignores the rest.
+func fakeScheduler(cs *fake.Clientset) {
+	n := 0
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		n++
+		p.Name = fmt.Sprintf("%s%d", p.GenerateName, n)
+		switch p.Labels["polyaxon-deploy/category"] {
+		case "experiments":
+			p.Spec.NodeName = "gpu-0"
+		case "builds":
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}}
+		}
+		return false, nil, nil
+	})
+}
+
+func TestCanaryReportsAndCleansUp(t *testing.T) {
+	cs := fake.NewClientset()
+	fakeScheduler(cs)
+	defs := map[string]plan.CategoryScheduling{
+		"builds":      {Category: "builds", NodeSelector: map[string]string{"polyaxon": "builds"}},
+		"experiments": {Category: "experiments"},
+		"jobs":        {Category: "jobs"},
+	}
+	res, err := plan.RunCanary(context.Background(), cs, "polyaxon", defs,
+		plan.WithCanaryTimeout(300*time.Millisecond), plan.WithCanaryPoll(10*time.Millisecond))
+	require.NoError(t, err)
+	require.Len(t, res, 3)
+	assert.Equal(t, "experiments", res[0].Category, "RunCategories order")
+	assert.True(t, res[0].Scheduled)
+	assert.Equal(t, "gpu-0", res[0].Node)
+	assert.Equal(t, "jobs", res[1].Category)
+	assert.Equal(t, "Timeout", res[1].Reason)
+	assert.Equal(t, "builds", res[2].Category)
+	assert.False(t, res[2].Scheduled)
+	assert.Equal(t, "Unschedulable", res[2].Reason)
+	assert.Contains(t, res[2].Message, "didn't match Pod's node affinity/selector")
+	for _, r := range res {
+		assert.True(t, r.Deleted, r.Pod)
+	}
+	left, err := cs.CoreV1().Pods("polyaxon").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, left.Items, "every canary pod is deleted")
+}
+
+func TestCanaryCleansUpWhenCancelled(t *testing.T) {
+	cs := fake.NewClientset()
+	fakeScheduler(cs)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := plan.RunCanary(ctx, cs, "polyaxon", map[string]plan.CategoryScheduling{"jobs": {Category: "jobs"}},
+		plan.WithCanaryPoll(5*time.Millisecond))
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	left, err := cs.CoreV1().Pods("polyaxon").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, left.Items)
+}
+
+func TestProbePodIsRestrictedAndCarriesDefaults(t *testing.T) {
+	p := plan.ProbePod(plan.CategoryScheduling{Category: "experiments", NodeSelector: map[string]string{"polyaxon": "experiments"},
+		Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}}, "ns")
+	assert.Equal(t, map[string]string{"polyaxon": "experiments"}, p.Spec.NodeSelector)
+	assert.Len(t, p.Spec.Tolerations, 1)
+	sc := p.Spec.Containers[0].SecurityContext
+	assert.False(t, *sc.AllowPrivilegeEscalation)
+	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	assert.True(t, *p.Spec.SecurityContext.RunAsNonRoot)
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, p.Spec.SecurityContext.SeccompProfile.Type)
+}

@@ -1,0 +1,228 @@
+package plan_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
+)
+
+func TestReasonsCountedLikeTheScheduler(t *testing.T) {
+	var nodes []corev1.Node
+	for i := 0; i < 8; i++ {
+		nodes = append(nodes, node("gpu-"+itoa(i), 8, 32, 1, map[string]string{"polyaxon": "experiments"}, gpuTaint()))
+	}
+	for i := 0; i < 4; i++ {
+		nodes = append(nodes, node("core-"+itoa(i), 8, 32, 0, map[string]string{"polyaxon": "core"}))
+	}
+	snap := plan.NewSnapshot(nodes, nil)
+	p := spec("exp", map[string]string{"cpu": "1", "nvidia.com/gpu": "1"})
+	p.Spec.NodeSelector = map[string]string{"polyaxon": "experiments"}
+
+	res := plan.Plan(snap, replicas(p, 1))
+	r := byName(t, res, "exp-0")
+	assert.Equal(t, plan.Unschedulable, r.Verdict)
+	assert.False(t, r.AssumedFits)
+	assert.Equal(t, "0/12 nodes are available: 4 node(s) didn't match Pod's node affinity/selector, 8 node(s) had untolerated taint {nvidia.com/gpu: }.", r.Message)
+	assert.Equal(t, []plan.Reason{
+		{Reason: "node(s) had untolerated taint {nvidia.com/gpu: }", Nodes: 8},
+		{Reason: "node(s) didn't match Pod's node affinity/selector", Nodes: 4},
+	}, r.Reasons)
+	assert.False(t, res.Summary.OK)
+	assert.Equal(t, plan.ExitCheckFailed, res.ExitCode(false))
+
+	// Tolerating the taint makes all 8 GPU nodes feasible; the node is not predictable.
+	p2 := p.DeepCopy()
+	p2.Spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	res = plan.Plan(snap, replicas(p2, 1))
+	r = res.Pods[0]
+	assert.Equal(t, plan.Fits, r.Verdict)
+	assert.Empty(t, r.Node, "8 feasible nodes: the plan must not claim one")
+	assert.NotEmpty(t, r.AssumedNode)
+	assert.Equal(t, 8, r.FeasibleNodes)
+	assert.Equal(t, []plan.PoolCount{{Pool: "polyaxon=experiments", Nodes: 8}}, r.Pools)
+	assert.Equal(t, plan.ExitOK, res.ExitCode(true))
+}
+
+func TestTaintEffectsAndOperators(t *testing.T) {
+	nodes := []corev1.Node{
+		node("noexec", 4, 8, 0, nil, corev1.Taint{Key: "k", Value: "v", Effect: corev1.TaintEffectNoExecute}),
+		node("prefer", 4, 8, 0, nil, corev1.Taint{Key: "k", Value: "v", Effect: corev1.TaintEffectPreferNoSchedule}),
+		node("nosched", 4, 8, 0, nil, corev1.Taint{Key: "k", Value: "v", Effect: corev1.TaintEffectNoSchedule}),
+	}
+	snap := plan.NewSnapshot(nodes, nil)
+	p := spec("a", map[string]string{"cpu": "1"})
+	r := plan.Plan(snap, replicas(p, 1)).Pods[0]
+	assert.Equal(t, plan.Fits, r.Verdict)
+	assert.Equal(t, "prefer", r.Node, "PreferNoSchedule does not filter; the only feasible node is certain")
+
+	// Equal with the wrong value does not tolerate; Exists with empty effect tolerates all effects.
+	p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpEqual, Value: "other"}}
+	r = plan.Plan(snap, replicas(p, 1)).Pods[0]
+	assert.Equal(t, 1, r.CandidateNodes)
+	p.Spec.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}
+	r = plan.Plan(snap, replicas(p, 1)).Pods[0]
+	assert.Equal(t, 3, r.CandidateNodes)
+}
+
+func TestRequiredNodeAffinityAndSelectorTogether(t *testing.T) {
+	nodes := []corev1.Node{
+		node("a", 4, 8, 0, map[string]string{"zone": "a", "polyaxon": "core"}),
+		node("b", 4, 8, 0, map[string]string{"zone": "b", "polyaxon": "core"}),
+		node("c", 4, 8, 0, map[string]string{"zone": "c"}),
+	}
+	p := spec("x", map[string]string{"cpu": "1"})
+	p.Spec.NodeSelector = map[string]string{"polyaxon": "core"}
+	p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"a"}}}}},
+	}}}
+	r := plan.Plan(plan.NewSnapshot(nodes, nil), replicas(p, 2)).Pods
+	assert.Equal(t, "b", r[0].Node, "selector and affinity both must match: only b")
+	assert.Equal(t, "b", r[1].Node, "b has room for both")
+	assert.Equal(t, plan.Fits, r[1].Verdict)
+}
+
+func TestUnschedulableAndNotReadyNodes(t *testing.T) {
+	cordoned := node("cordoned", 4, 8, 0, nil)
+	cordoned.Spec.Unschedulable = true
+	notReady := node("notready", 4, 8, 0, nil)
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	unknown := node("unknown", 4, 8, 0, nil)
+	unknown.Status.Conditions[0].Status = corev1.ConditionUnknown
+	snap := plan.NewSnapshot([]corev1.Node{cordoned, notReady, unknown}, nil)
+
+	p := spec("a", map[string]string{"cpu": "1"})
+	res := plan.Plan(snap, replicas(p, 1))
+	r := res.Pods[0]
+	assert.Equal(t, plan.Unschedulable, r.Verdict)
+	assert.Equal(t, "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, 1 node(s) were unschedulable.", r.Message)
+	assert.Equal(t, 0, res.Cluster.ReadyNodes-1, "one node reports Ready")
+	assert.Equal(t, 1, res.Cluster.UnschedulableNodes)
+
+	// The scheduler lets a pod tolerating node.kubernetes.io/unschedulable onto a cordoned node.
+	p.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	r = plan.Plan(snap, replicas(p, 1)).Pods[0]
+	assert.Equal(t, "cordoned", r.Node)
+
+	// Without implied taints the NotReady nodes look schedulable, as they do to the scheduler
+	// until the node lifecycle controller taints them.
+	r = plan.Plan(plan.NewSnapshot([]corev1.Node{notReady}, nil, plan.WithoutImpliedTaints()), replicas(spec("b", nil), 1)).Pods[0]
+	assert.Equal(t, plan.Fits, r.Verdict)
+}
+
+func TestGPUFitAndCapacityConsumption(t *testing.T) {
+	nodes := []corev1.Node{node("g1", 16, 64, 2, nil), node("g2", 16, 64, 1, nil)}
+	existing := []corev1.Pod{boundPod("old", "g2", map[string]string{"nvidia.com/gpu": "1"})}
+	snap := plan.NewSnapshot(nodes, existing)
+	p := spec("w", map[string]string{"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"})
+
+	res := plan.Plan(snap, replicas(p, 3))
+	assert.Equal(t, plan.Fits, res.Pods[0].Verdict)
+	assert.Equal(t, "g1", res.Pods[0].Node, "g2's only GPU is taken: g1 is the one node")
+	assert.Equal(t, plan.Fits, res.Pods[1].Verdict)
+	assert.Equal(t, plan.Unschedulable, res.Pods[2].Verdict)
+	assert.Equal(t, "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.", res.Pods[2].Message)
+	assert.Equal(t, map[string]string{"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}, res.Pods[0].Requests)
+	assert.Equal(t, 1, res.Summary.Unschedulable)
+}
+
+func TestPodCountAndInitContainers(t *testing.T) {
+	n := node("small", 2, 4, 0, nil)
+	n.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("2")
+	snap := plan.NewSnapshot([]corev1.Node{n}, []corev1.Pod{boundPod("old", "small", nil)})
+
+	// Pods requesting nothing are checked for the pod count only.
+	res := plan.Plan(snap, replicas(spec("z", nil), 2))
+	assert.Equal(t, plan.Fits, res.Pods[0].Verdict)
+	assert.Equal(t, plan.Unschedulable, res.Pods[1].Verdict)
+	assert.Equal(t, "0/1 nodes are available: 1 Too many pods.", res.Pods[1].Message)
+
+	// The effective request is max(init containers, sum of containers): 3 cores > 2.
+	p := spec("i", map[string]string{"cpu": "500m"})
+	p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}}}
+	r := plan.Plan(snap, replicas(p, 1)).Pods[0]
+	assert.Equal(t, "0/1 nodes are available: 1 Insufficient cpu.", r.Message)
+	assert.Equal(t, "3", r.Requests["cpu"])
+
+	// Overhead counts too.
+	p = spec("o", map[string]string{"cpu": "1500m"})
+	p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("600m")}
+	r = plan.Plan(snap, replicas(p, 1)).Pods[0]
+	assert.Equal(t, plan.Unschedulable, r.Verdict)
+}
+
+func TestUncertainWhenOrderAndScoringDecide(t *testing.T) {
+	// small fits on both nodes; big only on "large". If the scheduler puts small on large, big
+	// is stuck; if on "little", big fits. The plan must not pretend to know.
+	snap := plan.NewSnapshot([]corev1.Node{node("large", 4, 8, 0, nil), node("little", 2, 8, 0, nil)}, nil)
+	small := spec("small", map[string]string{"cpu": "2"})
+	big := spec("big", map[string]string{"cpu": "4"})
+	pods := append(replicas(small, 1), replicas(big, 1)...)
+	res := plan.Plan(snap, pods)
+	assert.Equal(t, plan.Fits, res.Pods[0].Verdict)
+	assert.Empty(t, res.Pods[0].Node)
+	assert.Equal(t, "large", res.Pods[0].AssumedNode, "LeastAllocated picks the emptier node")
+	assert.Equal(t, plan.Uncertain, res.Pods[1].Verdict)
+	assert.False(t, res.Pods[1].AssumedFits)
+	assert.False(t, res.Summary.OK)
+	assert.Equal(t, plan.ExitCheckFailed, res.ExitCode(false))
+}
+
+func TestIdenticalReplicasAreExact(t *testing.T) {
+	var nodes []corev1.Node
+	for i := 0; i < 6; i++ {
+		nodes = append(nodes, node("g"+itoa(i), 8, 32, 1, map[string]string{"polyaxon": "gpu"}))
+	}
+	p := spec("w", map[string]string{"cpu": "1", "nvidia.com/gpu": "1"})
+	res := plan.Plan(plan.NewSnapshot(nodes, nil), replicas(p, 7))
+	for i := 0; i < 6; i++ {
+		assert.Equal(t, plan.Fits, res.Pods[i].Verdict, "replica %d", i)
+	}
+	assert.Equal(t, plan.Unschedulable, res.Pods[6].Verdict)
+	assert.Equal(t, 0, res.Summary.Uncertain)
+}
+
+func TestHostPortsConflict(t *testing.T) {
+	used := boundPod("old", "a", nil)
+	used.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
+	snap := plan.NewSnapshot([]corev1.Node{node("a", 4, 8, 0, nil), node("b", 4, 8, 0, nil)}, []corev1.Pod{used})
+	p := spec("web", map[string]string{"cpu": "100m"})
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
+	res := plan.Plan(snap, replicas(p, 2))
+	assert.Equal(t, "b", res.Pods[0].Node)
+	assert.Equal(t, plan.Unschedulable, res.Pods[1].Verdict)
+	assert.Equal(t, "0/2 nodes are available: 2 node(s) didn't have free ports for the requested pod ports.", res.Pods[1].Message)
+}
+
+func TestUnevaluatedConstraintsMakeFitsUncertain(t *testing.T) {
+	snap := plan.NewSnapshot([]corev1.Node{node("a", 4, 8, 0, nil)}, nil)
+	p := spec("x", map[string]string{"cpu": "1"})
+	p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.DoNotSchedule}}
+	r := plan.Plan(snap, replicas(p, 1)).Pods[0]
+	assert.Equal(t, plan.Uncertain, r.Verdict)
+	assert.True(t, r.AssumedFits)
+	assert.Contains(t, r.Notes[0], "topology spread")
+}
+
+func TestDaemonSetsGoFirstOnEveryEligibleNode(t *testing.T) {
+	cordoned := node("c", 1, 8, 0, nil)
+	cordoned.Spec.Unschedulable = true
+	nodes := []corev1.Node{node("a", 1, 8, 0, nil), cordoned, node("t", 1, 8, 0, nil, gpuTaint())}
+	ds := plan.PodToPlace{}
+	objs, err := plan.PodsFromObjects(toObjects(daemonSet("agent", map[string]string{"cpu": "600m"})))
+	require.NoError(t, err)
+	require.Len(t, objs, 1)
+	ds = objs[0]
+	later := replicas(spec("x", map[string]string{"cpu": "600m"}), 1)
+	res := plan.Plan(plan.NewSnapshot(nodes, nil), append(later, ds))
+	require.Len(t, res.Pods, 2)
+	d := res.Pods[0]
+	require.NotNil(t, d.DaemonSet)
+	assert.Equal(t, 2, d.DaemonSet.EligibleNodes, "cordoned is tolerated by DaemonSet pods, the tainted node is not")
+	assert.Equal(t, 2, d.DaemonSet.Fitting)
+	assert.Equal(t, plan.Unschedulable, res.Pods[1].Verdict, "the DaemonSet took the room on a")
+}

@@ -1,0 +1,138 @@
+package plan_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
+)
+
+func template(component string, req map[string]string) corev1.PodTemplateSpec {
+	p := spec(component, req)
+	p.Labels = map[string]string{"app.kubernetes.io/component": component}
+	return corev1.PodTemplateSpec{ObjectMeta: p.ObjectMeta, Spec: p.Spec}
+}
+
+func daemonSet(name string, req map[string]string) *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{TypeMeta: metav1.TypeMeta{Kind: "DaemonSet", APIVersion: "apps/v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "polyaxon"}, Spec: appsv1.DaemonSetSpec{Template: template(name, req)}}
+}
+
+func toObjects(objs ...runtime.Object) []runtime.Object { return objs }
+
+func TestPodsFromObjects(t *testing.T) {
+	limitsOnly := template("gateway", nil)
+	limitsOnly.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("2"), "nvidia.com/gpu": resource.MustParse("1")}}
+	objs := toObjects(
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-gateway", Namespace: "polyaxon"},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Template: limitsOnly}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-postgresql"},
+			Spec: appsv1.StatefulSetSpec{Template: template("postgresql", map[string]string{"cpu": "250m"})}},
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-migrate"},
+			Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](3), Completions: ptr.To[int32](2), Template: template("migrations", nil)}},
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-test", Annotations: map[string]string{"helm.sh/hook": "test"}},
+			Spec: batchv1.JobSpec{Template: template("x", nil)}},
+		&batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-cleanup"},
+			Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: template("cleanup", nil)}}}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ignored"}},
+		daemonSet("node-agent", nil),
+	)
+	pods, err := plan.PodsFromObjects(objs)
+	require.NoError(t, err)
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	assert.Equal(t, []string{"polyaxon-gateway-0", "polyaxon-gateway-1", "polyaxon-postgresql-0",
+		"polyaxon-migrate-0", "polyaxon-migrate-1", "polyaxon-cleanup-0", "node-agent"}, names)
+	assert.Same(t, pods[0].Pod, pods[1].Pod, "replicas share one template")
+	assert.Equal(t, "core", pods[0].Category)
+	assert.Equal(t, "gateway", pods[0].Component)
+	assert.Equal(t, "postgresql", pods[2].Category)
+	assert.Equal(t, "core", pods[3].Category, "chart Jobs are core")
+	req := pods[0].Pod.Spec.Containers[0].Resources.Requests
+	assert.Equal(t, "2", req.Cpu().String(), "requests default to limits as the API server does")
+	assert.Equal(t, "1", ptr.To(req["nvidia.com/gpu"]).String())
+}
+
+func TestPodsFromUnstructuredManifests(t *testing.T) {
+	manifest := `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: polyaxon-operator, namespace: polyaxon}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: x}}
+  template:
+    metadata: {labels: {app.kubernetes.io/component: operator}}
+    spec:
+      nodeSelector: {polyaxon: core}
+      containers:
+      - name: manager
+        image: polyaxon/polyaxon-operator
+        resources: {requests: {cpu: 100m, memory: 128Mi}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: polyaxon-agent}
+data:
+  POLYAXON_NODE_SELECTOR_EXPERIMENTS: '{"polyaxon":"experiments"}'
+  POLYAXON_TOLERATIONS_EXPERIMENTS: '[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]'
+  POLYAXON_AFFINITY_EXPERIMENTS: '{}'
+  POLYAXON_NODE_SELECTOR_BUILDS: '{"polyaxon":"builds"}'
+  POLYAXON_TOLERATIONS_BUILDS: '[]'
+  POLYAXON_AFFINITY_BUILDS: ''
+`
+	objs, err := plan.DecodeManifests(strings.NewReader(manifest))
+	require.NoError(t, err)
+	pods, err := plan.PodsFromObjects(objs)
+	require.NoError(t, err)
+	require.Len(t, pods, 1)
+	assert.Equal(t, "polyaxon-operator-0", pods[0].Name)
+	assert.Equal(t, map[string]string{"polyaxon": "core"}, pods[0].Pod.Spec.NodeSelector)
+
+	defs, err := plan.CategoryDefaults(objs)
+	require.NoError(t, err)
+	assert.Len(t, defs, 5)
+	assert.Equal(t, map[string]string{"polyaxon": "experiments"}, defs["experiments"].NodeSelector)
+	assert.Len(t, defs["experiments"].Tolerations, 1)
+	assert.Nil(t, defs["experiments"].Affinity, "an empty affinity is no affinity")
+	assert.Equal(t, map[string]string{"polyaxon": "builds"}, defs["builds"].NodeSelector)
+	assert.Empty(t, defs["jobs"].NodeSelector)
+	assert.Equal(t, "nodeSelector polyaxon=experiments; tolerations [nvidia.com/gpu exists:NoSchedule]", defs["experiments"].String())
+
+	_, err = plan.CategoryDefaults(objs[:1])
+	assert.ErrorIs(t, err, plan.ErrNoAgentConfig)
+}
+
+func TestCategoryFeasibility(t *testing.T) {
+	nodes := []corev1.Node{
+		node("core-0", 4, 16, 0, map[string]string{"polyaxon": "core"}),
+		node("exp-0", 8, 32, 1, map[string]string{"polyaxon": "experiments"}, gpuTaint()),
+	}
+	defs := map[string]plan.CategoryScheduling{
+		"experiments": {Category: "experiments", NodeSelector: map[string]string{"polyaxon": "experiments"},
+			Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+		"builds": {Category: "builds", NodeSelector: map[string]string{"polyaxon": "builds"}},
+		"jobs":   {Category: "jobs"},
+	}
+	got := plan.CategoryFeasibility(plan.NewSnapshot(nodes, nil), defs, nil)
+	require.Len(t, got, 3)
+	assert.True(t, got["experiments"].OK())
+	assert.Equal(t, "exp-0", got["experiments"].Result.Node)
+	assert.False(t, got["builds"].OK())
+	assert.Equal(t, "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint {nvidia.com/gpu: }.", got["builds"].Result.Message, "taints are checked before affinity, first failure counts")
+	assert.True(t, got["jobs"].OK())
+	assert.Equal(t, "core-0", got["jobs"].Result.Node, "jobs has no toleration: only the untainted node")
+}
