@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries the local e2e provider runs (kube-apiserver,
-# kube-controller-manager, kube-scheduler, etcd, kwok, kwokctl) from the Go module
-# proxy, into a cache outside the repository keyed by version. A second run is a no-op.
+# kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, kwokctl) from the Go module
+# proxy, into a cache outside the repository keyed by version, and copies kwok's default
+# Stage documents next to them (kwok-stages/). A second run is a no-op.
 #
 # Usage: e2e/scripts/build-binaries.sh   (prints the binary directory on stdout)
 set -euo pipefail
@@ -12,10 +13,15 @@ KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CACHE="${POLYAXON_DEPLOY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/polyaxon-deploy}"
 BIN="$CACHE/bin/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
 
-want=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokctl)
+kube=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+# kwokctl's defaults (the "fast" pod stages, lease heartbeats), paths inside the kwok module.
+stage_src=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+  pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml)
 missing=()
-for b in "${want[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+for b in "${kube[@]}" etcd kwok kwokctl; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+for s in "${stage_src[@]}"; do [ -s "$BIN/kwok-stages/${s##*/}" ] || missing+=("kwok-stages"); done
 if [ ${#missing[@]} -eq 0 ]; then echo "$BIN"; exit 0; fi
+has() { [[ " ${missing[*]} " == *" $1 "* ]]; }
 
 log() { echo "build-binaries: $*" >&2; }
 mkdir -p "$BIN"
@@ -27,8 +33,10 @@ staging="v0.${KUBE_VERSION#v1.}"
 
 # Kubernetes: a throw-away module that requires k8s.io/kubernetes and replaces every
 # staging module (listed in kubernetes' own go.mod) with its published v0.Y.Z release.
-if [[ " ${missing[*]} " =~ kube- ]]; then
-  log "building Kubernetes $KUBE_VERSION components (about 13 min cold on 2 cores)"
+todo=()
+for c in "${kube[@]}"; do has "$c" && todo+=("$c"); done
+if [ ${#todo[@]} -gt 0 ]; then
+  log "building Kubernetes $KUBE_VERSION ${todo[*]} (about 13 min cold on 2 cores)"
   mkdir -p "$work/kube" && cd "$work/kube"
   go mod init local/kubebuild >/dev/null 2>&1
   gomod="$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
@@ -37,18 +45,21 @@ if [[ " ${missing[*]} " =~ kube- ]]; then
     grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging/' "$gomod" |
       awk -v v="$staging" '{print "replace " $1 " => " $1 " " v}'
   } >>go.mod
-  printf 'package tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n\t_ "k8s.io/kubernetes/cmd/kube-scheduler"\n)\n' >tools.go
-  sed -i 's/^package tools/\/\/go:build tools\n\npackage tools/' tools.go
-  GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for c in "${todo[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+    printf ')\n'
+  } >tools.go
+  GOFLAGS=-mod=mod go mod tidy >"$work/tidy.log" 2>&1 || { log "go mod tidy failed:"; cat "$work/tidy.log" >&2; }
   pkg=k8s.io/component-base/version
   ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-  for c in kube-apiserver kube-controller-manager kube-scheduler; do
+  for c in "${todo[@]}"; do
     GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
     log "built $c"
   done
 fi
 
-if [[ " ${missing[*]} " =~ " etcd " ]]; then
+if has etcd; then
   log "building etcd $ETCD_VERSION"
   mkdir -p "$work/etcd" && cd "$work/etcd"
   go mod init local/etcdbuild >/dev/null 2>&1
@@ -59,9 +70,21 @@ if [[ " ${missing[*]} " =~ " etcd " ]]; then
   log "built etcd"
 fi
 
-if [[ " ${missing[*]} " =~ kwok ]]; then
+if has kwok || has kwokctl; then
   log "installing kwok/kwokctl $KWOK_VERSION"
   GOBIN="$BIN" CGO_ENABLED=0 go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+fi
+
+# kwokctl writes its default stages only when a config has no Stage; the local provider adds
+# its own stages, so it needs kwok's defaults as files. They ship in the kwok module.
+if has kwok-stages; then
+  cd "$work"
+  src="$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  mkdir -p "$BIN/kwok-stages"
+  for s in "${stage_src[@]}"; do
+    cp "$src/kustomize/stage/$s" "$BIN/kwok-stages/${s##*/}"
+  done
+  log "copied kwok default stages"
 fi
 
 echo "$BIN"

@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// BinDirEnv overrides where the local provider finds its binaries.
+const BinDirEnv = "POLYAXON_DEPLOY_BIN_DIR"
+
+// RequiredBinaries must all be in the binary directory of the local provider.
+var RequiredBinaries = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "kwok", "kwokctl", "kubectl"}
+
+// RepoRoot is the repository root, found from this source file's location.
+func RepoRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", fmt.Errorf("cannot locate the repository from the binary (built with -trimpath?)")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..")), nil
+}
+
+// EnsureBinaries returns the directory with RequiredBinaries: $POLYAXON_DEPLOY_BIN_DIR when set,
+// else what e2e/scripts/build-binaries.sh prints (it builds on first use, ~15 min on 2 cores,
+// and is a no-op afterwards). Build progress goes to progress (may be nil).
+func EnsureBinaries(ctx context.Context, progress io.Writer) (string, error) {
+	if d := os.Getenv(BinDirEnv); d != "" {
+		return d, checkBinaries(d)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	script := filepath.Join(root, "e2e", "scripts", "build-binaries.sh")
+	if progress == nil {
+		progress = io.Discard
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Stdout = &out
+	cmd.Stderr = progress
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build e2e binaries with %s: %w", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	dir := strings.TrimSpace(lines[len(lines)-1])
+	if dir == "" {
+		return "", fmt.Errorf("%s printed no binary directory", script)
+	}
+	return dir, checkBinaries(dir)
+}
+
+func checkBinaries(dir string) error {
+	var missing []string
+	for _, b := range RequiredBinaries {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.Mode()&0o111 == 0 {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("binaries %s missing in %s: run e2e/scripts/build-binaries.sh", strings.Join(missing, ", "), dir)
+	}
+	return nil
+}

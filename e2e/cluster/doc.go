@@ -1,0 +1,55 @@
+// Package cluster provides the clusters the e2e scenarios and `make demo` run on.
+//
+// Two providers build the same production-shaped node pools (DefaultNodePools: `polyaxon:
+// core`, `polyaxon: experiments` tainted nvidia.com/gpu=present:NoSchedule with nvidia.com/gpu
+// allocatable, `polyaxon: builds`):
+//
+//   - LocalProvider: a real etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+//     plus the kwok controller, run as local processes by `kwokctl --runtime binary`.
+//   - KindProvider: the kind library, used when a Docker engine answers (DockerAvailable).
+//
+// Facts about kwok v0.8.0 this package relies on (checked against its source and docs):
+//
+//   - `kwokctl create cluster --runtime binary` takes every binary from the config options
+//     kubeApiserverBinary, kubeControllerManagerBinary, kubeSchedulerBinary, etcdBinary,
+//     kwokControllerBinary (also flags --kube-apiserver-binary etc.); a local path is symlinked,
+//     a URL would be downloaded. kwokctl also runs `kubectl get --raw /version` to see the API
+//     server serve: it takes kubectl from PATH first, else kubectlBinary (a download by
+//     default), so our kubectl's directory goes first on PATH.
+//   - `kwokctl -c FILE` reads a multi-document YAML: KwokctlConfiguration
+//     (config.kwok.x-k8s.io/v1alpha1) plus kwok.x-k8s.io/v1alpha1 Stage, ClusterExec, ... .
+//     There is no flag for the bind address; options.bindAddress defaults to 0.0.0.0, so we set
+//     127.0.0.1. Ports left 0 are picked free by kwokctl; clients use 127.0.0.1.
+//   - KWOK_WORKDIR (default ~/.kwok) holds clusters/<name>/ with kwok.yaml (the saved config),
+//     pki/, etcd/, logs/<component>.log and pids/<component>.pid. The components are forked
+//     into the background and outlive kwokctl; `kwokctl delete cluster` kills them by pid file
+//     and removes the directory. Other KWOK_* variables override options, so we clear them.
+//   - `create cluster --kubeconfig PATH` adds a context kwok-<name> to PATH (default
+//     ~/.kube/config, which we never touch); `delete cluster --kubeconfig PATH` removes it.
+//   - The binary runtime starts the kwok controller with --manage-all-nodes=true, so every Node
+//     is simulated; we still mark ours kwok.x-k8s.io/node=fake and type=kwok as kwok's docs do.
+//     A Node created with status.allocatable/capacity keeps them (the node-initialize stage only
+//     fills defaults); kwok sets Ready, the kubelet endpoint port and lease heartbeats. The node's
+//     Hostname address is "localhost", which is how the API server reaches the kwok controller
+//     for exec.
+//   - Stages: kwokctl adds its default stages (node-initialize, node-heartbeat-with-lease,
+//     pod-ready, pod-complete for pods owned by a Job, pod-delete) only when the config has no
+//     Stage at all. So when we add a stage we add those defaults too: build-binaries.sh copies
+//     them from the kwok module (kustomize/stage/...) into <bindir>/kwok-stages/.
+//     When several stages match an object kwok picks one at random weighted by spec.weight, and
+//     a weight-0 stage loses to any positive weight; FailPodStage uses that.
+//   - ClusterExec selects pods only by namespace (matchNamespaces) and name (matchNames). The
+//     command of the exec request runs on this machine, started by the kwok controller, with
+//     local.envs appended to the controller's environment and local.workDir as directory.
+//     A namespaced Exec named like the pod wins over any ClusterExec. ClusterExecs are read
+//     once at start, so select by pod name (or nothing) when namespaces are not known yet.
+//     The command's stdin is never closed by kwok: a command fed on stdin must stop reading by
+//     itself (`head -c N | ...`); `cat` waits forever. A non-zero exit comes back as an API
+//     error whose message ends in "exit status N", not as a client-go CodeExitError.
+//   - kwok provides no StorageClass or volume provisioner. We add a default StorageClass
+//     (kubernetes.io/no-provisioner, WaitForFirstConsumer) and static hostPath volumes with
+//     reclaim policy Retain; the real scheduler and kube-controller-manager bind them.
+//     A background reclaimer (while the Cluster handle lives) makes Released volumes Available.
+//   - With the default secure port, kwokctl enables RBAC (Node,RBAC) and admission plugins, so
+//     Pod Security admission and RBAC behave as on a real cluster.
+package cluster

@@ -1,0 +1,218 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	kindcluster "sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/yaml"
+)
+
+// KindProvider creates clusters with the kind library (one Docker container per node).
+// ClusterExec and Stages do not apply: kind runs real kubelets and containers.
+type KindProvider struct {
+	p       *kindcluster.Provider
+	dataDir string
+}
+
+// KindOption configures NewKindProvider.
+type KindOption func(*KindProvider)
+
+// WithKindDataDir sets where kubeconfigs are written (default: <CacheDir>/kind).
+func WithKindDataDir(dir string) KindOption { return func(k *KindProvider) { k.dataDir = dir } }
+
+// NewKindProvider returns the kind provider (Docker node runtime).
+func NewKindProvider(opts ...KindOption) *KindProvider {
+	k := &KindProvider{p: kindcluster.NewProvider(kindcluster.ProviderWithDocker()), dataDir: filepath.Join(CacheDir(), "kind")}
+	for _, o := range opts {
+		o(k)
+	}
+	return k
+}
+
+// Name implements Provider.
+func (k *KindProvider) Name() string { return "kind" }
+
+func (k *KindProvider) kubeconfigPath(name string) string {
+	return filepath.Join(k.dataDir, name+".kubeconfig")
+}
+
+// KindConfig renders the node pools as a kind cluster: one control plane plus one worker per
+// pool node, labelled through kind's node labels, tainted through a kubeadm JoinConfiguration
+// patch (taints must be there when the kubelet registers, before anything schedules).
+func KindConfig(pools []NodePool) (*kindv1alpha4.Cluster, error) {
+	cfg := &kindv1alpha4.Cluster{
+		TypeMeta: kindv1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		Nodes:    []kindv1alpha4.Node{{Role: kindv1alpha4.ControlPlaneRole}},
+	}
+	for _, pool := range pools {
+		if pool.Name == "" || pool.Count < 0 {
+			return nil, fmt.Errorf("kind config: node pool %q: name required and count >= 0", pool.Name)
+		}
+		var patches []string
+		if len(pool.Taints) > 0 {
+			patch, err := joinTaintsPatch(pool.Taints)
+			if err != nil {
+				return nil, fmt.Errorf("kind config: node pool %q: %w", pool.Name, err)
+			}
+			patches = append(patches, patch)
+		}
+		for i := 0; i < pool.Count; i++ {
+			cfg.Nodes = append(cfg.Nodes, kindv1alpha4.Node{
+				Role:                 kindv1alpha4.WorkerRole,
+				Labels:               pool.NodeLabels(),
+				KubeadmConfigPatches: patches,
+			})
+		}
+	}
+	return cfg, nil
+}
+
+func joinTaintsPatch(taints []corev1.Taint) (string, error) {
+	type taint struct {
+		Key    string `json:"key"`
+		Value  string `json:"value,omitempty"`
+		Effect string `json:"effect"`
+	}
+	var ts []taint
+	for _, t := range taints {
+		ts = append(ts, taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
+	}
+	b, err := yaml.Marshal(map[string]any{
+		"kind":             "JoinConfiguration",
+		"nodeRegistration": map[string]any{"taints": ts},
+	})
+	return string(b), err
+}
+
+// Create implements Provider.
+func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOption) (*Cluster, error) {
+	o := buildOptions(opts)
+	if o.Timeout == 5*time.Minute {
+		o.Timeout = 10 * time.Minute
+	}
+	if err := DockerAvailable(ctx); err != nil {
+		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
+	}
+	cfg, err := KindConfig(o.NodePools)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(k.dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	kc := k.kubeconfigPath(name)
+	copts := []kindcluster.CreateOption{
+		kindcluster.CreateWithV1Alpha4Config(cfg),
+		kindcluster.CreateWithKubeconfigPath(kc),
+		kindcluster.CreateWithWaitForReady(o.Timeout),
+		kindcluster.CreateWithDisplayUsage(false),
+		kindcluster.CreateWithDisplaySalutation(false),
+	}
+	if o.KubeVersion != "" {
+		copts = append(copts, kindcluster.CreateWithNodeImage("kindest/node:"+o.KubeVersion))
+	}
+	// The kind library has no context; it stops on its own wait timeout.
+	if err := k.p.Create(name, copts...); err != nil {
+		return nil, fmt.Errorf("kind cluster %q: create: %w", name, err)
+	}
+	c, err := newCluster(name, k.Name(), kc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := advertiseExtendedResources(ctx, c, o.NodePools); err != nil {
+		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
+	}
+	if err := waitNodesReady(ctx, c.Clientset, nil); err != nil {
+		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
+	}
+	if o.KubeconfigPath != "" {
+		if err := copyFile(kc, o.KubeconfigPath); err != nil {
+			return nil, fmt.Errorf("kind cluster %q: copy kubeconfig: %w", name, err)
+		}
+	}
+	return c, nil
+}
+
+// advertiseExtendedResources patches node status with the pools' extended resources
+// (nvidia.com/gpu): kind nodes have no device plugin, and an extended resource is
+// advertised by adding it to the node's status capacity.
+func advertiseExtendedResources(ctx context.Context, c *Cluster, pools []NodePool) error {
+	for _, pool := range pools {
+		ext := map[string]string{}
+		for r, q := range pool.Allocatable {
+			if strings.Contains(string(r), "/") {
+				ext[string(r)] = q.String()
+			}
+		}
+		if len(ext) == 0 {
+			continue
+		}
+		nodes, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{
+			LabelSelector: labels.SelectorFromSet(labels.Set{PoolLabel: pool.Name}).String(),
+		})
+		if err != nil {
+			return fmt.Errorf("node pool %q: list nodes: %w", pool.Name, err)
+		}
+		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"capacity": ext}})
+		for _, n := range nodes.Items {
+			if _, err := c.Clientset.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+				return fmt.Errorf("node %s: advertise %v: %w", n.Name, ext, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Get connects to an existing kind cluster created by this provider.
+func (k *KindProvider) Get(_ context.Context, name string) (*Cluster, error) {
+	return newCluster(name, k.Name(), k.kubeconfigPath(name))
+}
+
+// Delete implements Provider.
+func (k *KindProvider) Delete(_ context.Context, name string) error {
+	if err := k.p.Delete(name, k.kubeconfigPath(name)); err != nil {
+		return fmt.Errorf("delete kind cluster %q: %w", name, err)
+	}
+	_ = os.Remove(k.kubeconfigPath(name))
+	return nil
+}
+
+// DockerAvailable returns nil when a Docker engine answers `docker info`, else why not.
+func DockerAvailable(ctx context.Context) error {
+	if _, err := exec.LookPath("docker"); err != nil {
+		return fmt.Errorf("no docker CLI on PATH")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput()
+	if err != nil {
+		msg := strings.TrimSpace(string(out))
+		if i := strings.IndexByte(msg, '\n'); i > 0 {
+			msg = msg[:i]
+		}
+		return fmt.Errorf("no Docker engine answers (docker info: %s)", msg)
+	}
+	return nil
+}
+
+// Detect returns the kind provider when a Docker engine answers, else the local provider.
+func Detect(ctx context.Context, local ...LocalOption) Provider {
+	if DockerAvailable(ctx) == nil {
+		return NewKindProvider()
+	}
+	return NewLocalProvider(local...)
+}

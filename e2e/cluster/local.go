@@ -1,0 +1,441 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// LocalProvider runs a real control plane (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler) plus the kwok controller as local processes through
+// `kwokctl --runtime binary`. Nodes are Node objects kwok keeps Ready; pods on them get
+// their status from kwok stages. No containers, no Docker; everything listens on 127.0.0.1.
+type LocalProvider struct {
+	binDir  string
+	workDir string
+	log     io.Writer
+
+	mu   sync.Mutex
+	open map[string]*Cluster
+}
+
+// LocalOption configures NewLocalProvider.
+type LocalOption func(*LocalProvider)
+
+// WithBinDir uses binaries from dir instead of running build-binaries.sh.
+func WithBinDir(dir string) LocalOption { return func(p *LocalProvider) { p.binDir = dir } }
+
+// WithWorkDir sets KWOK_WORKDIR (default: <CacheDir>/kwok). Cluster state, logs and pid files live under it.
+func WithWorkDir(dir string) LocalOption { return func(p *LocalProvider) { p.workDir = dir } }
+
+// WithLogOutput receives progress: the first build of the binaries and a line per cluster
+// created (default: discarded). kwokctl's own output goes to <workdir>/logs/<name>.log.
+func WithLogOutput(w io.Writer) LocalOption { return func(p *LocalProvider) { p.log = w } }
+
+// NewLocalProvider returns the kwok-based provider.
+func NewLocalProvider(opts ...LocalOption) *LocalProvider {
+	p := &LocalProvider{workDir: filepath.Join(CacheDir(), "kwok"), log: io.Discard, open: map[string]*Cluster{}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// bins resolves (once) and checks the binary directory.
+func (p *LocalProvider) bins(ctx context.Context) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.binDir == "" {
+		d, err := EnsureBinaries(ctx, p.log)
+		if err != nil {
+			return "", err
+		}
+		p.binDir = d
+		return d, nil
+	}
+	return p.binDir, checkBinaries(p.binDir)
+}
+
+// Name implements Provider.
+func (p *LocalProvider) Name() string { return "local" }
+
+var clusterNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$`)
+
+// UniqueName returns prefix plus a random suffix, a valid cluster name.
+func UniqueName(prefix string) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// ClusterDir is kwokctl's directory for the cluster (pids/, logs/, pki/, kwok.yaml).
+func (p *LocalProvider) ClusterDir(name string) string {
+	return filepath.Join(p.workDir, "clusters", name)
+}
+
+func (p *LocalProvider) kubeconfigPath(name string) string {
+	return filepath.Join(p.workDir, "kubeconfigs", name+".yaml")
+}
+
+func (p *LocalProvider) configPath(name string) string {
+	return filepath.Join(p.workDir, "configs", name+".yaml")
+}
+
+func (p *LocalProvider) logPath(name string) string {
+	return filepath.Join(p.workDir, "logs", name+".log")
+}
+
+// Create implements Provider.
+func (p *LocalProvider) Create(ctx context.Context, name string, opts ...CreateOption) (*Cluster, error) {
+	o := buildOptions(opts)
+	if !clusterNameRE.MatchString(name) {
+		return nil, fmt.Errorf("local cluster %q: name must match %s", name, clusterNameRE)
+	}
+	// Resolve binaries before the timeout starts: the first build takes ~15 minutes.
+	binDir, err := p.bins(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("local cluster %q: %w", name, err)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if o.KubeVersion != "" {
+		if err := checkKubeVersion(ctx, binDir, o.KubeVersion); err != nil {
+			return nil, fmt.Errorf("local cluster %q: %w", name, err)
+		}
+	}
+	if _, err := os.Stat(p.ClusterDir(name)); err == nil {
+		return nil, fmt.Errorf("local cluster %q already exists in %s (delete it first)", name, p.ClusterDir(name))
+	}
+
+	defaults, err := loadDefaultStages(binDir)
+	if err != nil {
+		return nil, fmt.Errorf("local cluster %q: %w", name, err)
+	}
+	stages := append(append(defaults, FailPodStage()), o.Stages...)
+	cfg, err := renderKwokConfig(kwokctlOptions{KubeVersion: o.KubeVersion, BinDir: binDir}, stages, o.ClusterExecs)
+	if err != nil {
+		return nil, fmt.Errorf("local cluster %q: %w", name, err)
+	}
+	for _, f := range []string{p.configPath(name), p.kubeconfigPath(name), p.logPath(name)} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return nil, fmt.Errorf("local cluster %q: %w", name, err)
+		}
+	}
+	if err := os.WriteFile(p.configPath(name), cfg, 0o644); err != nil {
+		return nil, fmt.Errorf("local cluster %q: write kwok config: %w", name, err)
+	}
+
+	createArgs := []string{"--name", name, "-c", p.configPath(name), "create", "cluster",
+		"--runtime", "binary", "--kubeconfig", p.kubeconfigPath(name)}
+	if err := p.kwokctl(ctx, name, binDir, createArgs...); err != nil {
+		return nil, fmt.Errorf("local cluster %q: kwokctl create cluster: %w (%s)", name, err, p.discard(ctx, name))
+	}
+
+	c, err := p.connect(name)
+	if err == nil {
+		err = p.setup(ctx, c, o)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local cluster %q: %w (%s)", name, err, p.discard(ctx, name))
+	}
+	if o.KubeconfigPath != "" {
+		if err := copyFile(c.KubeconfigPath, o.KubeconfigPath); err != nil {
+			return nil, fmt.Errorf("local cluster %q: copy kubeconfig: %w", name, err)
+		}
+	}
+	fmt.Fprintf(p.log, "local cluster %s ready in %s\n", name, time.Since(start).Round(10*time.Millisecond))
+	return c, nil
+}
+
+// discard deletes a cluster whose creation failed, keeping its component logs for diagnosis.
+func (p *LocalProvider) discard(ctx context.Context, name string) string {
+	kept := filepath.Join(p.workDir, "logs", name+"-components")
+	_ = os.RemoveAll(kept)
+	msg := "logs: " + p.logPath(name) + ", " + kept
+	if err := os.Rename(filepath.Join(p.ClusterDir(name), "logs"), kept); err != nil {
+		msg = "logs: " + p.logPath(name)
+	}
+	if err := p.delete(context.WithoutCancel(ctx), name, true); err != nil {
+		msg += "; cleanup: " + err.Error()
+	}
+	return msg
+}
+
+// Get connects to an existing local cluster.
+func (p *LocalProvider) Get(_ context.Context, name string) (*Cluster, error) {
+	if _, err := os.Stat(p.kubeconfigPath(name)); err != nil {
+		return nil, fmt.Errorf("local cluster %q: %w", name, err)
+	}
+	return p.connect(name)
+}
+
+func (p *LocalProvider) connect(name string) (*Cluster, error) {
+	c, err := newCluster(name, p.Name(), p.kubeconfigPath(name))
+	if err != nil {
+		return nil, err
+	}
+	c.addPool = func(ctx context.Context, pool NodePool) ([]string, error) {
+		return createPoolNodes(ctx, c.Clientset, pool)
+	}
+	return c, nil
+}
+
+// setup waits for the control plane, then adds storage and nodes.
+func (p *LocalProvider) setup(ctx context.Context, c *Cluster, o CreateOptions) error {
+	if err := waitControlPlane(ctx, c.Clientset); err != nil {
+		return err
+	}
+	volDir := filepath.Join(p.ClusterDir(c.Name), "volumes")
+	if err := ensureStorage(ctx, c.Clientset, volDir, o.PersistentVolumes, o.VolumeSize); err != nil {
+		return err
+	}
+	var names []string
+	for _, pool := range o.NodePools {
+		n, err := createPoolNodes(ctx, c.Clientset, pool)
+		if err != nil {
+			return err
+		}
+		names = append(names, n...)
+	}
+	if err := waitNodesReady(ctx, c.Clientset, names); err != nil {
+		return err
+	}
+	bg, stop := context.WithCancel(context.Background())
+	c.stopBack = stop
+	go runReclaimer(bg, c.Clientset)
+	p.mu.Lock()
+	p.open[c.Name] = c
+	p.mu.Unlock()
+	return nil
+}
+
+// waitControlPlane waits until the API server is ready, the scheduler and controller-manager
+// hold their leader leases, and the controller-manager has created the default ServiceAccount.
+func waitControlPlane(ctx context.Context, cs kubernetes.Interface) error {
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+			last = fmt.Errorf("kube-apiserver /readyz: %w", err)
+			return false, nil
+		}
+		for _, l := range []string{"kube-scheduler", "kube-controller-manager"} {
+			lease, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, l, metav1.GetOptions{})
+			if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+				last = fmt.Errorf("%s has no leader lease yet: %v", l, err)
+				return false, nil
+			}
+		}
+		if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			last = fmt.Errorf("default ServiceAccount: %w", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for control plane: %v: %w", last, err)
+	}
+	return nil
+}
+
+// Delete implements Provider. It stops every process of the cluster and removes its files.
+func (p *LocalProvider) Delete(ctx context.Context, name string) error {
+	return p.delete(ctx, name, false)
+}
+
+func (p *LocalProvider) delete(ctx context.Context, name string, keepLogs bool) error {
+	p.mu.Lock()
+	if c := p.open[name]; c != nil {
+		c.Close()
+		delete(p.open, name)
+	}
+	p.mu.Unlock()
+
+	pids, _ := p.PIDs(name)
+	var errs []error
+	if _, err := os.Stat(p.ClusterDir(name)); err == nil {
+		binDir, _ := p.bins(ctx) // on error kwokctl falls back to PATH
+		if err := p.kwokctl(ctx, name, binDir, "--name", name, "delete", "cluster", "--kubeconfig", p.kubeconfigPath(name)); err != nil {
+			errs = append(errs, fmt.Errorf("kwokctl delete cluster: %w", err))
+		}
+	}
+	if alive := waitExited(ctx, pids, 10*time.Second); len(alive) > 0 {
+		// kwokctl did not stop them: they are this cluster's own processes (pid files), kill them.
+		for _, pid := range alive {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if alive = waitExited(ctx, alive, 5*time.Second); len(alive) > 0 {
+			errs = append(errs, fmt.Errorf("processes still running after delete: %v", alive))
+		}
+	}
+	if err := os.RemoveAll(p.ClusterDir(name)); err != nil {
+		errs = append(errs, err)
+	}
+	files := []string{p.configPath(name), p.kubeconfigPath(name)}
+	if !keepLogs {
+		files = append(files, p.logPath(name))
+	}
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("delete local cluster %q: %w", name, err)
+	}
+	return nil
+}
+
+// List names the clusters in the provider's work dir.
+func (p *LocalProvider) List() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(p.workDir, "clusters"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// DeleteAll deletes every cluster in the provider's work dir (e.g. left by a killed test run).
+func (p *LocalProvider) DeleteAll(ctx context.Context) error {
+	names, err := p.List()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range names {
+		errs = append(errs, p.Delete(ctx, n))
+	}
+	return errors.Join(errs...)
+}
+
+// PIDs are the process ids kwokctl recorded for the cluster's components.
+func (p *LocalProvider) PIDs(name string) ([]int, error) {
+	files, err := filepath.Glob(filepath.Join(p.ClusterDir(name), "pids", "*.pid"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// ProcessAlive reports whether pid runs (zombies count as exited).
+func ProcessAlive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// Format: pid (comm) state ...; comm may contain spaces, so read after the last ')'.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
+}
+
+func waitExited(ctx context.Context, pids []int, d time.Duration) []int {
+	deadline := time.Now().Add(d)
+	for {
+		var alive []int
+		for _, pid := range pids {
+			if ProcessAlive(pid) {
+				alive = append(alive, pid)
+			}
+		}
+		if len(alive) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return alive
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kwokctl runs kwokctl from binDir with an environment pinned to our work dir: no KWOK_*
+// variables leak in from the caller, and binDir comes first on PATH so kwokctl's own
+// kubectl calls use our kubectl instead of downloading one.
+func (p *LocalProvider) kwokctl(ctx context.Context, name, binDir string, args ...string) error {
+	kwokctl := filepath.Join(binDir, "kwokctl")
+	if _, err := os.Stat(kwokctl); err != nil {
+		if lp, lerr := exec.LookPath("kwokctl"); lerr == nil {
+			kwokctl = lp
+		} else {
+			return fmt.Errorf("kwokctl not found in %s: %w", binDir, err)
+		}
+	}
+	logf, err := os.OpenFile(p.logPath(name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	var tail bytes.Buffer
+	w := io.MultiWriter(logf, &tail)
+	env := []string{"KWOK_WORKDIR=" + p.workDir, "PATH=" + binDir + string(os.PathListSeparator) + os.Getenv("PATH")}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "KWOK_") || strings.HasPrefix(kv, "PATH=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	cmd := exec.CommandContext(ctx, kwokctl, args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = w, w
+	// kwokctl forks the components into their own sessions; killing kwokctl on cancel is enough.
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		out := tail.String()
+		if len(out) > 2000 {
+			out = out[len(out)-2000:]
+		}
+		return fmt.Errorf("%s %s: %w\n%s", kwokctl, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func checkKubeVersion(ctx context.Context, binDir, want string) error {
+	out, err := exec.CommandContext(ctx, filepath.Join(binDir, "kube-apiserver"), "--version").Output()
+	if err != nil {
+		return fmt.Errorf("kube-apiserver --version: %w", err)
+	}
+	got := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "Kubernetes"))
+	if strings.TrimPrefix(got, "v") != strings.TrimPrefix(want, "v") {
+		return fmt.Errorf("binaries in %s are Kubernetes %s, want %s: build them with KUBE_VERSION=%s e2e/scripts/build-binaries.sh and pass WithBinDir",
+			binDir, got, want, want)
+	}
+	return nil
+}
