@@ -1,0 +1,401 @@
+package main
+
+// Shared pieces for every command: flag groups, loading the inputs (chart + profile + values),
+// the cluster settings, the command context with signal handling, the debug log and the exit
+// codes. Commands are thin: they call these helpers and an installer/ package.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"helm.sh/helm/v3/pkg/chart"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/kube"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
+)
+
+// Exit codes (stable, documented in README.md).
+const (
+	ExitOK          = 0   // success
+	ExitError       = 1   // any error (bad values, cluster failure, ...)
+	ExitUsage       = 2   // bad command line: unknown flag, missing argument, bad -o
+	ExitCheckFailed = 3   // a preflight check failed (fatal or error, not ignored)
+	ExitWarnings    = 4   // only warnings, and --strict was given
+	ExitInterrupted = 130 // second Ctrl-C
+)
+
+// exitError carries an exit code through urfave/cli (it implements cli.ExitCoder).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit code %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+func (e *exitError) ExitCode() int { return e.code }
+
+// withExit wraps err with an exit code; nil stays nil.
+func withExit(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: code, err: err}
+}
+
+// usageErrorf is a command-line mistake: exit 2.
+func usageErrorf(format string, a ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// silentExit ends the command with a code and no further message (results were already printed).
+func silentExit(code int) error { return &exitError{code: code} }
+
+// exitCode maps any error returned by the App to the process exit code.
+func exitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return ExitError
+}
+
+// Flag names, shared so other commands read them the same way.
+const (
+	flagKubeconfig  = "kubeconfig"
+	flagContext     = "context"
+	flagNamespace   = "namespace"
+	flagRelease     = "release"
+	flagDebugLog    = "debug-log"
+	flagProfile     = "profile"
+	flagValues      = "values"
+	flagSet         = "set"
+	flagSetString   = "set-string"
+	flagSetFile     = "set-file"
+	flagChart       = "chart"
+	flagOutput      = "output"
+	flagStrict      = "strict"
+	flagIgnore      = "ignore"
+	defaultRelease  = "polyaxon"
+	defaultProfile  = profile.Default // "production": install and render default to it
+	envDebugLogFile = "POLYAXON_DEPLOY_DEBUG_LOG"
+)
+
+// clusterFlags follow kubectl. They are defined on each command (not on the App) so they can be
+// written after the command name, as with kubectl: `polyaxon-deploy check -n ml --context prod`.
+func clusterFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagKubeconfig, Usage: "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)", Category: "Cluster"},
+		&cli.StringFlag{Name: flagContext, Usage: "kubeconfig context to use (default: the current context)", Category: "Cluster"},
+		&cli.StringFlag{Name: flagNamespace, Aliases: []string{"n"}, Value: kube.DefaultNamespace, Usage: "namespace of the release", Category: "Cluster"},
+		&cli.StringFlag{Name: flagRelease, Value: defaultRelease, Usage: "Helm release name", Category: "Cluster"},
+		debugLogFlag(),
+	}
+}
+
+func debugLogFlag() cli.Flag {
+	return &cli.StringFlag{Name: flagDebugLog, Usage: "write a debug log to `FILE` (default: kept in memory and written to a temp file only on failure; the path is printed)", EnvVars: []string{envDebugLogFile}, Category: "Output"}
+}
+
+// inputFlags choose the chart, the profile and the values layered on top of it.
+// Layering, last wins: chart defaults < profile < each -f in order < --set < --set-string < --set-file.
+func inputFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagProfile, Aliases: []string{"p"}, Value: defaultProfile, Usage: "installer profile (" + strings.Join(profile.Names(), ", ") + ") or a profile file path", Category: "Input"},
+		&cli.StringSliceFlag{Name: flagValues, Aliases: []string{"f"}, Usage: "values file, repeatable; later files win", Category: "Input"},
+		&cli.StringSliceFlag{Name: flagSet, Usage: "set a value (a.b=c, list: a={x,y}, index: a[0].b=c), repeatable", Category: "Input"},
+		&cli.StringSliceFlag{Name: flagSetString, Usage: "like --set but the value is always a string", Category: "Input"},
+		&cli.StringSliceFlag{Name: flagSetFile, Usage: "set a value from a file's content (key=path)", Category: "Input"},
+		&cli.StringFlag{Name: flagChart, Usage: "use the chart in `DIR` instead of the one embedded in the binary", Category: "Input"},
+	}
+}
+
+// outputFlags: -o selects the result format on stdout; human progress always goes to stderr.
+func outputFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Value: string(output.FormatTable), Usage: "result format: table, json or yaml", Category: "Output"},
+	}
+}
+
+// checkFlags tune how preflight results end the command.
+func checkFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: flagIgnore, Usage: "demote a failing check `ID` to a warning (still printed); repeatable; 'all' ignores every check", Category: "Checks"},
+		&cli.BoolFlag{Name: flagStrict, Usage: "exit 4 when checks pass with warnings", Category: "Checks"},
+	}
+}
+
+// joinFlags concatenates flag groups for a command definition.
+func joinFlags(groups ...[]cli.Flag) []cli.Flag {
+	var out []cli.Flag
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+// inputs is what a command needs to render the release.
+type inputs struct {
+	Chart       *chart.Chart
+	ChartSource string // "embedded" or the --chart directory
+	Profile     *profile.Profile
+	// ValueOptions are the user's inputs as given (files, --set...), stored so an upgrade can
+	// re-render from profile + inputs instead of Helm's --reuse-values.
+	ValueOptions values.Options
+	// Values = profile < files < --set: what is handed to Helm (chart defaults come from the chart).
+	Values map[string]any
+	// Warnings from legacy input migration, to be shown to the user.
+	Warnings []values.Warning
+}
+
+// loadInputs loads the chart (embedded or --chart), the profile and the layered user values.
+// Errors say what to fix (unknown profile lists the known ones; a missing file names it).
+func loadInputs(c *cli.Context) (*inputs, error) {
+	in := &inputs{}
+	var err error
+	if dir := c.String(flagChart); dir != "" {
+		in.ChartSource = dir
+		in.Chart, err = render.LoadDir(dir)
+	} else {
+		in.ChartSource = "embedded"
+		in.Chart, err = render.LoadFS(charts.FS, charts.Root)
+	}
+	if err != nil {
+		return nil, err
+	}
+	in.Profile, err = profile.Load(c.String(flagProfile))
+	if err != nil {
+		return nil, err
+	}
+	in.ValueOptions = values.Options{
+		ValueFiles:   c.StringSlice(flagValues),
+		Values:       c.StringSlice(flagSet),
+		StringValues: c.StringSlice(flagSetString),
+		FileValues:   c.StringSlice(flagSetFile),
+	}
+	in.Values, in.Warnings, err = values.Build(in.Profile.Name, in.Profile.Values, in.ValueOptions)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range in.Warnings {
+		debugf(c, "values warning: %s", w)
+	}
+	return in, nil
+}
+
+// warnInputs prints legacy-input warnings as human progress on stderr.
+func warnInputs(c *cli.Context, in *inputs) {
+	for _, w := range in.Warnings {
+		progress(c).Warn(w.String())
+	}
+}
+
+// releaseOptions returns the render options for this command's release and namespace.
+func releaseOptions(c *cli.Context) render.Options {
+	return render.Options{ReleaseName: c.String(flagRelease), Namespace: c.String(flagNamespace)}
+}
+
+// kubeSettings returns the single settings object (kubeconfig, context, namespace) shared by
+// client-go and the Helm SDK for this command. Nothing is read from disk until a client is asked for.
+func kubeSettings(c *cli.Context) *kube.Settings {
+	e := envOf(c)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.settings == nil {
+		if e.newSettings != nil {
+			e.settings = e.newSettings(c)
+		} else {
+			e.settings = kube.NewSettings(c.String(flagKubeconfig), c.String(flagContext), c.String(flagNamespace))
+		}
+	}
+	return e.settings
+}
+
+// env is the per-process state hung on cli.App.Metadata: writers, debug log, settings.
+type env struct {
+	stdout, stderr io.Writer
+
+	mu          sync.Mutex
+	settings    *kube.Settings
+	newSettings func(*cli.Context) *kube.Settings // test hook: inject fake/real clients
+	logStarted  bool
+	logPath     string
+	logFile     *os.File
+	logErr      error
+	logBuf      bytes.Buffer
+	progress    *output.Progress
+	// printer and command let finish print an error result with -o json|yaml when the
+	// command failed before printing one.
+	printer *output.Printer
+	command string
+}
+
+const envKey = "polyaxon-deploy.env"
+
+func envOf(c *cli.Context) *env {
+	if e, ok := c.App.Metadata[envKey].(*env); ok {
+		return e
+	}
+	e := &env{stdout: c.App.Writer, stderr: c.App.ErrWriter}
+	if c.App.Metadata == nil {
+		c.App.Metadata = map[string]any{}
+	}
+	c.App.Metadata[envKey] = e
+	return e
+}
+
+// stdout is where results go; stderr is for humans.
+func stdout(c *cli.Context) io.Writer { return envOf(c).stdout }
+func stderr(c *cli.Context) io.Writer { return envOf(c).stderr }
+
+// progress is the human progress printer on stderr.
+func progress(c *cli.Context) *output.Progress {
+	e := envOf(c)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.progress == nil {
+		e.progress = output.NewProgress(e.stderr)
+	}
+	return e.progress
+}
+
+// printer validates -o and returns the result printer on stdout (a bad -o is a usage error).
+func printer(c *cli.Context) (*output.Printer, error) {
+	f, err := output.ParseFormat(c.String(flagOutput))
+	if err != nil {
+		return nil, withExit(ExitUsage, err)
+	}
+	p := output.NewPrinter(stdout(c), f)
+	e := envOf(c)
+	e.mu.Lock()
+	e.printer, e.command = p, c.Command.FullName()
+	e.mu.Unlock()
+	return p, nil
+}
+
+// debugf records a debug line. With --debug-log FILE lines go straight to FILE; otherwise
+// they are kept in memory and written to a temp file only if the command fails (finish prints
+// the path), so successful runs leave nothing behind.
+func debugf(c *cli.Context, format string, a ...any) {
+	e := envOf(c)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.logStarted {
+		e.logStarted = true
+		if path := c.String(flagDebugLog); path != "" {
+			e.logPath = path
+			e.logFile, e.logErr = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		}
+		e.writeLog(fmt.Sprintf("%s polyaxon-deploy %s: %s\n", time.Now().Format(time.RFC3339), version, strings.Join(os.Args, " ")))
+	}
+	e.writeLog(fmt.Sprintf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, a...)...))
+}
+
+// maxLogBuffer bounds the in-memory log (Helm can be chatty); the newest lines are kept.
+const maxLogBuffer = 4 << 20
+
+func (e *env) writeLog(line string) {
+	if e.logFile != nil {
+		_, _ = e.logFile.WriteString(line)
+		return
+	}
+	e.logBuf.WriteString(line)
+	if e.logBuf.Len() > maxLogBuffer {
+		b := e.logBuf.Bytes()
+		rest := append([]byte("... (earlier lines dropped)\n"), b[len(b)-maxLogBuffer/2:]...)
+		e.logBuf.Reset()
+		e.logBuf.Write(rest)
+	}
+}
+
+// helmLog adapts debugf to the Helm SDK's log function.
+func helmLog(c *cli.Context) func(string, ...any) {
+	return func(format string, a ...any) { debugf(c, "helm: "+format, a...) }
+}
+
+// flushDebugLog makes sure the log is on disk and returns its path ("" if nothing was logged
+// or it could not be written).
+func (e *env) flushDebugLog() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.logFile != nil {
+		return e.logPath
+	}
+	if e.logErr != nil || e.logBuf.Len() == 0 {
+		return ""
+	}
+	f, err := os.CreateTemp("", "polyaxon-deploy-*.log")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Write(e.logBuf.Bytes()); err != nil {
+		return ""
+	}
+	e.logPath = f.Name()
+	return e.logPath
+}
+
+func (e *env) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.logFile != nil {
+		_ = e.logFile.Close()
+	}
+}
+
+// commandContext returns a context cancelled on the first SIGINT/SIGTERM (so Helm actions end
+// their release as failed, not pending-*); a second signal exits 130 at once.
+// Call stop when the command returns.
+func commandContext(c *cli.Context) (ctx context.Context, stop func()) {
+	parent := c.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			progress(c).Warn(fmt.Sprintf("received %s: cancelling (press Ctrl-C again to exit now)", s))
+			debugf(c, "signal %s: cancelling", s)
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			debugf(c, "second signal: exit %d", ExitInterrupted)
+			os.Exit(ExitInterrupted)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
+}

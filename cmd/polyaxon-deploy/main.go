@@ -1,0 +1,127 @@
+// Command polyaxon-deploy installs and operates Polyaxon on Kubernetes.
+// This file only wires commands; the work lives in installer/ packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args, os.Stdout, os.Stderr))
+}
+
+// run executes the CLI in-process and returns the exit code (tests call it directly).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.RunContext(ctx, args)
+	return finish(app, err)
+}
+
+// commands lists every command, in help order.
+func commands() []*cli.Command {
+	return []*cli.Command{
+		renderCommand(),
+		checkCommand(),
+		planCommand(),
+		installCommand(),
+		upgradeCommand(),
+		statusCommand(),
+		historyCommand(),
+		rollbackCommand(),
+		uninstallCommand(),
+		recoverCommand(),
+		backupCommand(),
+		restoreCommand(),
+		versionCommand(),
+	}
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:                 "polyaxon-deploy",
+		Usage:                "install, check and upgrade Polyaxon on Kubernetes",
+		Version:              version,
+		HideVersion:          true, // `polyaxon-deploy version` says more
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		EnableBashCompletion: true,
+		Commands:             commands(),
+		// urfave would call os.Exit itself; run() maps errors to exit codes instead.
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError:   onUsageError,
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(stderr, "Error: unknown command %q; run 'polyaxon-deploy help'\n", name)
+			c.App.Metadata["unknown-command"] = true
+		},
+		Metadata: map[string]any{},
+	}
+	app.Metadata[envKey] = &env{stdout: stdout, stderr: stderr}
+	for _, cmd := range app.Commands {
+		setUsageHandler(cmd)
+	}
+	return app
+}
+
+// setUsageHandler maps flag errors to exit 2 and starts the debug log of every command.
+func setUsageHandler(cmd *cli.Command) {
+	if cmd.OnUsageError == nil {
+		cmd.OnUsageError = onUsageError
+	}
+	before := cmd.Before
+	cmd.Before = func(c *cli.Context) error {
+		debugf(c, "command %s %v", c.Command.FullName(), c.Args().Slice())
+		if before != nil {
+			return before(c)
+		}
+		return nil
+	}
+	for _, sub := range cmd.Subcommands {
+		setUsageHandler(sub)
+	}
+}
+
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	return withExit(ExitUsage, fmt.Errorf("%w (see --help)", err))
+}
+
+// finish prints the error (with the debug log path) and returns the exit code. With -o json|yaml
+// a failed command that printed no result prints an error result, so scripts always get one.
+func finish(app *cli.App, err error) int {
+	e, _ := app.Metadata[envKey].(*env)
+	defer e.close()
+	if err == nil && app.Metadata["unknown-command"] == true {
+		return ExitUsage
+	}
+	code := exitCode(err)
+	if code == ExitOK {
+		return code
+	}
+	logPath := ""
+	if code != ExitUsage {
+		logPath = e.flushDebugLog()
+	}
+	var ee *exitError
+	if !(errors.As(err, &ee) && ee.err == nil) {
+		fmt.Fprintf(e.stderr, "Error: %v\n", err)
+	}
+	if logPath != "" {
+		fmt.Fprintf(e.stderr, "Debug log: %s\n", logPath)
+	}
+	if p := e.printer; p != nil && p.Structured() && !p.Printed() {
+		r := output.NewResult(e.command, output.StatusError).WithError(err)
+		if code == ExitCheckFailed {
+			r.Status = output.StatusFailed
+		}
+		r.DebugLog = logPath
+		_ = p.Print(r)
+	}
+	return code
+}

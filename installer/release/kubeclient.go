@@ -1,0 +1,122 @@
+package release
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/kube"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ctxKubeClient makes Helm's waits return when ctx is cancelled. Helm v3's kube client waits
+// only on its own timeout, so a cancelled action would otherwise sit in pending-* until the
+// timeout; returning early makes the action fail the normal way: Helm records the revision as
+// failed itself, once, before the action returns. This is the one cancellation path for every
+// action (install and upgrade get a detached context for RunWithContext, whose own
+// cancellation handling reports the failure twice from two goroutines). The abandoned inner
+// wait touches no release record; it stops at its own timeout or when the process exits.
+type ctxKubeClient struct {
+	kube.Interface
+	ctx context.Context
+}
+
+// withContext returns a copy of the Helm configuration whose kube client honours ctx.
+func (c *Client) withContext(ctx context.Context) *action.Configuration {
+	cfg := *c.cfg
+	inner := c.cfg.KubeClient
+	if w, ok := inner.(*ctxKubeClient); ok {
+		inner = w.Interface
+	}
+	cfg.KubeClient = &ctxKubeClient{Interface: inner, ctx: ctx}
+	return &cfg
+}
+
+func (k *ctxKubeClient) wait(fn func() error) error {
+	if err := k.ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-k.ctx.Done():
+		return fmt.Errorf("wait interrupted: %w", context.Cause(k.ctx))
+	}
+}
+
+func (k *ctxKubeClient) Wait(r kube.ResourceList, d time.Duration) error {
+	return k.wait(func() error { return k.Interface.Wait(r, d) })
+}
+
+func (k *ctxKubeClient) WaitWithJobs(r kube.ResourceList, d time.Duration) error {
+	return k.wait(func() error { return k.Interface.WaitWithJobs(r, d) })
+}
+
+func (k *ctxKubeClient) WatchUntilReady(r kube.ResourceList, d time.Duration) error {
+	return k.wait(func() error { return k.Interface.WatchUntilReady(r, d) })
+}
+
+func (k *ctxKubeClient) WaitForDelete(r kube.ResourceList, d time.Duration) error {
+	ext, ok := k.Interface.(kube.InterfaceExt)
+	if !ok {
+		return nil
+	}
+	return k.wait(func() error { return ext.WaitForDelete(r, d) })
+}
+
+func (k *ctxKubeClient) DeleteWithPropagationPolicy(r kube.ResourceList, p metav1.DeletionPropagation) (*kube.Result, []error) {
+	if d, ok := k.Interface.(kube.InterfaceDeletionPropagation); ok {
+		return d.DeleteWithPropagationPolicy(r, p)
+	}
+	return k.Interface.Delete(r)
+}
+
+func (k *ctxKubeClient) UpdateThreeWayMerge(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	if t, ok := k.Interface.(kube.InterfaceThreeWayMerge); ok {
+		return t.UpdateThreeWayMerge(original, target, force)
+	}
+	return k.Interface.Update(original, target, force)
+}
+
+func (k *ctxKubeClient) Get(r kube.ResourceList, related bool) (map[string][]runtime.Object, error) {
+	if g, ok := k.Interface.(kube.InterfaceResources); ok {
+		return g.Get(r, related)
+	}
+	return nil, fmt.Errorf("kube client %T cannot get resources", k.Interface)
+}
+
+func (k *ctxKubeClient) BuildTable(r io.Reader, validate bool) (kube.ResourceList, error) {
+	if g, ok := k.Interface.(kube.InterfaceResources); ok {
+		return g.BuildTable(r, validate)
+	}
+	return k.Interface.Build(r, validate)
+}
+
+func (k *ctxKubeClient) GetPodList(namespace string, opts metav1.ListOptions) (*v1.PodList, error) {
+	if l, ok := k.Interface.(kube.InterfaceLogs); ok {
+		return l.GetPodList(namespace, opts)
+	}
+	return nil, fmt.Errorf("kube client %T cannot list pods", k.Interface)
+}
+
+func (k *ctxKubeClient) OutputContainerLogsForPodList(pods *v1.PodList, namespace string, w func(namespace, pod, container string) io.Writer) error {
+	if l, ok := k.Interface.(kube.InterfaceLogs); ok {
+		return l.OutputContainerLogsForPodList(pods, namespace, w)
+	}
+	return nil
+}
+
+var (
+	_ kube.Interface                    = (*ctxKubeClient)(nil)
+	_ kube.InterfaceExt                 = (*ctxKubeClient)(nil)
+	_ kube.InterfaceThreeWayMerge       = (*ctxKubeClient)(nil)
+	_ kube.InterfaceLogs                = (*ctxKubeClient)(nil)
+	_ kube.InterfaceDeletionPropagation = (*ctxKubeClient)(nil)
+	_ kube.InterfaceResources           = (*ctxKubeClient)(nil)
+)

@@ -1,0 +1,150 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/action"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// UninstallResult lists what was removed and what stays.
+type UninstallResult struct {
+	Release string `json:"release"`
+	// Uninstalled is false when there was no release (a purge of leftovers only).
+	Uninstalled bool `json:"uninstalled"`
+	// Kept: objects the chart marks helm.sh/resource-policy=keep, as Helm reports them.
+	Kept string `json:"kept,omitempty"`
+	// KeptVolumes: PersistentVolumeClaims left in place (none after a purge).
+	KeptVolumes   []string `json:"keptVolumes,omitempty"`
+	PurgedVolumes []string `json:"purgedVolumes,omitempty"`
+	PurgedSecrets []string `json:"purgedSecrets,omitempty"`
+}
+
+// ChartSelector selects the objects of the release that the chart labels.
+func ChartSelector(release string) string {
+	return labels.SelectorFromSet(labels.Set{
+		"app.kubernetes.io/name":     "polyaxon",
+		"app.kubernetes.io/instance": release,
+	}).String()
+}
+
+type keptSet struct{ pvcs, secrets map[string]bool }
+
+// keptObjects lists the release's PersistentVolumeClaims and Secrets: the objects that outlive
+// an uninstall (the chart keeps them) and that a purge deletes.
+func (c *Client) keptObjects(ctx context.Context) (keptSet, error) {
+	s := keptSet{pvcs: map[string]bool{}, secrets: map[string]bool{}}
+	sel := metav1.ListOptions{LabelSelector: ChartSelector(c.name)}
+	pvcs, err := c.kube.CoreV1().PersistentVolumeClaims(c.namespace).List(ctx, sel)
+	if err != nil {
+		return s, fmt.Errorf("listing PersistentVolumeClaims of release %s/%s: %w", c.namespace, c.name, err)
+	}
+	for _, p := range pvcs.Items {
+		s.pvcs[p.Name] = true
+	}
+	secrets, err := c.kube.CoreV1().Secrets(c.namespace).List(ctx, sel)
+	if err != nil {
+		return s, fmt.Errorf("listing Secrets of release %s/%s: %w", c.namespace, c.name, err)
+	}
+	for _, p := range secrets.Items {
+		s.secrets[p.Name] = true
+	}
+	return s, nil
+}
+
+// Volumes lists the release's PersistentVolumeClaims (what a purge would delete), for the
+// confirmation prompt.
+func (c *Client) Volumes(ctx context.Context) ([]string, error) {
+	k, err := c.keptObjects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sortedKeys(k.pvcs), nil
+}
+
+// Uninstall removes the release and its history. The chart keeps PersistentVolumeClaims (and
+// backups are local files, never touched); WithPurgeData deletes the release's
+// PersistentVolumeClaims and its remaining Secrets too (the caller confirms first). With
+// WithPurgeData and no release left, it purges what an earlier uninstall kept.
+func (c *Client) Uninstall(ctx context.Context, opts ...ActionOption) (*UninstallResult, error) {
+	o := buildActionOptions(opts)
+	res := &UninstallResult{Release: c.name}
+	h, err := c.history()
+	if err != nil {
+		return nil, err
+	}
+	if len(h) == 0 && !o.purgeData {
+		return nil, fmt.Errorf("release %q in namespace %q: %w", c.name, c.namespace, ErrNotInstalled)
+	}
+	if len(h) > 0 {
+		un := action.NewUninstall(c.withContext(ctx))
+		un.Wait = true
+		un.Timeout = o.timeout
+		un.DryRun = o.dryRun
+		un.Description = o.description
+		c.progress("uninstalling release %s from namespace %s", c.name, c.namespace)
+		resp, err := un.Run(c.name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, &InterruptedError{Op: "uninstall", Release: c.name, Err: err, Hint: "run uninstall again"}
+			}
+			return nil, fmt.Errorf("uninstalling release %s/%s: %w", c.namespace, c.name, err)
+		}
+		res.Uninstalled = true
+		if resp != nil {
+			res.Kept = strings.TrimSpace(resp.Info)
+		}
+		if o.dryRun {
+			return res, nil
+		}
+	}
+	if err := c.deleteInputs(ctx); err != nil {
+		return res, err
+	}
+	kept, err := c.keptObjects(ctx)
+	if err != nil {
+		return res, err
+	}
+	if !o.purgeData {
+		res.KeptVolumes = sortedKeys(kept.pvcs)
+		return res, nil
+	}
+	var errs []error
+	for _, name := range sortedKeys(kept.pvcs) {
+		if o.dryRun {
+			res.PurgedVolumes = append(res.PurgedVolumes, name)
+			continue
+		}
+		if err := c.kube.CoreV1().PersistentVolumeClaims(c.namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("deleting PersistentVolumeClaim %s/%s: %w", c.namespace, name, err))
+			continue
+		}
+		res.PurgedVolumes = append(res.PurgedVolumes, name)
+	}
+	for _, name := range sortedKeys(kept.secrets) {
+		if o.dryRun {
+			res.PurgedSecrets = append(res.PurgedSecrets, name)
+			continue
+		}
+		if err := c.kube.CoreV1().Secrets(c.namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("deleting Secret %s/%s: %w", c.namespace, name, err))
+			continue
+		}
+		res.PurgedSecrets = append(res.PurgedSecrets, name)
+	}
+	return res, errors.Join(errs...)
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
