@@ -45,7 +45,7 @@ bench-plan:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./installer/plan/
 
 bench-backup: deps
-	$(GO) run ./e2e/bench/backup
+	$(GO) run ./e2e/bench/backup $(BENCH_ARGS)
 
 clean:
 	rm -rf bin
