@@ -51,7 +51,13 @@ func TestBackupCLISmoke(t *testing.T) {
 	code, out, errs := runIt("backup", "--local", "--pg-port", strconv.Itoa(s.Port), "--pg-bin-dir", s.BinDir, "--dir", dir, "-o", "json")
 	t.Log(out, errs)
 	require.Equal(t, 0, code)
-	var res struct{ Data struct{ Path string; Verified bool; Secrets bool } }
+	var res struct {
+		Data struct {
+			Path     string
+			Verified bool
+			Secrets  bool
+		}
+	}
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
 	require.True(t, res.Data.Verified)
 	require.True(t, res.Data.Secrets)
