@@ -480,3 +480,34 @@ func TestOperatorWithoutAgent(t *testing.T) {
 	decodeStrict(t, r.get("Deployment", "polyaxon-operator"), &d)
 	assert.Empty(t, d.Spec.Template.Spec.Containers[0].EnvFrom, "the operator must not reference the absent runner ConfigMap")
 }
+
+// Every container declares its resources; every long-running server has probes. The operator
+// and the Celery processes expose no health endpoint the images document, so they have none:
+// their Deployments restart them when they exit.
+func TestResourcesAndProbes(t *testing.T) {
+	withoutProbes := map[string]bool{"operator": true, "scheduler": true, "worker": true, "beat": true, "migrations": true}
+	for _, p := range render(t, everything).pods(t) {
+		for _, c := range p.spec.Containers {
+			assert.False(t, c.Resources.Requests.Cpu().IsZero(), "%s/%s has no cpu request", p.name, c.Name)
+			assert.False(t, c.Resources.Requests.Memory().IsZero(), "%s/%s has no memory request", p.name, c.Name)
+			assert.False(t, c.Resources.Limits.Memory().IsZero(), "%s/%s has no memory limit", p.name, c.Name)
+			if withoutProbes[p.component] {
+				continue
+			}
+			assert.NotNil(t, c.LivenessProbe, "%s/%s has no liveness probe", p.name, c.Name)
+			assert.NotNil(t, c.ReadinessProbe, "%s/%s has no readiness probe", p.name, c.Name)
+		}
+	}
+}
+
+// Several releases in different namespaces share the CRDs: they come from crds/ (installed
+// once, never owned by a release), not from templates.
+func TestCRDsAreSharedNotTemplated(t *testing.T) {
+	assert.Empty(t, render(t, everything).byKind("CustomResourceDefinition"))
+	ch := loadChart(t)
+	var names []string
+	for _, crd := range ch.CRDObjects() {
+		names = append(names, crd.Name)
+	}
+	assert.ElementsMatch(t, []string{"crds/polyaxon.com_jobs.yaml", "crds/polyaxon.com_services.yaml", "crds/polyaxon.com_clusters.yaml", "crds/polyaxon.com_kfjobs.yaml"}, names)
+}
