@@ -253,7 +253,11 @@ func runInstall(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res := resultWithWarnings("install", in).WithChecks(post).WithData(info)
+	pods, err := rc.Placement(ctx)
+	if err != nil {
+		return err
+	}
+	res := resultWithWarnings("install", in).WithChecks(post).WithData(placementData{Info: info, Pods: pods})
 	fillRelease(res, info, in.Profile.Name)
 	res.Notes = info.Notes
 	if err := p.Print(res); err != nil {
@@ -494,8 +498,23 @@ func (o progressObserver) CleanupFinished(title, did string, err error) {
 
 // ---------------------------------------------------------------- status, history
 
-// statusData is the status payload with a table form.
-type statusData struct{ *release.Status }
+// statusData is the status payload with a table form: the release, then where its pods run.
+type statusData struct {
+	*release.Status
+	Pods []release.PodPlacement `json:"pods"`
+}
+
+// placementData is install's payload: where every pod of the release landed.
+type placementData struct {
+	*release.Info
+	Pods []release.PodPlacement `json:"pods"`
+}
+
+var placementHeader = []string{"POD", "COMPONENT", "NODE", "POOL", "STATE"}
+
+func (d placementData) Table() ([]string, [][]string) {
+	return placementHeader, release.PlacementRows(d.Pods)
+}
 
 func (d statusData) Table() ([]string, [][]string) {
 	s := d.Status
@@ -515,6 +534,11 @@ func (d statusData) Table() ([]string, [][]string) {
 	}
 	if s.Hint != "" {
 		rows = append(rows, []string{"hint", s.Hint})
+	}
+	if len(d.Pods) > 0 {
+		// An empty line ends the two-column block, so the pod table aligns on its own.
+		rows = append(rows, []string{}, placementHeader)
+		rows = append(rows, release.PlacementRows(d.Pods)...)
 	}
 	return []string{"FIELD", "VALUE"}, rows
 }
@@ -541,7 +565,11 @@ func runStatus(c *cli.Context) error {
 	if st.Pending || st.Info.Status != "deployed" {
 		status = output.StatusFailed
 	}
-	res := output.NewResult("status", status).WithData(statusData{st})
+	pods, err := rc.Placement(ctx)
+	if err != nil {
+		return err
+	}
+	res := output.NewResult("status", status).WithData(statusData{Status: st, Pods: pods})
 	info := st.Info
 	fillRelease(res, &info, st.Profile)
 	res.Notes = st.Notes

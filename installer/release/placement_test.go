@@ -1,0 +1,48 @@
+package release
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestPlacementListsTheReleasePodsWithTheirPool(t *testing.T) {
+	pod := func(name, component, node string, ready bool, instance string) *corev1.Pod {
+		cond := corev1.ConditionFalse
+		if ready {
+			cond = corev1.ConditionTrue
+		}
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "polyaxon", Labels: map[string]string{
+				"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": instance, "app.kubernetes.io/component": component}},
+			Spec:   corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: cond}}},
+		}
+	}
+	node := func(name, pool string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{PoolLabel: pool}}}
+	}
+	cs := fake.NewClientset(
+		node("core-0", "core"), node("core-1", "core"),
+		pod("polyaxon-gateway-a", "gateway", "core-0", true, "polyaxon"),
+		pod("polyaxon-postgresql-0", "postgresql", "core-1", false, "polyaxon"),
+		pod("pending", "agent", "", false, "polyaxon"),
+		pod("other-gateway-a", "gateway", "core-0", true, "other"),
+	)
+	c := &Client{name: "polyaxon", namespace: "polyaxon", kube: cs}
+	got, err := c.Placement(context.Background())
+	require.NoError(t, err)
+	require.Len(t, got, 3, "only the release's pods")
+	assert.Equal(t, PodPlacement{Pod: "pending", Component: "agent", Phase: "Running"}, got[0])
+	assert.Equal(t, PodPlacement{Pod: "polyaxon-gateway-a", Component: "gateway", Node: "core-0", Pool: "core", Phase: "Running", Ready: true}, got[1])
+	assert.Equal(t, [][]string{
+		{"pending", "agent", "-", "-", "Running, not ready"},
+		{"polyaxon-gateway-a", "gateway", "core-0", "polyaxon=core", "Running, ready"},
+		{"polyaxon-postgresql-0", "postgresql", "core-1", "polyaxon=core", "Running, not ready"},
+	}, PlacementRows(got))
+}
