@@ -547,16 +547,11 @@ func runStatus(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageErrorf("status takes no arguments")
 	}
-	p, err := printer(c)
+	p, ctx, rc, stop, err := startReleaseCommand(c)
 	if err != nil {
 		return err
 	}
-	ctx, stop := commandContext(c)
 	defer stop()
-	rc, err := releaseClient(c)
-	if err != nil {
-		return err
-	}
 	st, err := rc.Status(ctx)
 	if err != nil {
 		return err
@@ -592,16 +587,11 @@ func runHistory(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageErrorf("history takes no arguments")
 	}
-	p, err := printer(c)
+	p, ctx, rc, stop, err := startReleaseCommand(c)
 	if err != nil {
 		return err
 	}
-	ctx, stop := commandContext(c)
 	defer stop()
-	rc, err := releaseClient(c)
-	if err != nil {
-		return err
-	}
 	h, err := rc.History(ctx, c.Int(flagMax))
 	if err != nil {
 		return err
@@ -632,16 +622,11 @@ func runRollback(c *cli.Context) error {
 	default:
 		return usageErrorf("rollback takes at most one REVISION, got %q", args)
 	}
-	p, err := printer(c)
+	p, ctx, rc, stop, err := startReleaseCommand(c)
 	if err != nil {
 		return err
 	}
-	ctx, stop := commandContext(c)
 	defer stop()
-	rc, err := releaseClient(c)
-	if err != nil {
-		return err
-	}
 	var info *release.Info
 	err = withLock(ctx, c, rc, func(ctx context.Context) error {
 		var err error
@@ -662,16 +647,11 @@ func runUninstall(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageErrorf("uninstall takes no arguments")
 	}
-	p, err := printer(c)
+	p, ctx, rc, stop, err := startReleaseCommand(c)
 	if err != nil {
 		return err
 	}
-	ctx, stop := commandContext(c)
 	defer stop()
-	rc, err := releaseClient(c)
-	if err != nil {
-		return err
-	}
 	purge := c.Bool(flagPurgeData)
 	if _, err := rc.Current(ctx); errors.Is(err, release.ErrNotInstalled) && !purge {
 		return err
@@ -729,16 +709,11 @@ func runRecover(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageErrorf("recover takes no arguments")
 	}
-	p, err := printer(c)
+	p, ctx, rc, stop, err := startReleaseCommand(c)
 	if err != nil {
 		return err
 	}
-	ctx, stop := commandContext(c)
 	defer stop()
-	rc, err := releaseClient(c)
-	if err != nil {
-		return err
-	}
 	pending, err := rc.Pending(ctx)
 	if err != nil {
 		return err
@@ -784,6 +759,22 @@ func runRecover(c *cli.Context) error {
 // ---------------------------------------------------------------- helpers
 
 // releaseClient builds the release client on the command's one set of cluster settings.
+// startReleaseCommand is how every command on an existing release begins: the result
+// printer, a context cancelled by Ctrl-C (stop releases it), and the release client.
+func startReleaseCommand(c *cli.Context) (*output.Printer, context.Context, *release.Client, func(), error) {
+	p, err := printer(c)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ctx, stop := commandContext(c)
+	rc, err := releaseClient(c)
+	if err != nil {
+		stop()
+		return nil, nil, nil, nil, err
+	}
+	return p, ctx, rc, stop, nil
+}
+
 func releaseClient(c *cli.Context) (*release.Client, error) {
 	ks := kubeSettings(c)
 	cs, err := ks.Clientset()
