@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -44,7 +45,9 @@ func runCheck(c *cli.Context) error {
 		return err
 	}
 	warnInputs(c, in)
-	rendered, err := render.Render(in.Chart, in.Values, releaseOptions(c))
+	opts := releaseOptions(c)
+	opts.SkipKubeVersionCheck = true // the kube-version check reports it
+	rendered, err := render.Render(in.Chart, in.Values, opts)
 	if err != nil {
 		return err
 	}
@@ -78,6 +81,9 @@ func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render
 		Rendered:  rendered,
 		Policy:    in.Profile.Policy,
 		Clients:   kubeSettings(c),
+	}
+	if c.Command.Name != "check" {
+		env.SettleTime = 30 * time.Second // post-checks right after install/upgrade
 	}
 	checks := preflight.Checks(env)
 	if !pre {

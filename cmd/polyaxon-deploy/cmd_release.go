@@ -197,7 +197,9 @@ func runInstall(c *cli.Context) error {
 	ctx, stop := commandContext(c)
 	defer stop()
 
-	rendered, err := render.Render(in.Chart, in.Values, releaseOptions(c))
+	ropts := releaseOptions(c)
+	ropts.SkipKubeVersionCheck = true // the kube-version check reports it
+	rendered, err := render.Render(in.Chart, in.Values, ropts)
 	if err != nil {
 		return err
 	}
@@ -323,6 +325,7 @@ func runUpgrade(c *cli.Context) error {
 		return func(ctx context.Context) error {
 			opts := releaseOptions(c)
 			opts.IsUpgrade = true
+			opts.SkipKubeVersionCheck = true // the kube-version check reports it
 			rendered, err := render.Render(in.Chart, in.Values, opts)
 			if err != nil {
 				return err
@@ -568,7 +571,18 @@ func runStatus(c *cli.Context) error {
 	info := st.Info
 	fillRelease(res, &info, st.Profile)
 	res.Notes = st.Notes
-	return p.Print(res)
+	if err := p.Print(res); err != nil {
+		return err
+	}
+	if status != output.StatusOK {
+		// Scripts and CI gate on the exit code: a pending or failed release is not "ok".
+		msg := fmt.Sprintf("release %s is %s", st.Name, st.Info.Status)
+		if st.Hint != "" {
+			msg += ": " + st.Hint
+		}
+		return withExit(ExitError, errors.New(msg))
+	}
+	return nil
 }
 
 // historyData is the history payload with a table form.

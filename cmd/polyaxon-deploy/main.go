@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -78,6 +80,10 @@ func setUsageHandler(cmd *cli.Command) {
 	before := cmd.Before
 	cmd.Before = func(c *cli.Context) error {
 		debugf(c, "command %s %v", c.Command.FullName(), c.Args().Slice())
+		// Libraries (Helm's values coalescing among them) write warnings with the standard
+		// logger; they belong in the debug log, not between our progress lines.
+		log.SetFlags(0)
+		log.SetOutput(debugWriter{c})
 		if before != nil {
 			return before(c)
 		}
@@ -86,6 +92,14 @@ func setUsageHandler(cmd *cli.Command) {
 	for _, sub := range cmd.Subcommands {
 		setUsageHandler(sub)
 	}
+}
+
+// debugWriter sends standard-logger output to the command's debug log.
+type debugWriter struct{ c *cli.Context }
+
+func (w debugWriter) Write(p []byte) (int, error) {
+	debugf(w.c, "log: %s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 func onUsageError(c *cli.Context, err error, _ bool) error {

@@ -283,11 +283,14 @@ func (r *Runner) Run(ctx context.Context) Report {
 			res.Status, res.Detail = Skipped, s.reason
 		case errors.As(err, &w) || sev == Warning:
 			res.Status, res.Detail, res.Hint = Warned, err.Error(), c.Hint
-		case r.ignore[c.ID] || r.ignore["all"]:
+		case (r.ignore[c.ID] || r.ignore["all"]) && !r.fatal[c.ID]:
 			res.Status, res.Detail, res.Hint, res.Ignored = Warned, err.Error(), c.Hint, true
 		default:
 			res.Status, res.Detail, res.Hint = Failed, err.Error(), c.Hint
-			if sev == Fatal {
+			// Only a check fatal by itself (kube-api: nothing else can run) stops the others.
+			// A check the profile makes fatal cannot be --ignore'd, but every other failure
+			// is still reported beside it.
+			if c.Severity == Fatal {
 				stopped = c.ID + " failed"
 			}
 		}

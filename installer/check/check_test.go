@@ -85,7 +85,12 @@ func TestRunnerPolicyPromotesToFatal(t *testing.T) {
 	}
 	rep := check.NewRunner(checks, check.WithFatal("rbac")).Run(context.Background())
 	assert.Equal(t, check.Fatal, rep.Results[0].Severity)
-	assert.Equal(t, check.Skipped, rep.Results[1].Status)
+	assert.Equal(t, check.Passed, rep.Results[1].Status, "a profile-fatal failure still lets every other check report")
+
+	// The profile's fatal checks cannot be demoted with --ignore.
+	rep = check.NewRunner(checks, check.WithFatal("rbac"), check.WithIgnore("rbac")).Run(context.Background())
+	assert.Equal(t, check.Failed, rep.Results[0].Status)
+	assert.True(t, rep.Failed())
 }
 
 func TestRunnerIgnoreDemotesToWarning(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -60,7 +61,23 @@ func (e *Env) checkDeployed(ctx context.Context) (string, error) {
 	return fmt.Sprintf("release %s revision %d deployed", e.Release, best), nil
 }
 
+// checkWorkloadsReady polls for up to SettleTime before reporting workloads not ready.
 func (e *Env) checkWorkloadsReady(ctx context.Context) (string, error) {
+	deadline := time.Now().Add(e.SettleTime)
+	for {
+		detail, err := e.workloadsReadyOnce(ctx)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return detail, err
+		}
+		select {
+		case <-ctx.Done():
+			return detail, err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (e *Env) workloadsReadyOnce(ctx context.Context) (string, error) {
 	cs, err := e.clientset()
 	if err != nil {
 		return "", err

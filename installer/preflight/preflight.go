@@ -25,6 +25,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,10 @@ type Env struct {
 	Scheduler Scheduler
 	// FieldManager for server-side dry-runs.
 	FieldManager string
+	// SettleTime lets workloads-ready wait for rollouts to settle: right after Helm's wait
+	// (which reads the new ReplicaSet) a Deployment's own status may still lag behind it.
+	// Zero reports the state as it is (a plain `check`).
+	SettleTime time.Duration
 
 	once struct {
 		version, nodes, ns, sched sync.Once

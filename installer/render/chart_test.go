@@ -81,3 +81,12 @@ func TestEmbeddedChartSchemaErrorPath(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "gateway.replicas")
 }
+
+func TestSchemaErrorPathUnescapesKeys(t *testing.T) {
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	_, err = render.Render(ch, map[string]any{"migrations": map[string]any{"podAnnotations": map[string]any{"polyaxon-deploy.test/fail": 1}}}, render.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "migrations.podAnnotations.polyaxon-deploy.test/fail")
+	assert.NotContains(t, err.Error(), "~1")
+}

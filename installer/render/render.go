@@ -84,6 +84,9 @@ type Options struct {
 	RESTConfig *rest.Config
 	// SkipSchemaValidation skips values.schema.json (never for user-facing commands).
 	SkipSchemaValidation bool
+	// SkipKubeVersionCheck renders even when KubeVersion is outside the chart's kubeVersion
+	// range: the preflight check kube-version reports that against the real server.
+	SkipKubeVersionCheck bool
 }
 
 func (o Options) withDefaults() Options {
@@ -310,7 +313,7 @@ func toRenderValues(ch *chart.Chart, vals map[string]any, opts Options) (chartut
 
 func renderFiles(ch *chart.Chart, vals map[string]any, opts Options) (map[string]string, chartutil.Values, error) {
 	opts = opts.withDefaults()
-	if c := ch.Metadata.KubeVersion; c != "" && !kubeVersionOK(c, opts.KubeVersion) {
+	if c := ch.Metadata.KubeVersion; c != "" && !opts.SkipKubeVersionCheck && !kubeVersionOK(c, opts.KubeVersion) {
 		return nil, nil, fmt.Errorf("chart %s %s requires Kubernetes %s, rendering for %s", ch.Name(), ch.Metadata.Version, c, opts.KubeVersion)
 	}
 	top, err := toRenderValues(ch, vals, opts)
@@ -404,7 +407,12 @@ func schemaError(err error) error {
 	var paths []string
 	msg = pointerRE.ReplaceAllStringFunc(msg, func(s string) string {
 		p := pointerRE.FindStringSubmatch(s)[1]
-		dotted := strings.ReplaceAll(strings.TrimPrefix(p, "/"), "/", ".")
+		segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+		for i, seg := range segs {
+			// JSON-pointer escapes (RFC 6901): a key such as "polyaxon-deploy.test/fail" arrives as ~1.
+			segs[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(seg)
+		}
+		dotted := strings.Join(segs, ".")
 		if dotted == "" {
 			dotted = "(top level)"
 		}
