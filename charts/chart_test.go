@@ -511,3 +511,23 @@ func TestCRDsAreSharedNotTemplated(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"crds/polyaxon.com_jobs.yaml", "crds/polyaxon.com_services.yaml", "crds/polyaxon.com_clusters.yaml", "crds/polyaxon.com_kfjobs.yaml"}, names)
 }
+
+// Gateway replicas prefer different nodes (an HA gateway on one node is not HA), while the
+// category's co-location of core pods still applies; other components keep only the latter.
+func TestGatewayReplicasSpread(t *testing.T) {
+	for _, p := range render(t, profileValues(t, "production")).pods(t) {
+		if !isCore(p.component) {
+			continue
+		}
+		require.NotNil(t, p.spec.Affinity, p.name)
+		assert.NotNil(t, p.spec.Affinity.PodAffinity, "%s lost the core co-location", p.name)
+		if p.component == "gateway" {
+			require.NotNil(t, p.spec.Affinity.PodAntiAffinity, p.name)
+			term := p.spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
+			assert.Equal(t, "kubernetes.io/hostname", term.TopologyKey)
+			assert.Equal(t, "gateway", term.LabelSelector.MatchLabels["app.kubernetes.io/component"])
+		} else {
+			assert.Nil(t, p.spec.Affinity.PodAntiAffinity, "%s must not inherit the gateway's spread", p.name)
+		}
+	}
+}
