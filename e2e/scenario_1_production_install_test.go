@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+)
+
+// coreComponents run on the core pool (chart contract), dependencies must stay off the run pools.
+var (
+	coreComponents       = []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "migrations"}
+	dependencyComponents = []string{"postgresql", "rabbitmq", "redis"}
+)
+
+// runCategoryPools is where the production profile sends each run category (profiles/production.yaml:
+// GPU work on the tainted experiments pool, image builds on the builds pool).
+var runCategoryPools = map[string]string{
+	"EXPERIMENTS":  cluster.PoolExperiments,
+	"JOBS":         cluster.PoolExperiments,
+	"TENSORBOARDS": cluster.PoolExperiments,
+	"NOTEBOOKS":    cluster.PoolExperiments,
+	"BUILDS":       cluster.PoolBuilds,
+}
+
+// TestScenario1ProductionInstall: `polyaxon-deploy install --profile production` on a cluster
+// with core, experiments (GPU, tainted) and builds pools. Every workload becomes ready, core
+// pods run on core nodes, Postgres/RabbitMQ/Redis never on experiments/builds nodes, a pod
+// built from each run category's defaults in the runner ConfigMap lands on that category's
+// pool, and the namespace enforces Pod Security "restricted" with every pod admitted.
+func TestScenario1ProductionInstall(t *testing.T) {
+	c := lifecycleCluster(t)
+	cs := c.Clientset
+	ns := nsInstall
+
+	res := c.deploy(t, "install", "--profile", "production", "-o", "json").requireExit(t, 0)
+	r := res.result(t)
+	require.NotNil(t, r.Release)
+	assert.Equal(t, "deployed", r.Release.Status)
+	assert.Equal(t, 1, r.Release.Revision)
+	assert.Equal(t, ns, r.Release.Namespace, "the default namespace")
+	assert.Empty(t, failedChecks(r), "post-install checks")
+
+	t.Run("every workload ready", func(t *testing.T) {
+		ok, why, err := workloadsReady(context.Background(), cs, ns)
+		require.NoError(t, err)
+		require.True(t, ok, "install returned before its workloads were ready: %s", why)
+		deps, err := cs.AppsV1().Deployments(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
+		require.NoError(t, err)
+		var names []string
+		for _, d := range deps.Items {
+			names = append(names, d.Name)
+		}
+		assert.ElementsMatch(t, []string{"polyaxon-gateway", "polyaxon-scheduler", "polyaxon-worker", "polyaxon-beat", "polyaxon-agent", "polyaxon-operator"}, names)
+		sts, err := cs.AppsV1().StatefulSets(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, sts.Items, 3, "postgresql, rabbitmq, redis")
+		gw, err := cs.AppsV1().Deployments(ns).Get(ctxT(t, time.Minute), "polyaxon-gateway", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, gw.Status.ReadyReplicas, int32(2), "production runs an HA gateway")
+		pods := podsOf(t, c, ns)
+		for _, p := range pods {
+			assert.Equalf(t, corev1.PodRunning, p.Status.Phase, "pod %s", p.Name)
+			assert.Truef(t, podReady(&p), "pod %s Ready", p.Name)
+		}
+		// The installer's own view agrees.
+		c.deploy(t, "check", "-o", "json").requireExit(t, 0)
+		st := c.statusOf(t, ns)
+		assert.Equal(t, "deployed", st.Status)
+		assert.Equal(t, "production", st.Profile)
+	})
+
+	t.Run("core pods on core nodes, dependencies off the run pools", func(t *testing.T) {
+		pools := nodePools(t, cs)
+		seen := map[string]bool{}
+		for _, p := range podsOf(t, c, ns) {
+			comp := p.Labels["app.kubernetes.io/component"]
+			pool := pools[p.Spec.NodeName]
+			require.NotEmptyf(t, p.Spec.NodeName, "pod %s is not scheduled", p.Name)
+			seen[comp] = true
+			switch {
+			case slices.Contains(coreComponents, comp):
+				assert.Equalf(t, cluster.PoolCore, pool, "core pod %s (%s) runs on %s", p.Name, comp, p.Spec.NodeName)
+			case slices.Contains(dependencyComponents, comp):
+				assert.NotContainsf(t, []string{cluster.PoolExperiments, cluster.PoolBuilds}, pool, "dependency pod %s runs on %s (pool %s)", p.Name, p.Spec.NodeName, pool)
+				assert.Equalf(t, cluster.PoolCore, pool, "the production profile keeps %s with the core pool", comp)
+			default:
+				t.Errorf("pod %s has unknown component %q", p.Name, comp)
+			}
+		}
+		for _, comp := range []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "postgresql", "rabbitmq", "redis"} {
+			assert.Truef(t, seen[comp], "no pod of component %s", comp)
+		}
+	})
+
+	t.Run("run categories land on their pools", func(t *testing.T) {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctxT(t, time.Minute), "polyaxon-agent", metav1.GetOptions{})
+		require.NoError(t, err, "the runner ConfigMap")
+		pools := nodePools(t, cs)
+		for cat := range runCategoryPools {
+			spec := corev1.PodSpec{}
+			decodeKey(t, cm.Data, "POLYAXON_NODE_SELECTOR_"+cat, &spec.NodeSelector)
+			decodeKey(t, cm.Data, "POLYAXON_TOLERATIONS_"+cat, &spec.Tolerations)
+			aff := &corev1.Affinity{}
+			decodeKey(t, cm.Data, "POLYAXON_AFFINITY_"+cat, aff)
+			if aff.NodeAffinity != nil || aff.PodAffinity != nil || aff.PodAntiAffinity != nil {
+				spec.Affinity = aff
+			}
+			name := "probe-" + strings.ToLower(cat)
+			_, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), restrictedPod(name, spec), metav1.CreateOptions{})
+			require.NoError(t, err, "create probe %s (restricted Pod Security)", name)
+			t.Cleanup(func() {
+				_ = cs.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
+			})
+		}
+		for cat, want := range runCategoryPools {
+			name := "probe-" + strings.ToLower(cat)
+			var node string
+			waitFor(t, time.Minute, "probe "+name+" scheduled", func(ctx context.Context) (bool, string, error) {
+				p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				node = p.Spec.NodeName
+				return node != "", unschedulableReason(p), nil
+			})
+			assert.Equalf(t, want, pools[node], "a %s run with the runner's defaults landed on %s", cat, node)
+		}
+		// The user-facing canary agrees (it schedules from the rendered values).
+		c.deploy(t, "plan", "--canary", "--no-release", "-o", "json").requireExit(t, 0)
+	})
+
+	t.Run("namespace enforces restricted and every pod was admitted", func(t *testing.T) {
+		nsObj, err := cs.CoreV1().Namespaces().Get(ctxT(t, time.Minute), ns, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "restricted", nsObj.Labels["pod-security.kubernetes.io/enforce"])
+
+		// Enforcement is live: a pod breaking "restricted" is refused by admission.
+		bad := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "privileged-probe"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "busybox:1.36",
+				SecurityContext: &corev1.SecurityContext{Privileged: ptrTo(true)}}}},
+		}
+		_, err = cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		require.Error(t, err, "a privileged pod must be rejected in %s", ns)
+		assert.True(t, apierrors.IsForbidden(err), "rejected by Pod Security admission: %v", err)
+		assert.Contains(t, err.Error(), "restricted")
+
+		// Every controller got all of its pods: none was refused (FailedCreate) by admission.
+		rss, err := cs.AppsV1().ReplicaSets(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, rs := range rss.Items {
+			if rs.Spec.Replicas != nil && *rs.Spec.Replicas > 0 {
+				assert.Equalf(t, *rs.Spec.Replicas, rs.Status.Replicas, "ReplicaSet %s created all its pods", rs.Name)
+			}
+		}
+		evs, err := cs.CoreV1().Events(ns).List(ctxT(t, time.Minute), metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
+		require.NoError(t, err)
+		for _, e := range evs.Items {
+			t.Errorf("%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+		}
+	})
+}
+
+func podsOf(t *testing.T, c *testCluster, ns string) []corev1.Pod {
+	t.Helper()
+	list, err := c.Clientset.CoreV1().Pods(ns).List(ctxT(t, time.Minute), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/instance=" + releaseName + ",app.kubernetes.io/name=polyaxon"})
+	require.NoError(t, err)
+	require.NotEmpty(t, list.Items, "pods of the release in %s", ns)
+	return list.Items
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func unschedulableReason(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return "pending"
+}
+
+func decodeKey(t *testing.T, data map[string]string, key string, v any) {
+	t.Helper()
+	s, ok := data[key]
+	require.Truef(t, ok, "runner ConfigMap has no key %s", key)
+	require.NoError(t, json.Unmarshal([]byte(s), v), fmt.Sprintf("runner ConfigMap key %s = %s", key, s))
+}

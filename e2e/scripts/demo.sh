@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# make demo / make demo-down: a production-shaped cluster with Polyaxon installed on it.
+#
+#   bash e2e/scripts/demo.sh up     create the demo cluster (kind when Docker answers, else the
+#                                   local control plane + kwok), install --profile production,
+#                                   print the release status and which pod runs on which node pool
+#   bash e2e/scripts/demo.sh down   delete the demo cluster
+#
+# `up` expects bin/polyaxon-deploy (make build) and the control-plane binaries
+# (e2e/scripts/build-binaries.sh; make demo runs both first). Running `up` again reuses the
+# cluster and the release.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export LC_ALL=C # sort and join must agree on the order
+
+BIN="${DEMO_BIN:-bin/polyaxon-deploy}" # DEMO_BIN: try another build of the binary
+NAMESPACE=polyaxon
+
+say() { printf '\n==> %s\n' "$*"; }
+
+up() {
+  if [ ! -x "$BIN" ]; then
+    echo "demo: $BIN not found: run 'make build' first (or 'make demo', which builds it)" >&2
+    exit 1
+  fi
+  local kubectl
+  kubectl="$(bash e2e/scripts/build-binaries.sh)/kubectl"
+
+  say "Creating the demo cluster (node pools: core x2, experiments x2 with GPUs and a nvidia.com/gpu taint, builds x1)"
+  local kc
+  kc="$(go run ./e2e/cmd/e2ecluster up)"
+  kc="$(printf '%s\n' "$kc" | tail -n 1)"
+  local k=("$kubectl" --kubeconfig "$kc")
+  "${k[@]}" get nodes -L polyaxon
+
+  if "$BIN" status --kubeconfig "$kc" -n "$NAMESPACE" >/dev/null 2>&1; then
+    say "Release polyaxon is already installed in this cluster: skipping the install"
+  else
+    say "polyaxon-deploy install --profile production"
+    "$BIN" install --profile production --kubeconfig "$kc" -n "$NAMESPACE"
+  fi
+
+  say "polyaxon-deploy status"
+  local status
+  status="$("$BIN" status --kubeconfig "$kc" -n "$NAMESPACE")"
+  printf '%s\n' "$status"
+  # status shows each pod's node and node pool; older binaries did not.
+  if ! grep -q '^POD .*NODE' <<<"$status"; then
+    say "Which pod runs on which node pool"
+    pod_pools "${k[@]}"
+  fi
+
+  say "The demo cluster is up"
+  cat <<EOF
+  kubectl:   export KUBECONFIG=$kc   (kubectl is at $kubectl)
+  Polyaxon:  $BIN status --kubeconfig $kc
+  Tear down: make demo-down
+EOF
+}
+
+# pod_pools KUBECTL...: a table of the release's pods, their nodes and node pools.
+pod_pools() {
+  {
+    printf 'POD\tCOMPONENT\tNODE\tNODE POOL\tSTATUS\n'
+    join -t $'\t' -1 3 -2 1 -o 1.1,1.2,1.3,2.2,1.4 \
+      <("$@" -n "$NAMESPACE" get pods --no-headers \
+          -o custom-columns='POD:.metadata.name,COMPONENT:.metadata.labels.app\.kubernetes\.io/component,NODE:.spec.nodeName,STATUS:.status.phase' |
+        awk -v OFS='\t' '{print $1, $2, $3, $4}' | sort -t $'\t' -k 3,3) \
+      <("$@" get nodes --no-headers -o custom-columns='NODE:.metadata.name,POOL:.metadata.labels.polyaxon' |
+        awk -v OFS='\t' '{print $1, $2}' | sort -t $'\t' -k 1,1) |
+      sort -t $'\t' -k 4,4 -k 2,2 -k 1,1
+  } | column -t -s $'\t'
+}
+
+down() {
+  go run ./e2e/cmd/e2ecluster down
+  echo "demo: torn down"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+esac
