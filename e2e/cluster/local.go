@@ -143,18 +143,20 @@ func (p *LocalProvider) Create(ctx context.Context, name string, opts ...CreateO
 		return nil, fmt.Errorf("local cluster %q: write kwok config: %w", name, err)
 	}
 
-	createArgs := []string{"--name", name, "-c", p.configPath(name), "create", "cluster",
-		"--runtime", "binary", "--kubeconfig", p.kubeconfigPath(name)}
-	if err := p.kwokctl(ctx, name, binDir, createArgs...); err != nil {
-		return nil, fmt.Errorf("local cluster %q: kwokctl create cluster: %w (%s)", name, err, p.discard(ctx, name))
-	}
-
-	c, err := p.connect(name)
-	if err == nil {
-		err = p.setup(ctx, c, o)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("local cluster %q: %w (%s)", name, err, p.discard(ctx, name))
+	// kwokctl picks free ports and releases them before the components bind, so a cluster
+	// started beside others (tests run in parallel) can lose a port race and never serve.
+	// Such an attempt is discarded and the cluster created again, on new ports.
+	var c *Cluster
+	for attempt := 1; ; attempt++ {
+		c, err = p.createOnce(ctx, name, binDir, o)
+		if err == nil {
+			break
+		}
+		var notUp *controlPlaneDownError
+		if !errors.As(err, &notUp) || attempt == maxCreateAttempts || ctx.Err() != nil {
+			return nil, err
+		}
+		fmt.Fprintf(p.log, "local cluster %s: attempt %d: %v; creating it again\n", name, attempt, err)
 	}
 	if o.KubeconfigPath != "" {
 		if err := copyFile(c.KubeconfigPath, o.KubeconfigPath); err != nil {
@@ -165,6 +167,50 @@ func (p *LocalProvider) Create(ctx context.Context, name string, opts ...CreateO
 	return c, nil
 }
 
+// maxCreateAttempts bounds how often Create starts a control plane that does not come up.
+const maxCreateAttempts = 3
+
+// controlPlaneReadyTimeout is how long one attempt waits for the control plane; a healthy
+// one is ready in seconds even on a loaded 2-core machine.
+const controlPlaneReadyTimeout = 90 * time.Second
+
+// controlPlaneDownError is a control plane that did not become ready: worth another attempt.
+type controlPlaneDownError struct{ err error }
+
+func (e *controlPlaneDownError) Error() string { return e.err.Error() }
+func (e *controlPlaneDownError) Unwrap() error { return e.err }
+
+// createOnce runs kwokctl and waits for the cluster; on failure nothing of it is left
+// running and the error carries the end of the component logs.
+func (p *LocalProvider) createOnce(ctx context.Context, name, binDir string, o CreateOptions) (*Cluster, error) {
+	createArgs := []string{"--name", name, "-c", p.configPath(name), "create", "cluster",
+		"--runtime", "binary", "--kubeconfig", p.kubeconfigPath(name)}
+	if err := p.kwokctl(ctx, name, binDir, createArgs...); err != nil {
+		return nil, fmt.Errorf("local cluster %q: kwokctl create cluster: %w (%s)", name, err, p.discard(ctx, name))
+	}
+	c, err := p.connect(name)
+	if err == nil {
+		readyCtx, cancel := context.WithTimeout(ctx, controlPlaneReadyTimeout)
+		err = waitControlPlane(readyCtx, c.Clientset)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			err = &controlPlaneDownError{err}
+		}
+	}
+	if err == nil {
+		err = p.setup(ctx, c, o)
+	}
+	if err != nil {
+		msg := p.discard(ctx, name)
+		var notUp *controlPlaneDownError
+		if errors.As(err, &notUp) {
+			return nil, &controlPlaneDownError{fmt.Errorf("local cluster %q: %w (%s)", name, err, msg)}
+		}
+		return nil, fmt.Errorf("local cluster %q: %w (%s)", name, err, msg)
+	}
+	return c, nil
+}
+
 // discard deletes a cluster whose creation failed, keeping its component logs for diagnosis.
 func (p *LocalProvider) discard(ctx context.Context, name string) string {
 	kept := filepath.Join(p.workDir, "logs", name+"-components")
@@ -172,11 +218,31 @@ func (p *LocalProvider) discard(ctx context.Context, name string) string {
 	msg := "logs: " + p.logPath(name) + ", " + kept
 	if err := os.Rename(filepath.Join(p.ClusterDir(name), "logs"), kept); err != nil {
 		msg = "logs: " + p.logPath(name)
+	} else {
+		// The work dir may be a temp dir removed with the test: say here why it failed.
+		for _, comp := range []string{"kube-apiserver", "etcd"} {
+			if tail := logTail(filepath.Join(kept, comp+".log"), 8); tail != "" {
+				msg += "\n--- " + comp + " (last lines) ---\n" + tail
+			}
+		}
 	}
 	if err := p.delete(context.WithoutCancel(ctx), name, true); err != nil {
 		msg += "; cleanup: " + err.Error()
 	}
 	return msg
+}
+
+// logTail returns the last n lines of a file, or "" when it cannot be read.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Get connects to an existing local cluster.
@@ -198,11 +264,8 @@ func (p *LocalProvider) connect(name string) (*Cluster, error) {
 	return c, nil
 }
 
-// setup waits for the control plane, then adds storage and nodes.
+// setup adds storage and nodes to a ready control plane.
 func (p *LocalProvider) setup(ctx context.Context, c *Cluster, o CreateOptions) error {
-	if err := waitControlPlane(ctx, c.Clientset); err != nil {
-		return err
-	}
 	volDir := filepath.Join(p.ClusterDir(c.Name), "volumes")
 	if err := ensureStorage(ctx, c.Clientset, volDir, o.PersistentVolumes, o.VolumeSize); err != nil {
 		return err
