@@ -233,17 +233,24 @@ func waitExistingRunning(ctx context.Context, cs kubernetes.Interface, c plantes
 	if len(c.Existing) == 0 {
 		return nil
 	}
+	var waiting string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, e := range c.Existing {
 			p, err := cs.CoreV1().Pods(planAgreementNamespace).Get(ctx, e.Name, metav1.GetOptions{})
-			if err != nil || p.Status.Phase != corev1.PodRunning {
+			if err != nil {
+				waiting = fmt.Sprintf("%s: %v", e.Name, err)
+				return false, nil
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				waiting = fmt.Sprintf("%s on node %s: phase %q", p.Name, p.Spec.NodeName, p.Status.Phase)
 				return false, nil
 			}
 		}
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("existing pods of case %s not Running: %w", c.ID, err)
+		// Pods bound by name get their status only from the kwok controller.
+		return fmt.Errorf("existing pods of case %s not Running (%s; is the kwok controller alive?): %w", c.ID, waiting, err)
 	}
 	return nil
 }

@@ -26,7 +26,8 @@ func splitDocs(t *testing.T, b []byte) []map[string]any {
 }
 
 func TestRenderKwokConfig(t *testing.T) {
-	cfg, err := renderKwokConfig(kwokctlOptions{KubeVersion: "v1.37.2", BinDir: "/bin/x"},
+	cfg, err := renderKwokConfig(kwokctlOptions{KubeVersion: "v1.37.2", BinDir: "/bin/x",
+		Ports: newComponentPortSet([]uint32{20001, 20002, 20003, 20004, 20005, 20006})},
 		[]Stage{FailPodStage()},
 		[]ClusterExec{{Name: "pg", Namespaces: []string{"ns"}, Pods: []string{"db-0"}, Containers: []string{"postgresql"},
 			Env: map[string]string{"PGPORT": "5433", "PGHOST": "127.0.0.1"}, WorkDir: "/tmp"}})
@@ -43,6 +44,10 @@ func TestRenderKwokConfig(t *testing.T) {
 	assert.Equal(t, "/bin/x/etcd", opts["etcdBinary"])
 	assert.Equal(t, "/bin/x/kubectl", opts["kubectlBinary"])
 	assert.Equal(t, "v1.37.2", opts["kubeVersion"])
+	for key, want := range map[string]float64{"etcdPort": 20001, "etcdPeerPort": 20002, "kubeApiserverPort": 20003,
+		"kubeControllerManagerPort": 20004, "kubeSchedulerPort": 20005, "kwokControllerPort": 20006} {
+		assert.Equal(t, want, opts[key], "reserved port for %s", key)
+	}
 
 	exec := docs[1]
 	assert.Equal(t, "ClusterExec", exec["kind"])

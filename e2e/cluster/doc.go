@@ -19,7 +19,11 @@
 //   - `kwokctl -c FILE` reads a multi-document YAML: KwokctlConfiguration
 //     (config.kwok.x-k8s.io/v1alpha1) plus kwok.x-k8s.io/v1alpha1 Stage, ClusterExec, ... .
 //     There is no flag for the bind address; options.bindAddress defaults to 0.0.0.0, so we set
-//     127.0.0.1. Ports left 0 are picked free by kwokctl; clients use 127.0.0.1.
+//     127.0.0.1. Ports left 0 are picked by kwokctl, searching down from 32766 in every
+//     process, so parallel creations collide; we set etcdPort, etcdPeerPort,
+//     kubeApiserverPort, kubeControllerManagerPort, kubeSchedulerPort and kwokControllerPort
+//     from a machine-wide reservation file instead (ports.go). The kwok controller exits when
+//     its port is taken, after the API server already serves: Create probes it with a node.
 //   - KWOK_WORKDIR (default ~/.kwok) holds clusters/<name>/ with kwok.yaml (the saved config),
 //     pki/, etcd/, logs/<component>.log and pids/<component>.pid. The components are forked
 //     into the background and outlive kwokctl; `kwokctl delete cluster` kills them by pid file

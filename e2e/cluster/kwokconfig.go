@@ -155,6 +155,7 @@ func loadDefaultStages(binDir string) ([]Stage, error) {
 type kwokctlOptions struct {
 	KubeVersion string
 	BinDir      string
+	Ports       componentPortSet
 }
 
 // renderKwokConfig writes the multi-document config passed to `kwokctl -c`.
@@ -174,6 +175,18 @@ func renderKwokConfig(o kwokctlOptions, stages []Stage, execs []ClusterExec) ([]
 	}
 	if o.KubeVersion != "" {
 		opts["kubeVersion"] = o.KubeVersion
+	}
+	for key, port := range map[string]uint32{
+		"etcdPort":                  o.Ports.Etcd,
+		"etcdPeerPort":              o.Ports.EtcdPeer,
+		"kubeApiserverPort":         o.Ports.APIServer,
+		"kubeControllerManagerPort": o.Ports.ControllerManager,
+		"kubeSchedulerPort":         o.Ports.Scheduler,
+		"kwokControllerPort":        o.Ports.Kwok,
+	} {
+		if port != 0 { // 0: kwokctl picks one
+			opts[key] = port
+		}
 	}
 	docs := []any{map[string]any{
 		"apiVersion": kwokConfigAPIVersion,

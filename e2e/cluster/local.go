@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -130,25 +131,18 @@ func (p *LocalProvider) Create(ctx context.Context, name string, opts ...CreateO
 		return nil, fmt.Errorf("local cluster %q: %w", name, err)
 	}
 	stages := append(append(defaults, FailPodStage()), o.Stages...)
-	cfg, err := renderKwokConfig(kwokctlOptions{KubeVersion: o.KubeVersion, BinDir: binDir}, stages, o.ClusterExecs)
-	if err != nil {
-		return nil, fmt.Errorf("local cluster %q: %w", name, err)
-	}
 	for _, f := range []string{p.configPath(name), p.kubeconfigPath(name), p.logPath(name)} {
 		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 			return nil, fmt.Errorf("local cluster %q: %w", name, err)
 		}
 	}
-	if err := os.WriteFile(p.configPath(name), cfg, 0o644); err != nil {
-		return nil, fmt.Errorf("local cluster %q: write kwok config: %w", name, err)
-	}
 
-	// kwokctl picks free ports and releases them before the components bind, so a cluster
-	// started beside others (tests run in parallel) can lose a port race and never serve.
-	// Such an attempt is discarded and the cluster created again, on new ports.
+	// An attempt whose control plane does not come up (a port taken by a stranger between
+	// reservation and bind, a component dying on a loaded machine) is discarded and the
+	// cluster created again, on new ports.
 	var c *Cluster
 	for attempt := 1; ; attempt++ {
-		c, err = p.createOnce(ctx, name, binDir, o)
+		c, err = p.createOnce(ctx, name, binDir, stages, o)
 		if err == nil {
 			break
 		}
@@ -182,7 +176,18 @@ func (e *controlPlaneDownError) Unwrap() error { return e.err }
 
 // createOnce runs kwokctl and waits for the cluster; on failure nothing of it is left
 // running and the error carries the end of the component logs.
-func (p *LocalProvider) createOnce(ctx context.Context, name, binDir string, o CreateOptions) (*Cluster, error) {
+func (p *LocalProvider) createOnce(ctx context.Context, name, binDir string, stages []Stage, o CreateOptions) (*Cluster, error) {
+	ports, err := reservePorts(portReservationFile, clusterPorts, componentPorts, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("local cluster %q: %w", name, err)
+	}
+	cfg, err := renderKwokConfig(kwokctlOptions{KubeVersion: o.KubeVersion, BinDir: binDir, Ports: newComponentPortSet(ports)}, stages, o.ClusterExecs)
+	if err != nil {
+		return nil, fmt.Errorf("local cluster %q: %w", name, err)
+	}
+	if err := os.WriteFile(p.configPath(name), cfg, 0o644); err != nil {
+		return nil, fmt.Errorf("local cluster %q: write kwok config: %w", name, err)
+	}
 	createArgs := []string{"--name", name, "-c", p.configPath(name), "create", "cluster",
 		"--runtime", "binary", "--kubeconfig", p.kubeconfigPath(name)}
 	if err := p.kwokctl(ctx, name, binDir, createArgs...); err != nil {
@@ -192,6 +197,9 @@ func (p *LocalProvider) createOnce(ctx context.Context, name, binDir string, o C
 	if err == nil {
 		readyCtx, cancel := context.WithTimeout(ctx, controlPlaneReadyTimeout)
 		err = waitControlPlane(readyCtx, c.Clientset)
+		if err == nil {
+			err = probeKwokController(readyCtx, c.Clientset)
+		}
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			err = &controlPlaneDownError{err}
@@ -211,6 +219,28 @@ func (p *LocalProvider) createOnce(ctx context.Context, name, binDir string, o C
 	return c, nil
 }
 
+// probeNodeName is the node probeKwokController creates and deletes.
+const probeNodeName = "kwok-probe"
+
+// probeKwokController checks that the kwok controller simulates nodes: a node created without
+// status must turn Ready. The control plane's own checks cannot see a kwok controller that
+// died, yet without it no pod ever runs (and nodes created with a Ready status look fine).
+func probeKwokController(ctx context.Context, cs kubernetes.Interface) error {
+	if _, err := cs.CoreV1().Nodes().Create(ctx, kwokNode(probeNodeName, NodePool{Name: "probe"}), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kwok controller probe: create node %s: %w", probeNodeName, err)
+	}
+	if err := waitNodesReady(ctx, cs, []string{probeNodeName}); err != nil {
+		return fmt.Errorf("kwok controller probe: it did not make node %s Ready: %w", probeNodeName, err)
+	}
+	if err := cs.CoreV1().Nodes().Delete(ctx, probeNodeName, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("kwok controller probe: delete node %s: %w", probeNodeName, err)
+	}
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Nodes().Get(ctx, probeNodeName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
 // discard deletes a cluster whose creation failed, keeping its component logs for diagnosis.
 func (p *LocalProvider) discard(ctx context.Context, name string) string {
 	kept := filepath.Join(p.workDir, "logs", name+"-components")
@@ -220,7 +250,7 @@ func (p *LocalProvider) discard(ctx context.Context, name string) string {
 		msg = "logs: " + p.logPath(name)
 	} else {
 		// The work dir may be a temp dir removed with the test: say here why it failed.
-		for _, comp := range []string{"kube-apiserver", "etcd"} {
+		for _, comp := range []string{"kube-apiserver", "etcd", "kwok-controller"} {
 			if tail := logTail(filepath.Join(kept, comp+".log"), 8); tail != "" {
 				msg += "\n--- " + comp + " (last lines) ---\n" + tail
 			}

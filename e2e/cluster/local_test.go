@@ -488,3 +488,54 @@ func TestLocalDeleteLeavesNoProcesses(t *testing.T) {
 	assert.NoFileExists(t, c.KubeconfigPath)
 	require.NoError(t, p.Delete(ctx, name), "deleting a missing cluster is not an error")
 }
+
+// TestLocalClustersCreatedAtOnceAllRunPods creates clusters at the same moment, as parallel
+// tests and test binaries do: each must get its own ports and a live kwok controller that runs
+// a pod bound to one of its nodes (the failure this guards against left the API server
+// serving while the kwok controller had exited on a port another cluster held).
+func TestLocalClustersCreatedAtOnceAllRunPods(t *testing.T) {
+	binDir := binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p := NewLocalProvider(WithBinDir(binDir), WithWorkDir(t.TempDir()))
+	const clusters = 3
+	var wg sync.WaitGroup
+	errs := make([]error, clusters)
+	for i := range clusters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = createAndRunPod(ctx, p, UniqueName(fmt.Sprintf("e2e-at-once%d", i)))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "cluster %d", i)
+	}
+}
+
+func createAndRunPod(ctx context.Context, p *LocalProvider, name string) (err error) {
+	c, err := p.Create(ctx, name, WithNodePools(NodePool{Name: PoolCore, Count: 1}))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if derr := p.Delete(context.WithoutCancel(ctx), name); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bound", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName:   PoolCore + "-0",
+			Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
+		},
+	}
+	if _, err := c.Clientset.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := c.Clientset.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && got.Status.Phase == corev1.PodRunning, nil
+	})
+}
