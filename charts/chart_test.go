@@ -512,22 +512,45 @@ func TestCRDsAreSharedNotTemplated(t *testing.T) {
 	assert.ElementsMatch(t, []string{"crds/polyaxon.com_jobs.yaml", "crds/polyaxon.com_services.yaml", "crds/polyaxon.com_clusters.yaml", "crds/polyaxon.com_kfjobs.yaml"}, names)
 }
 
-// Gateway replicas prefer different nodes (an HA gateway on one node is not HA), while the
-// category's co-location of core pods still applies; other components keep only the latter.
+// Gateway replicas prefer different nodes (an HA gateway on one node is not HA). The core
+// co-location term would outweigh that preference (it counts every core pod on a node), so a
+// gateway with several replicas does not inherit it; a single gateway keeps it, and so do the
+// other core components, which still join the gateways. The e2e production install checks
+// where the replicas really land.
 func TestGatewayReplicasSpread(t *testing.T) {
 	for _, p := range render(t, profileValues(t, "production")).pods(t) {
 		if !isCore(p.component) {
 			continue
 		}
 		require.NotNil(t, p.spec.Affinity, p.name)
-		assert.NotNil(t, p.spec.Affinity.PodAffinity, "%s lost the core co-location", p.name)
 		if p.component == "gateway" {
+			assert.Nil(t, p.spec.Affinity.PodAffinity, "several gateway replicas must not co-locate")
 			require.NotNil(t, p.spec.Affinity.PodAntiAffinity, p.name)
 			term := p.spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
 			assert.Equal(t, "kubernetes.io/hostname", term.TopologyKey)
 			assert.Equal(t, "gateway", term.LabelSelector.MatchLabels["app.kubernetes.io/component"])
 		} else {
+			assert.NotNil(t, p.spec.Affinity.PodAffinity, "%s lost the core co-location", p.name)
 			assert.Nil(t, p.spec.Affinity.PodAntiAffinity, "%s must not inherit the gateway's spread", p.name)
 		}
 	}
+
+	gateway := func(vals map[string]any) *corev1.Affinity {
+		for _, p := range render(t, vals).pods(t) {
+			if p.component == "gateway" {
+				return p.spec.Affinity
+			}
+		}
+		t.Fatal("no gateway pod")
+		return nil
+	}
+	single := gateway(map[string]any{"gateway": map[string]any{"replicas": 1}})
+	assert.NotNil(t, single.PodAffinity, "a single gateway co-locates with the core")
+
+	own := map[string]any{"podAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": []any{
+		map[string]any{"topologyKey": "topology.kubernetes.io/zone", "labelSelector": map[string]any{"matchLabels": map[string]any{"app": "db"}}}}}}
+	kept := gateway(map[string]any{"gateway": map[string]any{"replicas": 3, "affinity": own}})
+	require.NotNil(t, kept.PodAffinity, "the gateway's own podAffinity is kept")
+	require.Len(t, kept.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, 1)
+	assert.Empty(t, kept.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, "the core term is still not inherited")
 }

@@ -84,11 +84,15 @@ func TestScenario1ProductionInstall(t *testing.T) {
 	t.Run("core pods on core nodes, dependencies off the run pools", func(t *testing.T) {
 		pools := nodePools(t, cs)
 		seen := map[string]bool{}
+		gatewayNodes := map[string]int{}
 		for _, p := range podsOf(t, c, ns) {
 			comp := p.Labels["app.kubernetes.io/component"]
 			pool := pools[p.Spec.NodeName]
 			require.NotEmptyf(t, p.Spec.NodeName, "pod %s is not scheduled", p.Name)
 			seen[comp] = true
+			if comp == "gateway" {
+				gatewayNodes[p.Spec.NodeName]++
+			}
 			switch {
 			case slices.Contains(coreComponents, comp):
 				assert.Equalf(t, cluster.PoolCore, pool, "core pod %s (%s) runs on %s", p.Name, comp, p.Spec.NodeName)
@@ -101,6 +105,10 @@ func TestScenario1ProductionInstall(t *testing.T) {
 		}
 		for _, comp := range []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "postgresql", "rabbitmq", "redis"} {
 			assert.Truef(t, seen[comp], "no pod of component %s", comp)
+		}
+		// Two core nodes, two gateway replicas: an HA gateway has one on each.
+		for node, n := range gatewayNodes {
+			assert.Equalf(t, 1, n, "%d gateway replicas share node %s (all: %v)", n, node, gatewayNodes)
 		}
 	})
 

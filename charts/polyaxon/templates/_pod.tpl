@@ -21,7 +21,7 @@ metadata:
 {{- define "polyaxon.core.podSpec" -}}
 {{- include "polyaxon.imagePullSecrets" .ctx }}
 {{- include "polyaxon.securityContext.pod" .ctx }}
-{{- include "polyaxon.scheduling" (dict "ctx" .ctx "category" "core" "component" .values) }}
+{{- include "polyaxon.scheduling" (dict "ctx" .ctx "category" "core" "component" .values "spreadReplicas" .spreadReplicas) }}
 {{- end -}}
 
 {{- define "polyaxon.core.container" -}}

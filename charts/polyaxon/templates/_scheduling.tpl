@@ -3,7 +3,8 @@ Scheduling per category. One helper yields nodeSelector/tolerations/affinity for
   (dict "ctx" $ "category" "core" "component" .Values.gateway)
 Maps: the component's keys win over its category's, key by key (mergeOverwrite onto a deep
 copy, so .Values is never mutated). Tolerations: the component's list when non-empty, else
-the category's. Dependencies pass no category and use only their own keys.
+the category's. Dependencies pass no category and use only their own keys. With
+"spreadReplicas" true the category's podAffinity is not inherited (the component's own is).
 */}}
 
 {{/* nodeSelectors, or its alias nodeSelector (singular); both at once is an error. */}}
@@ -31,6 +32,11 @@ the category's. Dependencies pass no category and use only their own keys.
 {{- $nodeSelector = deepCopy (index $selectors .category | default dict) -}}
 {{- $tolerations = index .ctx.Values.tolerations .category | default list -}}
 {{- $affinity = deepCopy (index .ctx.Values.affinity .category | default dict) -}}
+{{- if .spreadReplicas -}}
+{{- /* The category's pod affinity (core co-location) outweighs any preferred anti-affinity
+       and would pull every replica of a spread component onto one node. */ -}}
+{{- $_ := unset $affinity "podAffinity" -}}
+{{- end -}}
 {{- end -}}
 {{- $c := .component | default dict -}}
 {{- $nodeSelector = mergeOverwrite $nodeSelector (deepCopy ($c.nodeSelector | default dict)) -}}
