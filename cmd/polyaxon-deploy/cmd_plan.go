@@ -172,8 +172,7 @@ func runPlan(c *cli.Context) error {
 	}
 	switch res.ExitCode(c.Bool(flagStrict)) {
 	case plan.ExitCheckFailed:
-		return withExit(ExitCheckFailed, fmt.Errorf("plan: %d pod(s) unschedulable, %d uncertain (%d of them fit as planned)",
-			res.Summary.Unschedulable, res.Summary.Uncertain, res.Summary.Warnings))
+		return withExit(ExitCheckFailed, fmt.Errorf("plan: does not fit: %s", res.Summary))
 	case plan.ExitWarnings:
 		return withExit(ExitWarnings, fmt.Errorf("plan: %d uncertain pod(s) with --strict", res.Summary.Warnings))
 	}

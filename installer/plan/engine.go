@@ -1159,11 +1159,20 @@ func missingText(g *groupBuilder) string {
 		nodes = "node"
 	}
 	if staticOnly {
-		msg := fmt.Sprintf("%s: no node passes its node selector, affinity and taints: %s %d %s%s", head, verb, g.Count, nodes, where)
-		if g.first != nil && len(g.first.Pod.Spec.Tolerations) == 0 {
-			msg += " without NoSchedule taints"
+		// How many such nodes depends on their size: say what they must match, and for how many.
+		target := "nodes" + where
+		if where == "" {
+			target = "nodes its affinity accepts"
 		}
-		return msg + " (" + r.Message + ")"
+		if g.first != nil && len(g.first.Pod.Spec.Tolerations) == 0 {
+			target += " without NoSchedule taints"
+		}
+		replicas := "replicas"
+		if g.Count == 1 {
+			replicas = "replica"
+		}
+		return fmt.Sprintf("%s: no node passes its node selector, affinity and taints: %s %s, with room for %d %s (%s)",
+			head, verb, target, g.Count, replicas, r.Message)
 	}
 	if g.first != nil && g.first.Placement.active() {
 		pl := g.first.Placement

@@ -75,8 +75,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	if !s.OK {
 		status = "DOES NOT FIT"
 	}
-	fmt.Fprintf(tw, "SUMMARY: %s: %d pods: %d fit, %d unschedulable, %d uncertain (%d of them fit as planned)\n",
-		status, s.Pods, s.Fits, s.Unschedulable, s.Uncertain, s.Warnings)
+	fmt.Fprintf(tw, "SUMMARY: %s: %s\n", status, s)
 	if s.Uncertain > 0 {
 		fmt.Fprintln(tw, "  uncertain: the outcome depends on scheduler scoring or an unevaluated constraint; see -o json notes")
 	}

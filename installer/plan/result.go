@@ -1,6 +1,9 @@
 package plan
 
-import _ "embed"
+import (
+	_ "embed"
+	"fmt"
+)
 
 // The JSON output of `polyaxon-deploy plan -o json`. Field names and meanings are stable within
 // APIVersion; schema.json describes the same shape and a test keeps both in step.
@@ -185,6 +188,16 @@ type Summary struct {
 	OK bool `json:"ok"`
 	// Warnings: uncertain pods that fit in the plan's placement (exit 4 with --strict).
 	Warnings int `json:"warnings"`
+}
+
+// String counts the verdicts, e.g. "26 pods: 16 fit, 10 unschedulable"; uncertain pods are
+// named only when there are some.
+func (s Summary) String() string {
+	out := fmt.Sprintf("%d pods: %d fit, %d unschedulable", s.Pods, s.Fits, s.Unschedulable)
+	if s.Uncertain > 0 {
+		out += fmt.Sprintf(", %d uncertain (%d of them fit as planned)", s.Uncertain, s.Warnings)
+	}
+	return out
 }
 
 // Exit codes shared with the installer's other commands.

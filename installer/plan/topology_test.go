@@ -100,6 +100,17 @@ func TestSeedTopologyFitsAndReportsMissingGPUs(t *testing.T) {
 	assert.Equal(t, "0/7 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, 5 Insufficient nvidia.com/gpu.", w5.Message)
 	assert.Equal(t, plan.ExitCheckFailed, res.ExitCode(false))
 
+	// No node carries the workers' or the parameter servers' labels: say what to add, without
+	// claiming a node count (that depends on the nodes' size).
+	res = plan.Plan(plan.NewSnapshot([]corev1.Node{node("other", 8, 32, 4, map[string]string{"polyaxon": "experiments"})}, nil), pods)
+	tr = res.Topologies[0]
+	assert.Equal(t, []string{
+		"master 0: no node passes its node selector, affinity and taints: need nodes matching polyaxon=gpu-node without NoSchedule taints, with room for 1 replica (0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.)",
+		"worker 0-6: no node passes its node selector, affinity and taints: need nodes matching polyaxon=gpu-node without NoSchedule taints, with room for 7 replicas (0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.)",
+		"ps 0-2: no node passes its node selector, affinity and taints: need nodes matching polyaxon=cpu-nodes without NoSchedule taints, with room for 3 replicas (0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.)",
+	}, tr.Missing)
+
+	res = plan.Plan(plan.NewSnapshot(gpuCluster(5), nil), pods)
 	var buf bytes.Buffer
 	require.NoError(t, plan.WriteTable(&buf, res))
 	assert.Contains(t, buf.String(), "TOPOLOGY distributed-tf (11 replicas): does not fit")
@@ -208,4 +219,35 @@ environment:
 	assert.Equal(t, map[string]string{"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}, w.Requests, "half of g2")
 	assert.Equal(t, "g4", res.Pods[1].AssumedNode)
 	assert.Equal(t, map[string]string{"cpu": "7", "memory": "32Gi", "nvidia.com/gpu": "2"}, res.Pods[1].Requests, "half of g4's free resources")
+}
+
+// The example under values/topologies, on the demo cluster's shape (2 tainted experiments
+// nodes with 4 GPUs each, as README shows): 8 replicas fit, workers 7-8 are 2 GPUs short.
+func TestExampleTopologyOnDemoCluster(t *testing.T) {
+	topo, err := plan.LoadTopology(filepath.Join("..", "..", "values", "topologies", "distributed-10-gpus.yaml"))
+	require.NoError(t, err)
+	gpuTaint := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	experiments := plan.CategoryScheduling{Category: "experiments",
+		NodeSelector: map[string]string{"polyaxon": "experiments"},
+		Tolerations:  []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}
+	pods, err := topo.Pods("distributed-10-gpus", "polyaxon", experiments)
+	require.NoError(t, err)
+	require.Len(t, pods, 10)
+
+	cluster := []corev1.Node{
+		node("core-0", 8, 32, 0, map[string]string{"polyaxon": "core"}),
+		node("core-1", 8, 32, 0, map[string]string{"polyaxon": "core"}),
+		node("experiments-0", 16, 64, 4, map[string]string{"polyaxon": "experiments"}, gpuTaint),
+		node("experiments-1", 16, 64, 4, map[string]string{"polyaxon": "experiments"}, gpuTaint),
+		node("builds-0", 8, 16, 0, map[string]string{"polyaxon": "builds"}),
+	}
+	tr := plan.Plan(plan.NewSnapshot(cluster, nil), pods).Topologies[0]
+	assert.Equal(t, plan.Unschedulable, tr.Verdict)
+	assert.Equal(t, []string{"worker 7-8: need 2 more nodes with 1 free nvidia.com/gpu matching polyaxon=experiments"}, tr.Missing)
+
+	// One more GPU node and the whole run fits.
+	cluster = append(cluster, node("experiments-2", 16, 64, 4, map[string]string{"polyaxon": "experiments"}, gpuTaint))
+	tr = plan.Plan(plan.NewSnapshot(cluster, nil), pods).Topologies[0]
+	assert.Equal(t, plan.Fits, tr.Verdict)
+	assert.Empty(t, tr.Missing)
 }
