@@ -136,7 +136,7 @@ func TestCheckPreFailuresExit3(t *testing.T) {
 }
 
 func TestCheckStrictCountsLegacyInputWarnings(t *testing.T) {
-	seed := "/work/shared/fixtures/seeds/production-node-pools.yaml"
+	seed := "../../../shared/fixtures/seeds/production-node-pools.yaml"
 	r := runCLI(t, productionCluster(t), "check", "--pre", "-f", seed)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	r = runCLI(t, productionCluster(t), "check", "--pre", "-f", seed, "--strict")
