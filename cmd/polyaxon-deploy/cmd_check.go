@@ -36,15 +36,10 @@ func runCheck(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageErrorf("check takes no arguments, got %q", c.Args().Slice())
 	}
-	p, err := printer(c)
+	p, in, err := startInputsCommand(c)
 	if err != nil {
 		return err
 	}
-	in, err := loadInputs(c)
-	if err != nil {
-		return err
-	}
-	warnInputs(c, in)
 	opts := releaseOptions(c)
 	opts.SkipKubeVersionCheck = true // the kube-version check reports it
 	rendered, err := render.Render(in.Chart, in.Values, opts)

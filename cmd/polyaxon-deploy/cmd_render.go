@@ -47,15 +47,10 @@ func runRender(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageErrorf("render takes no arguments, got %q", c.Args().Slice())
 	}
-	p, err := printer(c)
+	p, in, err := startInputsCommand(c)
 	if err != nil {
 		return err
 	}
-	in, err := loadInputs(c)
-	if err != nil {
-		return err
-	}
-	warnInputs(c, in)
 
 	if c.Bool("values-only") {
 		merged, err := render.MergedValues(in.Chart, in.Values)

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// errorLine is the "Error: ..." line finish prints, without the debug log path that follows.
+func errorLine(t *testing.T, stderr string) string {
+	t.Helper()
+	i := strings.Index(stderr, "Error: ")
+	require.GreaterOrEqual(t, i, 0, stderr)
+	line, _, _ := strings.Cut(stderr[i:], "\n")
+	if j := strings.Index(stderr, "Debug log: "); j >= 0 {
+		path, _, _ := strings.Cut(stderr[j+len("Debug log: "):], "\n")
+		_ = os.Remove(path)
+	}
+	return line
+}
+
+// check and render begin the same way (startInputsCommand): -o is validated before any input
+// is read, a bad input fails both alike before check reaches the cluster, and the input
+// migration warnings come first on stderr.
+func TestCheckAndRenderStartAlike(t *testing.T) {
+	for _, cmd := range []string{"check", "render"} {
+		r := runCLI(t, nil, cmd, "-o", "xml", "--profile", "prod")
+		assert.Equal(t, ExitUsage, r.code, r.stderr)
+		assert.NotContains(t, r.stderr, "unknown profile", "%s: -o is checked first", cmd)
+	}
+
+	badProfile := []string{"--profile", "prod", "--kubeconfig", "/nonexistent"}
+	chk := runCLI(t, nil, append([]string{"check", "--pre"}, badProfile...)...)
+	ren := runCLI(t, nil, append([]string{"render"}, badProfile[:2]...)...)
+	require.Equal(t, ExitError, chk.code, chk.stderr)
+	require.Equal(t, ExitError, ren.code, ren.stderr)
+	assert.Equal(t, errorLine(t, ren.stderr), errorLine(t, chk.stderr))
+	assert.Contains(t, chk.stderr, `unknown profile "prod"`)
+	assert.NotContains(t, chk.stderr, "[kube-api]", "no check ran")
+
+	seed := "../../../shared/fixtures/seeds/production-node-pools.yaml"
+	ren = runCLI(t, nil, "render", "-f", seed)
+	require.Equal(t, ExitOK, ren.code, ren.stderr)
+	require.NotEmpty(t, ren.stderr, "the seed has a legacy spelling")
+	chk = runCLI(t, productionCluster(t), "check", "--pre", "-f", seed)
+	require.Equal(t, ExitOK, chk.code, chk.stderr)
+	assert.True(t, strings.HasPrefix(chk.stderr, ren.stderr), "check prints the same warnings before its progress:\n%s", chk.stderr)
+}
