@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // Markers around the generated part of the README.
@@ -52,11 +54,11 @@ var (
 // Parse reads the @section and @param lines of a values file and resolves each param's
 // default. A param whose path is not in the YAML, or a path documented twice, is an error.
 func Parse(valuesYAML []byte) (*Doc, error) {
-	values := map[string]any{}
-	if err := yaml.Unmarshal(valuesYAML, &values); err != nil {
+	vals := map[string]any{}
+	if err := yaml.Unmarshal(valuesYAML, &vals); err != nil {
 		return nil, fmt.Errorf("parse values: %w", err)
 	}
-	doc := &Doc{values: values}
+	doc := &Doc{values: vals}
 	seen := map[string]int{}
 	var errs []string
 	cur := -1
@@ -80,7 +82,7 @@ func Parse(valuesYAML []byte) (*Doc, error) {
 				continue
 			}
 			seen[path] = n
-			def, ok := Lookup(values, path)
+			def, ok := values.Lookup(vals, path)
 			if !ok {
 				errs = append(errs, fmt.Sprintf("line %d: @param %s: no such value in values.yaml", n, path))
 				continue
@@ -146,21 +148,6 @@ func (d *Doc) Undocumented() []string {
 	walk("", d.values)
 	sort.Strings(missing)
 	return missing
-}
-
-// Lookup returns the value at a dotted path.
-func Lookup(values map[string]any, path string) (any, bool) {
-	var cur any = values
-	for _, k := range strings.Split(path, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[k]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
 }
 
 // Markdown renders one table per section.

@@ -134,8 +134,8 @@ func (d BackupData) Table() ([]string, [][]string) {
 		{"release", fmt.Sprintf("%s (namespace %s, revision %d)", m.Release, m.Namespace, m.Revision)},
 		{"chart / app version", m.ChartVersion + " / " + m.AppVersion},
 		{"source", m.Source + ": " + m.Origin},
-		{"database", fmt.Sprintf("%s (PostgreSQL %s, %s)", m.Database, m.ServerVersion, humanBytes(m.DatabaseSize))},
-		{"dump", fmt.Sprintf("%s, %s (%s before %s)", m.DumpFile, humanBytes(m.DumpSize), humanBytes(m.RawSize), m.Compression.Codec)},
+		{"database", fmt.Sprintf("%s (PostgreSQL %s, %s)", m.Database, m.ServerVersion, output.HumanBytes(m.DatabaseSize))},
+		{"dump", fmt.Sprintf("%s, %s (%s before %s)", m.DumpFile, output.HumanBytes(m.DumpSize), output.HumanBytes(m.RawSize), m.Compression.Codec)},
 		{"sha256", m.SHA256},
 		{"started", m.StartedAt.Format(time.RFC3339)},
 		{"took", m.Duration().Round(time.Millisecond).String()},
@@ -167,7 +167,7 @@ func (d BackupListData) Table() ([]string, [][]string) {
 			continue
 		}
 		m := e.Manifest
-		rows = append(rows, []string{e.Path, m.StartedAt.Format(time.RFC3339), m.Release, m.AppVersion, humanBytes(m.DumpSize), "ok"})
+		rows = append(rows, []string{e.Path, m.StartedAt.Format(time.RFC3339), m.Release, m.AppVersion, output.HumanBytes(m.DumpSize), "ok"})
 	}
 	return []string{"PATH", "STARTED", "RELEASE", "APP VERSION", "SIZE", "STATUS"}, rows
 }
@@ -216,7 +216,7 @@ func runBackupCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	progress(c).OK(fmt.Sprintf("Backup written: %s (%s in %s)", m.Dir, humanBytes(m.DumpSize), m.Duration().Round(time.Millisecond)))
+	progress(c).OK(fmt.Sprintf("Backup written: %s (%s in %s)", m.Dir, output.HumanBytes(m.DumpSize), m.Duration().Round(time.Millisecond)))
 	data := BackupData{Manifest: m, Path: m.Dir}
 	if !c.Bool(flagNoVerify) {
 		rep, err := backup.Verify(ctx, m.Dir, backup.WithToolsDir(c.String(flagPGBinDir)), backup.WithVerifyTarget(target),
@@ -485,22 +485,9 @@ func throttledProgress(c *cli.Context, verb string) func(int64) {
 		defer mu.Unlock()
 		if time.Since(last) >= 5*time.Second {
 			last = time.Now()
-			progress(c).Step(fmt.Sprintf("%s %s", verb, humanBytes(n)))
+			progress(c).Step(fmt.Sprintf("%s %s", verb, output.HumanBytes(n)))
 		}
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func oneLineStr(s string) string {

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // Labels of the chart contract.
@@ -98,31 +100,16 @@ func Fullname(releaseName string, values map[string]any) string {
 	return releaseName + "-" + ChartName
 }
 
-// lookup walks a dotted path in nested maps.
-func lookup(values map[string]any, path string) (any, bool) {
-	var cur any = values
-	for _, k := range strings.Split(path, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[k]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
-func str(values map[string]any, path string) string {
-	v, ok := lookup(values, path)
+func str(vals map[string]any, path string) string {
+	v, ok := values.Lookup(vals, path)
 	if !ok || v == nil {
 		return ""
 	}
 	return fmt.Sprint(v)
 }
 
-func boolDefault(values map[string]any, path string, def bool) bool {
-	v, ok := lookup(values, path)
+func boolDefault(vals map[string]any, path string, def bool) bool {
+	v, ok := values.Lookup(vals, path)
 	if !ok {
 		return def
 	}
@@ -344,8 +331,8 @@ func DatabaseSettings(releaseName string, values map[string]any) DBSettings {
 
 // sslModeFrom picks sslmode from externalServices.postgresql.options, a map
 // or a "key=value" string.
-func sslModeFrom(values map[string]any) string {
-	v, ok := lookup(values, "externalServices.postgresql.options")
+func sslModeFrom(vals map[string]any) string {
+	v, ok := values.Lookup(vals, "externalServices.postgresql.options")
 	if !ok || v == nil {
 		return ""
 	}
@@ -449,8 +436,8 @@ func ReleaseTarget(ctx context.Context, k Kube, rel *Release, o TargetOptions) (
 	})
 }
 
-func nodeSelector(values map[string]any) map[string]string {
-	v, _ := lookup(values, "nodeSelectors.core")
+func nodeSelector(vals map[string]any) map[string]string {
+	v, _ := values.Lookup(vals, "nodeSelectors.core")
 	m, _ := v.(map[string]any)
 	if len(m) == 0 {
 		return nil
@@ -462,8 +449,8 @@ func nodeSelector(values map[string]any) map[string]string {
 	return out
 }
 
-func tolerations(values map[string]any) []corev1.Toleration {
-	v, ok := lookup(values, "tolerations.core")
+func tolerations(vals map[string]any) []corev1.Toleration {
+	v, ok := values.Lookup(vals, "tolerations.core")
 	if !ok || v == nil {
 		return nil
 	}

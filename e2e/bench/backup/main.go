@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
@@ -90,7 +91,7 @@ func parent() int {
 	for _, size := range o.sizes {
 		r, err := benchSize(ctx, o, size)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench-backup: size %s: %v\n", human(size), err)
+			fmt.Fprintf(os.Stderr, "bench-backup: size %s: %v\n", output.HumanBytes(size), err)
 			return 1
 		}
 		all = append(all, r)
@@ -102,7 +103,7 @@ func parent() int {
 	fmt.Println("summary")
 	for _, r := range all {
 		fmt.Printf("  %-9s backup ratio %.2f (target <= %.2f)  restore ratio %.2f  peak RSS ours: backup %s, restore %s  contents identical: %v\n",
-			human(r.TargetSize), r.BackupRatio, targetRatio, r.RestoreRatio, human(r.Ours.PeakRSS), human(r.OursRestore.PeakRSS), r.Identical)
+			output.HumanBytes(r.TargetSize), r.BackupRatio, targetRatio, r.RestoreRatio, output.HumanBytes(r.Ours.PeakRSS), output.HumanBytes(r.OursRestore.PeakRSS), r.Identical)
 	}
 	if o.jsonOut != "" {
 		b, _ := json.MarshalIndent(all, "", "  ")
@@ -142,7 +143,7 @@ type sizeResult struct {
 
 func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) {
 	res := &sizeResult{TargetSize: size}
-	fmt.Printf("== database of about %s ==\n", human(size))
+	fmt.Printf("== database of about %s ==\n", output.HumanBytes(size))
 	srv, err := pgtest.Start(ctx,
 		pgtest.WithSetting("max_wal_size", "4GB"),
 		pgtest.WithSetting("checkpoint_timeout", "30min"))
@@ -160,7 +161,7 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 		return nil, err
 	}
 	res.Rows = pgtest.RowsFor(runs)
-	fmt.Printf("seeded %s (%d rows, %d runs) in %s with PostgreSQL in %s\n", human(res.DBSize), res.Rows, runs, since(t0), srv.BinDir)
+	fmt.Printf("seeded %s (%d rows, %d runs) in %s with PostgreSQL in %s\n", output.HumanBytes(res.DBSize), res.Rows, runs, since(t0), srv.BinDir)
 	want, err := pgtest.Checksums(ctx, srv, srv.Database)
 	if err != nil {
 		return nil, err
@@ -194,7 +195,7 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 			res.Plain.Bytes = st.Size()
 		}
 		fmt.Printf("  backup run %d: ours %.2fs (%s, verify %.2fs)  plain pg_dump -Fc %.2fs (%s)\n",
-			i+1, cr.Seconds, human(cr.Bytes), cr.VerifySeconds, secs, human(res.Plain.Bytes))
+			i+1, cr.Seconds, output.HumanBytes(cr.Bytes), cr.VerifySeconds, secs, output.HumanBytes(res.Plain.Bytes))
 	}
 	res.Ours.Median, res.Plain.Median = median(res.Ours.Seconds), median(res.Plain.Seconds)
 	res.BackupRatio = res.Ours.Median / res.Plain.Median
@@ -242,13 +243,13 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 	res.RestoreRatio = res.OursRestore.Median / res.PlainRestore.Median
 
 	fmt.Printf("backup  median: ours %.2fs (%s, %s/zstd-%d; verify %.2fs)  plain %.2fs (%s)\n",
-		res.Ours.Median, human(res.Ours.Bytes), o.codec, o.level, res.Ours.Extra, res.Plain.Median, human(res.Plain.Bytes))
+		res.Ours.Median, output.HumanBytes(res.Ours.Bytes), o.codec, o.level, res.Ours.Extra, res.Plain.Median, output.HumanBytes(res.Plain.Bytes))
 	fmt.Printf("backup ratio (ours/plain pg_dump -Fc): %.2f (target <= %.2f) %s\n", res.BackupRatio, targetRatio, passFail(res.BackupRatio <= targetRatio))
 	fmt.Printf("restore median: ours %.2fs (verify + pg_restore)  plain pg_restore %.2fs\n", res.OursRestore.Median, res.PlainRestore.Median)
 	fmt.Printf("restore ratio (ours/plain pg_restore): %.2f\n", res.RestoreRatio)
 	fmt.Printf("restored contents identical (%d tables, ours and plain): %v\n", len(want), res.Identical)
 	fmt.Printf("peak RSS of our process: backup %s, restore %s (largest child, upper bound: pg_dump %s, pg_restore %s)\n",
-		human(res.Ours.PeakRSS), human(res.OursRestore.PeakRSS), human(res.Ours.ChildrenRSS), human(res.OursRestore.ChildrenRSS))
+		output.HumanBytes(res.Ours.PeakRSS), output.HumanBytes(res.OursRestore.PeakRSS), output.HumanBytes(res.Ours.ChildrenRSS), output.HumanBytes(res.OursRestore.ChildrenRSS))
 	return res, nil
 }
 
@@ -423,19 +424,6 @@ func passFail(ok bool) string {
 }
 
 func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
-
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
 
 func parseSize(s string) (int64, error) {
 	mult := int64(1)
