@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
@@ -341,7 +341,7 @@ func runUpgrade(c *cli.Context) error {
 			return nil
 		}
 	}
-	migrationJob, err := migrationJobFunc(c, in)
+	migrationJob, err := upgrade.MigrationJob(in.Chart, in.Values, releaseOptions(c))
 	if err != nil {
 		return err
 	}
@@ -354,7 +354,7 @@ func runUpgrade(c *cli.Context) error {
 		Timeout:                   timeout,
 		Checks:                    checksFn(true),
 		PostChecks:                checksFn(false),
-		Backuper:                  &cliBackuper{c: c, dir: c.String(flagBackupDir)},
+		Backuper:                  upgradeBackuper(c, cs),
 		BackupRequired:            in.Profile.Policy.BackupRequired,
 		SkipBackup:                c.Bool(flagSkipBackup),
 		Yes:                       c.Bool(flagYes),
@@ -396,84 +396,19 @@ func runUpgrade(c *cli.Context) error {
 	return p.Print(out)
 }
 
-// migrationJobFunc renders the chart's migration Job alone (migrations.renderJob=true is set
-// for this render only, never in the release). nil when the chart runs migrations as Helm hooks.
-func migrationJobFunc(c *cli.Context, in *inputs) (func(context.Context) (*batchv1.Job, error), error) {
-	merged, err := render.MergedValues(in.Chart, in.Values)
-	if err != nil {
-		return nil, err
+// upgradeBackuper takes the pre-upgrade backup the way the backup command does: --local, the
+// pg flags and --backup-dir apply.
+func upgradeBackuper(c *cli.Context, cs kubernetes.Interface) *upgrade.ReleaseBackuper {
+	return &upgrade.ReleaseBackuper{
+		Target: func(ctx context.Context) (backup.Target, *backup.Release, func(context.Context) error, error) {
+			return releaseDBTarget(ctx, c)
+		},
+		Kube:        cs,
+		Dir:         c.String(flagBackupDir),
+		ToolsDir:    c.String(flagPGBinDir),
+		Logger:      debugLogger(c),
+		NewProgress: func() func(int64) { return throttledProgress(c, "dumped") },
 	}
-	if hooks, _ := values.Lookup(merged, "migrations.useHelmHooks"); hooks == true {
-		return nil, nil
-	}
-	return func(ctx context.Context) (*batchv1.Job, error) {
-		vals := values.Merge(values.DeepCopy(in.Values), map[string]any{"migrations": map[string]any{"renderJob": true}})
-		opts := releaseOptions(c)
-		opts.IsUpgrade = true
-		mfs, err := render.RenderTemplate(in.Chart, vals, opts, "templates/migrations/job.yaml")
-		if err != nil {
-			return nil, err
-		}
-		if len(mfs) != 1 {
-			return nil, fmt.Errorf("templates/migrations/job.yaml rendered %d objects with migrations.renderJob=true, want 1", len(mfs))
-		}
-		return migrate.DecodeJob([]byte(mfs[0].Content))
-	}, nil
-}
-
-// cliBackuper adapts installer/backup to the pipeline, reaching the database the way the
-// backup command does (--local and the pg flags apply).
-type cliBackuper struct {
-	c   *cli.Context
-	dir string
-}
-
-func (b *cliBackuper) Backup(ctx context.Context) (string, error) {
-	target, rel, cleanup, err := releaseDBTarget(ctx, b.c)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = cleanup(context.WithoutCancel(ctx)) }()
-	cs, err := kubeSettings(b.c).Clientset()
-	if err != nil {
-		return "", err
-	}
-	m, err := backup.Create(ctx, target,
-		backup.WithOutputDir(b.dir),
-		backup.WithRelease(rel.Info),
-		backup.WithSecrets(backup.ReleaseSecrets(cs, rel.Info.Namespace, rel.Info.Name)),
-		backup.WithLogger(debugLogger(b.c)),
-		backup.WithProgress(throttledProgress(b.c, "dumped")),
-	)
-	if err != nil {
-		return "", err
-	}
-	return m.Dir, nil
-}
-
-func (b *cliBackuper) Verify(ctx context.Context, dir string) error {
-	_, err := backup.Verify(ctx, dir, backup.WithToolsDir(b.c.String(flagPGBinDir)), backup.WithLogger(debugLogger(b.c)))
-	return err
-}
-
-// Restore reaches the database afresh: after a Postgres major switch it is a new pod.
-func (b *cliBackuper) Restore(ctx context.Context, dir string) error {
-	target, rel, cleanup, err := releaseDBTarget(ctx, b.c)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cleanup(context.WithoutCancel(ctx)) }()
-	cs, err := kubeSettings(b.c).Clientset()
-	if err != nil {
-		return err
-	}
-	_, err = backup.Restore(ctx, target, dir,
-		backup.WithToolsDir(b.c.String(flagPGBinDir)),
-		backup.WithLogger(debugLogger(b.c)),
-		backup.WithRunningAppVersion(rel.Info.AppVersion),
-		backup.WithScaler(&backup.ReleaseScaler{Client: cs, Namespace: rel.Info.Namespace, Release: rel.Info.Name}),
-	)
-	return err
 }
 
 // progressObserver prints the pipeline's phases on stderr.

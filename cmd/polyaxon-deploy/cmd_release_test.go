@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
@@ -119,33 +118,16 @@ func TestReleaseCommandsParse(t *testing.T) {
 	}
 }
 
-func TestMigrationJobRendersFromTheEmbeddedChart(t *testing.T) {
-	require.NoError(t, withInputFlags(t, nil, func(c *cli.Context) error {
-		in, cleanup, err := buildInputs(c, release.Inputs{Profile: "production"})
-		if err != nil {
-			return err
-		}
-		defer cleanup()
-		fn, err := migrationJobFunc(c, in)
-		if err != nil {
-			return err
-		}
-		require.NotNil(t, fn)
-		job, err := fn(context.Background())
-		if err != nil {
-			return err
-		}
-		assert.Equal(t, migrate.JobName("polyaxon", in.Chart.Metadata.AppVersion), job.Name)
-		assert.Equal(t, "polyaxon", job.Namespace)
-		assert.Empty(t, job.Annotations["helm.sh/hook"], "an installer-run Job is not a Helm hook")
-		_, renderJob := values.Lookup(in.Values, "migrations.renderJob")
-		assert.False(t, renderJob, "renderJob is set for that render only, never in the release values")
-
-		// With Helm hooks the installer runs no Job itself.
-		in.Values = values.Merge(in.Values, map[string]any{"migrations": map[string]any{"useHelmHooks": true}})
-		fn, err = migrationJobFunc(c, in)
-		require.NoError(t, err)
-		assert.Nil(t, fn)
-		return nil
-	}))
+func TestUpgradeBackupHonoursTheBackupFlags(t *testing.T) {
+	var out, errb bytes.Buffer
+	app := newApp(&out, &errb)
+	cmd := upgradeCommand()
+	var b *upgrade.ReleaseBackuper
+	cmd.Action = func(c *cli.Context) error { b = upgradeBackuper(c, nil); return nil }
+	app.Commands = []*cli.Command{cmd}
+	require.NoError(t, app.RunContext(context.Background(),
+		[]string{"polyaxon-deploy", "upgrade", "--backup-dir", "/srv/backups", "--pg-bin-dir", "/usr/lib/postgresql/17/bin"}), errb.String())
+	require.NotNil(t, b)
+	assert.Equal(t, "/srv/backups", b.Dir, "the pre-upgrade backup goes where --dir says")
+	assert.Equal(t, "/usr/lib/postgresql/17/bin", b.ToolsDir, "verify and restore use the --pg-bin-dir tools")
 }

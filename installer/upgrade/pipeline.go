@@ -19,8 +19,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
-// Backuper takes, checks and restores database backups (installer/backup behind an adapter in
-// the command layer).
+// Backuper takes, checks and restores database backups (ReleaseBackuper: installer/backup).
 type Backuper interface {
 	// Backup dumps the release's database and returns the backup directory.
 	Backup(ctx context.Context) (dir string, err error)
@@ -59,8 +58,8 @@ type Options struct {
 	// is followed by a failure; otherwise the error says how to restore.
 	RestoreOnFailure bool
 
-	// MigrationJob renders the migration Job of the new version (nil: the chart runs no
-	// installer-driven migrations, e.g. migrations.useHelmHooks).
+	// MigrationJob renders the migration Job of the new version (see the MigrationJob func; nil:
+	// the chart runs no installer-driven migrations, e.g. migrations.useHelmHooks).
 	MigrationJob func(ctx context.Context) (*batchv1.Job, error)
 	Migrator     Migrator
 

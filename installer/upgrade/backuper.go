@@ -1,0 +1,83 @@
+package upgrade
+
+import (
+	"context"
+	"log/slog"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+)
+
+// TargetFunc reaches the release's database: the target, the deployed release, and a cleanup
+// that ends what reaching it started (a client pod, a port-forward).
+type TargetFunc func(ctx context.Context) (backup.Target, *backup.Release, func(context.Context) error, error)
+
+// ReleaseBackuper is the pipeline's Backuper for a release, through installer/backup. Every
+// call reaches the database afresh: after a Postgres major switch it is a new pod.
+type ReleaseBackuper struct {
+	Target TargetFunc
+	// Kube reads the release's Secrets (saved with the backup) and scales its writers down
+	// for a restore.
+	Kube kubernetes.Interface
+	// Dir holds the backups (one sub-directory each).
+	Dir string
+	// ToolsDir holds pg_restore for Verify and Restore ("": $PATH).
+	ToolsDir string
+	// Logger receives installer/backup's logs (nil: none).
+	Logger *slog.Logger
+	// NewProgress, when set, makes the dump's progress callback; it is called at the start of
+	// each backup, so a throttled callback counts from the dump, not from the upgrade's start.
+	NewProgress func() func(rawBytes int64)
+}
+
+var _ Backuper = (*ReleaseBackuper)(nil)
+
+func (b *ReleaseBackuper) Backup(ctx context.Context) (string, error) {
+	target, rel, cleanup, err := b.Target(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = cleanup(context.WithoutCancel(ctx)) }()
+	opts := append(b.logOptions(),
+		backup.WithOutputDir(b.Dir),
+		backup.WithRelease(rel.Info),
+		backup.WithSecrets(backup.ReleaseSecrets(b.Kube, rel.Info.Namespace, rel.Info.Name)),
+	)
+	if b.NewProgress != nil {
+		opts = append(opts, backup.WithProgress(b.NewProgress()))
+	}
+	m, err := backup.Create(ctx, target, opts...)
+	if err != nil {
+		return "", err
+	}
+	return m.Dir, nil
+}
+
+func (b *ReleaseBackuper) Verify(ctx context.Context, dir string) error {
+	_, err := backup.Verify(ctx, dir, append(b.logOptions(), backup.WithToolsDir(b.ToolsDir))...)
+	return err
+}
+
+// Restore refuses a backup newer than the Polyaxon version running now, and stops the
+// release's database writers while it runs.
+func (b *ReleaseBackuper) Restore(ctx context.Context, dir string) error {
+	target, rel, cleanup, err := b.Target(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cleanup(context.WithoutCancel(ctx)) }()
+	_, err = backup.Restore(ctx, target, dir, append(b.logOptions(),
+		backup.WithToolsDir(b.ToolsDir),
+		backup.WithRunningAppVersion(rel.Info.AppVersion),
+		backup.WithScaler(&backup.ReleaseScaler{Client: b.Kube, Namespace: rel.Info.Namespace, Release: rel.Info.Name}),
+	)...)
+	return err
+}
+
+func (b *ReleaseBackuper) logOptions() []backup.Option {
+	if b.Logger == nil {
+		return nil
+	}
+	return []backup.Option{backup.WithLogger(b.Logger)}
+}
