@@ -25,7 +25,6 @@ import (
 var (
 	coreComponents       = []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "migrations"}
 	dependencyComponents = []string{"postgresql", "rabbitmq", "redis"}
-	runCategories        = []string{"experiments", "jobs", "builds", "tensorboards", "notebooks"}
 )
 
 // podOf is a rendered pod template with the object it came from.
@@ -164,12 +163,13 @@ func TestSchedulingSweep(t *testing.T) {
 			assert.Equal(t, map[string]string{"disk": "ssd"}, p.spec.NodeSelector)
 		}
 	}
-	cfg := agentConfig(t, r)
-	assert.JSONEq(t, `{"pool":"gpu"}`, cfg["POLYAXON_NODE_SELECTOR_EXPERIMENTS"])
-	assert.JSONEq(t, `{"pool":"builds"}`, cfg["POLYAXON_NODE_SELECTOR_BUILDS"])
-	assert.JSONEq(t, `{}`, cfg["POLYAXON_NODE_SELECTOR_JOBS"])
-	for _, cat := range runCategories {
-		assert.JSONEq(t, `[]`, cfg["POLYAXON_TOLERATIONS_"+upper(cat)], "core tolerations leaked into runs of %s", cat)
+	runsAt := runPlacement(t, r)
+	assert.Equal(t, map[string]string{"pool": "gpu"}, categoryOf(t, runsAt, "experiments").NodeSelector)
+	assert.Equal(t, map[string]string{"pool": "builds"}, categoryOf(t, runsAt, "builds").NodeSelector)
+	assert.Empty(t, categoryOf(t, runsAt, "jobs").NodeSelector)
+	for _, cat := range runsAt.Categories {
+		assert.Empty(t, cat.Tolerations, "core tolerations leaked into runs of %s", cat.Category)
+		assert.Nil(t, cat.Affinity, "core affinity leaked into runs of %s", cat.Category)
 	}
 }
 
@@ -199,16 +199,6 @@ func agentConfig(t testing.TB, r rendered) map[string]string {
 	return data
 }
 
-func upper(s string) string {
-	b := []byte(s)
-	for i := range b {
-		if b[i] >= 'a' && b[i] <= 'z' {
-			b[i] -= 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
 // The docs' example configurations, as written, on the chart defaults and on each profile.
 func TestSeedGPUExperiments(t *testing.T) {
 	for _, base := range []string{"", "production", "development"} {
@@ -219,10 +209,7 @@ func TestSeedGPUExperiments(t *testing.T) {
 			}
 			layers = append(layers, readValues(t, seed("gpu-experiments.yaml")), map[string]any{"migrations": map[string]any{"useHelmHooks": true}})
 			r := render(t, layers...)
-			cfg := agentConfig(t, r)
-			sel := map[string]string{}
-			require.NoError(t, json.Unmarshal([]byte(cfg["POLYAXON_NODE_SELECTOR_EXPERIMENTS"]), &sel))
-			assert.Equal(t, "gpu-nodes", sel["polyaxon.com"])
+			assert.Equal(t, "gpu-nodes", categoryOf(t, runPlacement(t, r), "experiments").NodeSelector["polyaxon.com"])
 			coreTol := corev1.Toleration{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 			pgTol := corev1.Toleration{Key: "key1", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 			sawJob, sawPG := false, false
@@ -258,15 +245,15 @@ func TestSeedProductionNodePools(t *testing.T) {
 		assert.EqualValues(t, 2222, *p.spec.SecurityContext.RunAsGroup, p.name)
 		assert.EqualValues(t, 2222, *p.spec.SecurityContext.FSGroup, p.name)
 	}
-	cfg := agentConfig(t, r)
-	for cat, want := range map[string]string{"EXPERIMENTS": "experiments", "JOBS": "experiments", "TENSORBOARDS": "experiments", "BUILDS": "builds"} {
-		assert.JSONEq(t, fmt.Sprintf(`{"polyaxon":%q}`, want), cfg["POLYAXON_NODE_SELECTOR_"+cat], cat)
+	runsAt := runPlacement(t, r)
+	for cat, want := range map[string]string{"experiments": "experiments", "jobs": "experiments", "tensorboards": "experiments", "builds": "builds"} {
+		assert.Equal(t, map[string]string{"polyaxon": want}, categoryOf(t, runsAt, cat).NodeSelector, cat)
 	}
 	var def struct {
 		NodeSelector map[string]string `json:"nodeSelector"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(cfg["POLYAXON_AGENT_DEFAULT_SCHEDULING"]), &def))
-	assert.Equal(t, map[string]string{"polyaxon": "experiments"}, def.NodeSelector, "the agent default comes from jobs")
+	require.NoError(t, json.Unmarshal([]byte(agentConfig(t, r)["POLYAXON_AGENT_DEFAULT_SCHEDULING"]), &def))
+	assert.Equal(t, map[string]string{"polyaxon": "experiments"}, def.NodeSelector, "the agent default (Polyaxon's cleaners) comes from jobs")
 	assertRestricted(t, r)
 }
 
@@ -478,7 +465,9 @@ func TestOperatorWithoutAgent(t *testing.T) {
 	assert.Nil(t, r.get("ConfigMap", "polyaxon-agent"))
 	var d appsv1.Deployment
 	decodeStrict(t, r.get("Deployment", "polyaxon-operator"), &d)
-	assert.Empty(t, d.Spec.Template.Spec.Containers[0].EnvFrom, "the operator must not reference the absent runner ConfigMap")
+	for _, ef := range d.Spec.Template.Spec.Containers[0].EnvFrom {
+		assert.NotEqual(t, "polyaxon-agent", ef.ConfigMapRef.Name, "the operator must not reference the absent runner ConfigMap")
+	}
 }
 
 // Every container declares its resources; every long-running server has probes. The operator

@@ -13,7 +13,11 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
 
 const (
@@ -95,6 +99,9 @@ func (r rendered) get(kind, name string) *unstructured.Unstructured {
 func renderWith(ch *chart.Chart, vals map[string]any, upgrade bool, cluster engine.ClientProvider) (rendered, error) {
 	opts := chartutil.ReleaseOptions{Name: testRelease, Namespace: testNamespace, Revision: 1, IsInstall: !upgrade, IsUpgrade: upgrade}
 	caps := chartutil.DefaultCapabilities.Copy()
+	// The kinds a 1.36+ cluster's discovery lists (Helm's offline set names group/versions only).
+	caps.APIVersions = append(append(chartutil.VersionSet{}, caps.APIVersions...),
+		"admissionregistration.k8s.io/v1/MutatingAdmissionPolicy", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicyBinding")
 	top, err := chartutil.ToRenderValues(ch, vals, opts, caps)
 	if err != nil {
 		return rendered{}, err
@@ -151,4 +158,26 @@ func render(t testing.TB, layers ...map[string]any) rendered {
 	r, err := renderWith(loadChart(t), mergeValues(layers...), false, nil)
 	require.NoError(t, err)
 	return r
+}
+
+// runPlacement is where the release's admission policies put a run of each category, as the
+// API server would decide it (installer/admission runs its dispatcher).
+func runPlacement(t testing.TB, r rendered) plan.RunPlacement {
+	t.Helper()
+	objs := make([]runtime.Object, len(r.objects))
+	for i, o := range r.objects {
+		objs[i] = o
+	}
+	decl, err := runs.Load(loadChart(t))
+	require.NoError(t, err)
+	p, err := plan.CategoryDefaults(objs, decl, testNamespace)
+	require.NoError(t, err)
+	return p
+}
+
+func categoryOf(t testing.TB, p plan.RunPlacement, name string) plan.CategoryScheduling {
+	t.Helper()
+	c, ok := p.Get(name)
+	require.True(t, ok, "no run category %s", name)
+	return c
 }

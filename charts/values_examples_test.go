@@ -1,6 +1,7 @@
 package charts_test
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -31,10 +33,11 @@ func TestExampleExternalPostgres(t *testing.T) {
 
 func TestExampleGPUNodePool(t *testing.T) {
 	r := render(t, exampleValues(t, "gpu-node-pool.yaml"))
-	cfg := agentConfig(t, r)
-	assert.JSONEq(t, `{"polyaxon":"gpu"}`, cfg["POLYAXON_NODE_SELECTOR_EXPERIMENTS"])
-	assert.JSONEq(t, `[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]`, cfg["POLYAXON_TOLERATIONS_NOTEBOOKS"])
-	assert.JSONEq(t, `[]`, cfg["POLYAXON_TOLERATIONS_JOBS"])
+	runsAt := runPlacement(t, r)
+	assert.Equal(t, map[string]string{"polyaxon": "gpu"}, categoryOf(t, runsAt, "experiments").NodeSelector)
+	gpu := corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	assert.Equal(t, []corev1.Toleration{gpu}, categoryOf(t, runsAt, "notebooks").Tolerations)
+	assert.Empty(t, categoryOf(t, runsAt, "jobs").Tolerations)
 	for _, p := range r.pods(t) {
 		assert.NotEqual(t, "gpu", p.spec.NodeSelector["polyaxon"], "%s must stay off the GPU pool", p.name)
 		assert.Empty(t, p.spec.Tolerations, "%s must not tolerate the GPU taint", p.name)
@@ -65,8 +68,14 @@ func TestExampleAirGapped(t *testing.T) {
 		assert.Equal(t, "registry-creds", p.spec.ImagePullSecrets[0].Name)
 	}
 	cfg := agentConfig(t, r)
-	assert.Contains(t, cfg["POLYAXON_AGENT_SIDECAR"], "registry.internal.example.com/mirror/polyaxon/polyaxon-sidecar:")
-	assert.Contains(t, cfg["POLYAXON_AGENT_DEFAULT_SCHEDULING"], "registry-creds")
+	var sidecar struct{ Image, ImageTag string }
+	require.NoError(t, json.Unmarshal([]byte(cfg["POLYAXON_AGENT_SIDECAR"]), &sidecar))
+	assert.Equal(t, "registry.internal.example.com/mirror/polyaxon/polyaxon-sidecar", sidecar.Image, "the tag apart: Polyaxon appends it")
+	assert.Equal(t, "2.15.1", sidecar.ImageTag)
+	// Run pods get the pull secret through their service account (Polyaxon sets none on them).
+	var sa corev1.ServiceAccount
+	decodeStrict(t, r.get("ServiceAccount", "polyaxon-runs"), &sa)
+	assert.Equal(t, []corev1.LocalObjectReference{{Name: "registry-creds"}}, sa.ImagePullSecrets)
 	var sts appsv1.StatefulSet
 	decodeStrict(t, r.get("StatefulSet", "polyaxon-postgresql"), &sts)
 	assert.Equal(t, "registry.internal.example.com/mirror/postgres:16.4", sts.Spec.Template.Spec.Containers[0].Image)

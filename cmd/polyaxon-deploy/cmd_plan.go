@@ -11,6 +11,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
 
 const (
@@ -93,20 +94,25 @@ func runPlan(c *cli.Context) error {
 			return err
 		}
 	}
-	defaults, err := plan.CategoryDefaults(objs)
+	decl, err := runs.Load(in.Chart)
+	if err != nil {
+		return err
+	}
+	placement, err := plan.CategoryDefaults(objs, decl, ns)
 	switch {
-	case errors.Is(err, plan.ErrNoAgentConfig):
-		progress(c).Warn("the rendered release has no runner ConfigMap: run categories are not planned")
+	case errors.Is(err, plan.ErrNoPlacementPolicies):
+		progress(c).Warn("the release places no run by category (" + err.Error() + "): runs go where their own environment says")
 	case err != nil:
 		return err
 	}
-	pods = append(pods, plan.CategoryProbes(defaults, ns)...)
+	pods = append(pods, plan.CategoryProbes(placement, ns)...)
 	for i, t := range topologies {
 		cat := t.Category
 		if cat == "" {
 			cat = "experiments"
 		}
-		tp, err := t.Pods(plan.TopologyName(c.StringSlice(flagTopology)[i]), ns, defaults[cat])
+		defaults, _ := placement.Get(cat)
+		tp, err := t.Pods(plan.TopologyName(c.StringSlice(flagTopology)[i]), ns, defaults)
 		if err != nil {
 			return fmt.Errorf("topology %s: %w", c.StringSlice(flagTopology)[i], err)
 		}
@@ -140,11 +146,11 @@ func runPlan(c *cli.Context) error {
 	debugf(c, "plan: %d pods placed in %s: %+v", len(pods), time.Since(start), res.Summary)
 
 	if c.Bool(flagCanary) {
-		if len(defaults) == 0 {
-			return withExit(ExitError, fmt.Errorf("--canary: no run category defaults in the rendered release"))
+		if len(placement.Categories) == 0 {
+			return withExit(ExitError, fmt.Errorf("--canary: the chart declares no run category"))
 		}
 		progress(c).Step(fmt.Sprintf("canary: one pod per run category in namespace %s", ns))
-		can, err := plan.RunCanary(ctx, cs, ns, defaults, plan.WithCanaryTimeout(c.Duration(flagCanaryTimeout)))
+		can, err := plan.RunCanary(ctx, cs, ns, placement, plan.WithCanaryTimeout(c.Duration(flagCanaryTimeout)))
 		res.AddCanary(can)
 		if err != nil {
 			return err

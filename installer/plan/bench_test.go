@@ -94,13 +94,13 @@ func productionRelease() []k8sruntime.Object {
 	}
 }
 
-var benchDefaults = map[string]plan.CategoryScheduling{
-	"experiments":  {Category: "experiments", NodeSelector: map[string]string{"polyaxon": "experiments"}, Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
-	"jobs":         {Category: "jobs", NodeSelector: map[string]string{"polyaxon": "experiments"}, Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
-	"builds":       {Category: "builds", NodeSelector: map[string]string{"polyaxon": "builds"}},
-	"tensorboards": {Category: "tensorboards", NodeSelector: map[string]string{"polyaxon": "core"}},
-	"notebooks":    {Category: "notebooks", NodeSelector: map[string]string{"polyaxon": "experiments"}, Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
-}
+var benchDefaults = plan.RunPlacement{Enforced: true, Categories: []plan.CategoryScheduling{
+	{Category: "experiments", NodeSelector: map[string]string{"polyaxon": "experiments"}, Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+	{Category: "jobs", NodeSelector: map[string]string{"polyaxon": "experiments"}, Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+	{Category: "builds", NodeSelector: map[string]string{"polyaxon": "builds"}},
+	{Category: "tensorboards", NodeSelector: map[string]string{"polyaxon": "core"}},
+	{Category: "notebooks", NodeSelector: map[string]string{"polyaxon": "experiments"}, Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+}}
 
 const benchTopology = `
 framework: tensorflow
@@ -151,7 +151,7 @@ func BenchmarkPlan(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				tp, err := topo.Pods("tf", "polyaxon", benchDefaults["experiments"])
+				tp, err := topo.Pods("tf", "polyaxon", benchDefaults.Categories[0])
 				if err != nil {
 					b.Fatal(err)
 				}

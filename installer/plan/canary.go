@@ -3,7 +3,6 @@ package plan
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -49,19 +48,15 @@ const canaryRunLabel = "polyaxon-deploy/canary-run"
 // RunCanary creates one tiny pod per run category (ProbePod: the category's defaults, 10m CPU,
 // 16Mi, restricted-PSS compliant) in namespace, waits until each is bound to a node or the
 // scheduler marks it Unschedulable (PodScheduled=False), and deletes them all, also when ctx
-// is cancelled. Categories are processed in RunCategories order. Polling lists the run's pods
+// is cancelled. Categories are processed in the placement's order. Polling lists the run's pods
 // with one call per interval, whatever the number of categories.
-func RunCanary(ctx context.Context, cs kubernetes.Interface, namespace string, defaults map[string]CategoryScheduling, opts ...CanaryOption) ([]CanaryResult, error) {
+func RunCanary(ctx context.Context, cs kubernetes.Interface, namespace string, placement RunPlacement, opts ...CanaryOption) ([]CanaryResult, error) {
 	cfg := canaryConfig{timeout: 60 * time.Second, poll: 500 * time.Millisecond, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	run := strconv.FormatInt(cfg.now().UnixNano(), 36)
-	cats := make([]string, 0, len(defaults))
-	for c := range defaults {
-		cats = append(cats, c)
-	}
-	sort.Slice(cats, func(i, j int) bool { return categoryOrder(cats[i]) < categoryOrder(cats[j]) })
+	cats := placement.Categories
 
 	start := cfg.now()
 	results := make([]CanaryResult, 0, len(cats))
@@ -76,8 +71,9 @@ func RunCanary(ctx context.Context, cs kubernetes.Interface, namespace string, d
 			results[i].Deleted = err == nil || apierrors.IsNotFound(err)
 		}
 	}()
-	for _, c := range cats {
-		p := ProbePod(defaults[c], namespace)
+	for _, cat := range cats {
+		c := cat.Category
+		p := ProbePod(cat, namespace)
 		p.Labels[canaryRunLabel] = run
 		created, err := cs.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{})
 		if err != nil {

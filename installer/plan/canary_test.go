@@ -38,16 +38,16 @@ func fakeScheduler(cs *fake.Clientset) {
 func TestCanaryReportsAndCleansUp(t *testing.T) {
 	cs := fake.NewClientset()
 	fakeScheduler(cs)
-	defs := map[string]plan.CategoryScheduling{
-		"builds":      {Category: "builds", NodeSelector: map[string]string{"polyaxon": "builds"}},
-		"experiments": {Category: "experiments"},
-		"jobs":        {Category: "jobs"},
-	}
+	defs := plan.RunPlacement{Enforced: true, Categories: []plan.CategoryScheduling{
+		{Category: "experiments"},
+		{Category: "jobs"},
+		{Category: "builds", NodeSelector: map[string]string{"polyaxon": "builds"}},
+	}}
 	res, err := plan.RunCanary(context.Background(), cs, "polyaxon", defs,
 		plan.WithCanaryTimeout(300*time.Millisecond), plan.WithCanaryPoll(10*time.Millisecond))
 	require.NoError(t, err)
 	require.Len(t, res, 3)
-	assert.Equal(t, "experiments", res[0].Category, "RunCategories order")
+	assert.Equal(t, "experiments", res[0].Category, "the placement's order")
 	assert.True(t, res[0].Scheduled)
 	assert.Equal(t, "gpu-0", res[0].Node)
 	assert.Equal(t, "jobs", res[1].Category)
@@ -69,7 +69,7 @@ func TestCanaryCleansUpWhenCancelled(t *testing.T) {
 	fakeScheduler(cs)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := plan.RunCanary(ctx, cs, "polyaxon", map[string]plan.CategoryScheduling{"jobs": {Category: "jobs"}},
+	_, err := plan.RunCanary(ctx, cs, "polyaxon", plan.RunPlacement{Categories: []plan.CategoryScheduling{{Category: "jobs"}}},
 		plan.WithCanaryPoll(5*time.Millisecond))
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	left, err := cs.CoreV1().Pods("polyaxon").List(context.Background(), metav1.ListOptions{})

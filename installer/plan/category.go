@@ -9,8 +9,8 @@ import (
 // the category's scheduling defaults start on this cluster? It evaluates a probe pod per
 // category (ProbePod, tiny requests) after placing `before` (e.g. the release's pods from
 // PodsFromObjects; nil for none), with the same engine as `plan`. Keys are category names.
-func CategoryFeasibility(snap *Snapshot, defaults map[string]CategoryScheduling, before []PodToPlace, opts ...Option) map[string]CategoryResult {
-	pods := append(append([]PodToPlace(nil), before...), CategoryProbes(defaults, "")...)
+func CategoryFeasibility(snap *Snapshot, placement RunPlacement, before []PodToPlace, opts ...Option) map[string]CategoryResult {
+	pods := append(append([]PodToPlace(nil), before...), CategoryProbes(placement, "")...)
 	res := Plan(snap, pods, opts...)
 	out := make(map[string]CategoryResult, len(res.Categories))
 	for _, c := range res.Categories {

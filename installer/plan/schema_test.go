@@ -40,9 +40,9 @@ func richResult(t *testing.T) *plan.Result {
 	exp := plan.CategoryScheduling{Category: "experiments", NodeSelector: map[string]string{"polyaxon": "gpu-node"}}
 	tp, err := topo.Pods("distributed-tf", "polyaxon", exp)
 	require.NoError(t, err)
-	pods = append(pods, plan.CategoryProbes(map[string]plan.CategoryScheduling{
-		"experiments": exp, "builds": {Category: "builds", NodeSelector: map[string]string{"polyaxon": "builds"}},
-	}, "polyaxon")...)
+	pods = append(pods, plan.CategoryProbes(plan.RunPlacement{Enforced: true, Categories: []plan.CategoryScheduling{
+		exp, {Category: "builds", NodeSelector: map[string]string{"polyaxon": "builds"}},
+	}}, "polyaxon")...)
 	pods = append(pods, tp...)
 	frac, err := plan.ParseTopology([]byte("environment: {placement: {mode: per-gpu}, node_selector: {polyaxon: gpu-node}}"))
 	require.NoError(t, err)

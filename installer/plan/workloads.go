@@ -1,17 +1,14 @@
 package plan
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,9 +21,6 @@ const (
 	SourceTopology = "topology"
 	SourceCategory = "category"
 )
-
-// RunCategories are the run categories whose scheduling defaults the agent ConfigMap carries.
-var RunCategories = []string{"experiments", "jobs", "builds", "tensorboards", "notebooks"}
 
 // coreComponents take the `core` scheduling category (chart contract).
 var coreComponents = map[string]bool{
@@ -276,188 +270,6 @@ func DecodeManifests(r io.Reader) ([]runtime.Object, error) {
 		}
 		out = append(out, u)
 	}
-}
-
-// CategoryScheduling is one run category's scheduling defaults as rendered into the agent
-// ConfigMap.
-type CategoryScheduling struct {
-	Category     string              `json:"category"`
-	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
-	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
-	Affinity     *corev1.Affinity    `json:"affinity,omitempty"`
-}
-
-// String is a compact one-line description.
-func (c CategoryScheduling) String() string {
-	var parts []string
-	if len(c.NodeSelector) > 0 {
-		parts = append(parts, "nodeSelector "+selectorText(c.NodeSelector))
-	}
-	if len(c.Tolerations) > 0 {
-		var ts []string
-		for _, t := range c.Tolerations {
-			ts = append(ts, tolerationText(t))
-		}
-		parts = append(parts, "tolerations ["+strings.Join(ts, ", ")+"]")
-	}
-	if c.Affinity != nil && c.Affinity.NodeAffinity != nil && c.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		parts = append(parts, "required node affinity "+nodeSelectorText(c.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution))
-	} else if c.Affinity != nil {
-		parts = append(parts, "affinity (preferred only)")
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "; ")
-}
-
-// ErrNoAgentConfig is returned when the rendered objects have no runner ConfigMap.
-var ErrNoAgentConfig = errors.New("no agent ConfigMap with POLYAXON_NODE_SELECTOR_<CATEGORY> keys in the rendered objects")
-
-// CategoryDefaults reads the run categories' scheduling from the rendered agent ConfigMap
-// (`<fullname>-agent`, keys POLYAXON_NODE_SELECTOR_<CAT>, POLYAXON_TOLERATIONS_<CAT>,
-// POLYAXON_AFFINITY_<CAT>, JSON strings). A missing or empty key means no constraint.
-func CategoryDefaults(objs []runtime.Object) (map[string]CategoryScheduling, error) {
-	var cm *corev1.ConfigMap
-	for _, o := range objs {
-		typed, err := toTyped(o)
-		if err != nil {
-			return nil, err
-		}
-		c, ok := typed.(*corev1.ConfigMap)
-		if !ok {
-			continue
-		}
-		if _, has := c.Data["POLYAXON_NODE_SELECTOR_EXPERIMENTS"]; has || strings.HasSuffix(c.Name, "-agent") && hasCategoryKeys(c.Data) {
-			cm = c
-			break
-		}
-	}
-	if cm == nil {
-		return nil, ErrNoAgentConfig
-	}
-	out := map[string]CategoryScheduling{}
-	for _, cat := range RunCategories {
-		up := strings.ToUpper(cat)
-		cs := CategoryScheduling{Category: cat}
-		if err := decodeJSONKey(cm, "POLYAXON_NODE_SELECTOR_"+up, &cs.NodeSelector); err != nil {
-			return nil, err
-		}
-		if err := decodeJSONKey(cm, "POLYAXON_TOLERATIONS_"+up, &cs.Tolerations); err != nil {
-			return nil, err
-		}
-		var aff corev1.Affinity
-		if err := decodeJSONKey(cm, "POLYAXON_AFFINITY_"+up, &aff); err != nil {
-			return nil, err
-		}
-		if aff.NodeAffinity != nil || aff.PodAffinity != nil || aff.PodAntiAffinity != nil {
-			cs.Affinity = &aff
-		}
-		out[cat] = cs
-	}
-	return out, nil
-}
-
-func hasCategoryKeys(d map[string]string) bool {
-	for k := range d {
-		if strings.HasPrefix(k, "POLYAXON_NODE_SELECTOR_") {
-			return true
-		}
-	}
-	return false
-}
-
-func decodeJSONKey(cm *corev1.ConfigMap, key string, into interface{}) error {
-	v := strings.TrimSpace(cm.Data[key])
-	if v == "" || v == "null" {
-		return nil
-	}
-	dec := json.NewDecoder(strings.NewReader(v))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		return fmt.Errorf("ConfigMap %s key %s: %w", cm.Name, key, err)
-	}
-	return nil
-}
-
-// ProbeRequests are the requests of a category probe and of a canary pod: tiny, so that they
-// test where a run may go (selectors, taints, pod slots), not how big it is.
-var ProbeRequests = corev1.ResourceList{
-	corev1.ResourceCPU:    resource.MustParse("10m"),
-	corev1.ResourceMemory: resource.MustParse("16Mi"),
-}
-
-// ProbePod is a pod with a category's scheduling defaults and ProbeRequests; it passes the
-// restricted Pod Security Standard so it can run as a canary in the release's namespace.
-func ProbePod(cs CategoryScheduling, namespace string) *corev1.Pod {
-	no, yes := false, true
-	uid := int64(65534)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: "polyaxon-canary-" + cs.Category + "-",
-			Namespace:    namespace,
-			Labels: map[string]string{
-				"app.kubernetes.io/name":       "polyaxon-deploy-canary",
-				"app.kubernetes.io/managed-by": "polyaxon-deploy",
-				"polyaxon-deploy/category":     cs.Category,
-			},
-		},
-		Spec: corev1.PodSpec{
-			NodeSelector:                  copyMap(cs.NodeSelector),
-			Tolerations:                   append([]corev1.Toleration(nil), cs.Tolerations...),
-			Affinity:                      cs.Affinity.DeepCopy(),
-			RestartPolicy:                 corev1.RestartPolicyNever,
-			TerminationGracePeriodSeconds: new(int64),
-			AutomountServiceAccountToken:  &no,
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   &yes,
-				RunAsUser:      &uid,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			Containers: []corev1.Container{{
-				Name:  "canary",
-				Image: CanaryImage,
-				Resources: corev1.ResourceRequirements{
-					Requests: ProbeRequests.DeepCopy(),
-					Limits:   ProbeRequests.DeepCopy(),
-				},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: &no,
-					ReadOnlyRootFilesystem:   &yes,
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}},
-		},
-	}
-}
-
-// CanaryImage is the image of canary pods; they only need to be scheduled.
-var CanaryImage = "registry.k8s.io/pause:3.10"
-
-// CategoryProbes turns category defaults into hypothetical pods, one per category, in
-// RunCategories order.
-func CategoryProbes(defaults map[string]CategoryScheduling, namespace string) []PodToPlace {
-	var out []PodToPlace
-	cats := make([]string, 0, len(defaults))
-	for c := range defaults {
-		cats = append(cats, c)
-	}
-	sort.Slice(cats, func(i, j int) bool { return categoryOrder(cats[i]) < categoryOrder(cats[j]) })
-	for _, c := range cats {
-		p := ProbePod(defaults[c], namespace)
-		p.Name = "probe-" + c
-		out = append(out, PodToPlace{Name: "probe-" + c, Source: SourceCategory, Kind: "Pod", Category: c, Pod: p, Hypothetical: true})
-	}
-	return out
-}
-
-func categoryOrder(c string) int {
-	for i, x := range RunCategories {
-		if x == c {
-			return i
-		}
-	}
-	return len(RunCategories)
 }
 
 func copyMap(m map[string]string) map[string]string {

@@ -14,7 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
 
 func template(component string, req map[string]string) corev1.PodTemplateSpec {
@@ -82,17 +86,6 @@ spec:
       - name: manager
         image: polyaxon/polyaxon-operator
         resources: {requests: {cpu: 100m, memory: 128Mi}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: polyaxon-agent}
-data:
-  POLYAXON_NODE_SELECTOR_EXPERIMENTS: '{"polyaxon":"experiments"}'
-  POLYAXON_TOLERATIONS_EXPERIMENTS: '[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]'
-  POLYAXON_AFFINITY_EXPERIMENTS: '{}'
-  POLYAXON_NODE_SELECTOR_BUILDS: '{"polyaxon":"builds"}'
-  POLYAXON_TOLERATIONS_BUILDS: '[]'
-  POLYAXON_AFFINITY_BUILDS: ''
 `
 	objs, err := plan.DecodeManifests(strings.NewReader(manifest))
 	require.NoError(t, err)
@@ -102,18 +95,48 @@ data:
 	assert.Equal(t, "polyaxon-operator-0", pods[0].Name)
 	assert.Equal(t, map[string]string{"polyaxon": "core"}, pods[0].Pod.Spec.NodeSelector)
 
-	defs, err := plan.CategoryDefaults(objs)
-	require.NoError(t, err)
-	assert.Len(t, defs, 5)
-	assert.Equal(t, map[string]string{"polyaxon": "experiments"}, defs["experiments"].NodeSelector)
-	assert.Len(t, defs["experiments"].Tolerations, 1)
-	assert.Nil(t, defs["experiments"].Affinity, "an empty affinity is no affinity")
-	assert.Equal(t, map[string]string{"polyaxon": "builds"}, defs["builds"].NodeSelector)
-	assert.Empty(t, defs["jobs"].NodeSelector)
-	assert.Equal(t, "nodeSelector polyaxon=experiments; tolerations [nvidia.com/gpu exists:NoSchedule]", defs["experiments"].String())
+}
 
-	_, err = plan.CategoryDefaults(objs[:1])
-	assert.ErrorIs(t, err, plan.ErrNoAgentConfig)
+// Where a run of each category goes is what the chart's admission policies do to a run pod of
+// that category: evaluated on the production render with the API server's own code.
+func TestCategoryDefaultsFollowTheChartsPolicies(t *testing.T) {
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	prof, err := profile.Load("production")
+	require.NoError(t, err)
+	res, err := render.Render(ch, prof.Values, render.Options{ReleaseName: "polyaxon", Namespace: "polyaxon"})
+	require.NoError(t, err)
+	var objs []runtime.Object
+	for _, m := range res.Manifests {
+		objs = append(objs, m.Object)
+	}
+	decl, err := runs.Load(ch)
+	require.NoError(t, err)
+
+	got, err := plan.CategoryDefaults(objs, decl, "polyaxon")
+	require.NoError(t, err)
+	assert.True(t, got.Enforced)
+	assert.Equal(t, []string{"experiments", "jobs", "builds", "tensorboards", "notebooks"}, got.Names())
+	exp, _ := got.Get("experiments")
+	assert.Equal(t, map[string]string{"polyaxon": "experiments"}, exp.NodeSelector)
+	assert.Equal(t, "nodeSelector polyaxon=experiments; tolerations [nvidia.com/gpu exists:NoSchedule]", exp.String())
+	assert.Nil(t, exp.Affinity, "an empty affinity is no affinity")
+	builds, _ := got.Get("builds")
+	assert.Equal(t, map[string]string{"polyaxon": "builds"}, builds.NodeSelector)
+	assert.Empty(t, builds.Tolerations, "builds do not tolerate the GPU taint")
+
+	// Without policies (a cluster before 1.36): nothing places runs, and the caller is told.
+	res, err = render.Render(ch, prof.Values, render.Options{ReleaseName: "polyaxon", Namespace: "polyaxon", KubeVersion: "v1.35.0"})
+	require.NoError(t, err)
+	objs = objs[:0]
+	for _, m := range res.Manifests {
+		objs = append(objs, m.Object)
+	}
+	got, err = plan.CategoryDefaults(objs, decl, "polyaxon")
+	assert.ErrorIs(t, err, plan.ErrNoPlacementPolicies)
+	assert.False(t, got.Enforced)
+	exp, _ = got.Get("experiments")
+	assert.Equal(t, "none", exp.String())
 }
 
 func TestCategoryFeasibility(t *testing.T) {
@@ -121,12 +144,12 @@ func TestCategoryFeasibility(t *testing.T) {
 		node("core-0", 4, 16, 0, map[string]string{"polyaxon": "core"}),
 		node("exp-0", 8, 32, 1, map[string]string{"polyaxon": "experiments"}, gpuTaint()),
 	}
-	defs := map[string]plan.CategoryScheduling{
-		"experiments": {Category: "experiments", NodeSelector: map[string]string{"polyaxon": "experiments"},
+	defs := plan.RunPlacement{Enforced: true, Categories: []plan.CategoryScheduling{
+		{Category: "experiments", NodeSelector: map[string]string{"polyaxon": "experiments"},
 			Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
-		"builds": {Category: "builds", NodeSelector: map[string]string{"polyaxon": "builds"}},
-		"jobs":   {Category: "jobs"},
-	}
+		{Category: "builds", NodeSelector: map[string]string{"polyaxon": "builds"}},
+		{Category: "jobs"},
+	}}
 	got := plan.CategoryFeasibility(plan.NewSnapshot(nodes, nil), defs, nil)
 	require.Len(t, got, 3)
 	assert.True(t, got["experiments"].OK())

@@ -87,20 +87,69 @@ spec:
       accessModes: [ReadWriteOnce]
       resources: {requests: {storage: 1Gi}}
 ---
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: polyaxon-agent
-  labels: {app.kubernetes.io/name: polyaxon, app.kubernetes.io/instance: polyaxon, app.kubernetes.io/component: agent}
-data:
-  POLYAXON_NODE_SELECTOR_EXPERIMENTS: '{"polyaxon":"experiments"}'
-  POLYAXON_TOLERATIONS_EXPERIMENTS: '[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]'
-  POLYAXON_AFFINITY_EXPERIMENTS: '{}'
-  POLYAXON_NODE_SELECTOR_JOBS: '{"polyaxon":"experiments"}'
-  POLYAXON_TOLERATIONS_JOBS: '[{"key":"nvidia.com/gpu","operator":"Exists","effect":"NoSchedule"}]'
-  POLYAXON_NODE_SELECTOR_BUILDS: '{"polyaxon":"builds"}'
-  POLYAXON_NODE_SELECTOR_TENSORBOARDS: '{}'
-  POLYAXON_NODE_SELECTOR_NOTEBOOKS: '{}'
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: polyaxon-runs-experiments}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  matchConditions:
+  - name: category
+    expression: 'object.metadata.?labels.orValue({})[?"polyaxon-deploy/category"].orValue("") == "experiments"'
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"polyaxon": "experiments"}}]'
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "add", path: "/spec/tolerations", value: [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}]'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: polyaxon-runs-experiments}
+spec: {policyName: polyaxon-runs-experiments}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: polyaxon-runs-jobs}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  matchConditions:
+  - name: category
+    expression: 'object.metadata.?labels.orValue({})[?"polyaxon-deploy/category"].orValue("") == "jobs"'
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"polyaxon": "experiments"}}]'
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "add", path: "/spec/tolerations", value: [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}]'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: polyaxon-runs-jobs}
+spec: {policyName: polyaxon-runs-jobs}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: polyaxon-runs-builds}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  matchConditions:
+  - name: category
+    expression: 'object.metadata.?labels.orValue({})[?"polyaxon-deploy/category"].orValue("") == "builds"'
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "add", path: "/spec/nodeSelector", value: {"polyaxon": "builds"}}]'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: polyaxon-runs-builds}
+spec: {policyName: polyaxon-runs-builds}
+---
 ---
 apiVersion: networking.k8s.io/v1
 kind: Ingress
@@ -251,7 +300,13 @@ func (c *cluster) clients(t *testing.T) *clients {
 		require.NoError(t, u.UnmarshalJSON(p.Patch))
 		return true, u, nil
 	})
-	return &clients{cs: cs, dyn: dyn, mapper: testrestmapper.TestOnlyStaticRESTMapper(render.Scheme())}
+	// The static test mapper takes kinds it does not list as namespaced; admission policies are
+	// cluster-scoped, as discovery says on a real server.
+	policies := meta.NewDefaultRESTMapper(nil)
+	for _, k := range []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"} {
+		policies.Add(schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: k}, meta.RESTScopeRoot)
+	}
+	return &clients{cs: cs, dyn: dyn, mapper: meta.FirstHitRESTMapper{MultiRESTMapper: meta.MultiRESTMapper{policies, testrestmapper.TestOnlyStaticRESTMapper(render.Scheme())}}}
 }
 
 func env(t *testing.T, c *cluster, secure bool, policy profile.Policy) *preflight.Env {
@@ -295,15 +350,19 @@ func TestPreflightHealthyCluster(t *testing.T) {
 	for _, r := range c.reviews {
 		asked[r.Verb+" "+r.Resource+"."+r.Group+" "+r.Namespace] = true
 	}
-	for _, want := range []string{"create deployments.apps polyaxon", "patch statefulsets.apps polyaxon", "update configmaps. polyaxon",
-		"create ingresses.networking.k8s.io polyaxon", "list secrets. polyaxon"} {
+	for _, want := range []string{"create deployments.apps polyaxon", "patch statefulsets.apps polyaxon",
+		"create ingresses.networking.k8s.io polyaxon", "list secrets. polyaxon",
+		"create mutatingadmissionpolicies.admissionregistration.k8s.io ", "update mutatingadmissionpolicybindings.admissionregistration.k8s.io "} {
 		assert.True(t, asked[want], "SSAR for %q", want)
 	}
 	assert.False(t, asked["create customresourcedefinitions.apiextensions.k8s.io "], "CRDs already present: not needed")
 	assert.False(t, asked["create namespaces. "], "namespace exists: not needed")
 	// Dry-run: every object once, CRD skipped (present, Helm never updates crds/).
 	assert.ElementsMatch(t, []string{"deployments/polyaxon/polyaxon-gateway", "statefulsets/polyaxon/polyaxon-postgresql",
-		"configmaps/polyaxon/polyaxon-agent", "ingresses/polyaxon/polyaxon-gateway"}, c.applies)
+		"ingresses/polyaxon/polyaxon-gateway",
+		"mutatingadmissionpolicies//polyaxon-runs-experiments", "mutatingadmissionpolicybindings//polyaxon-runs-experiments",
+		"mutatingadmissionpolicies//polyaxon-runs-jobs", "mutatingadmissionpolicybindings//polyaxon-runs-jobs",
+		"mutatingadmissionpolicies//polyaxon-runs-builds", "mutatingadmissionpolicybindings//polyaxon-runs-builds"}, c.applies)
 }
 
 // Everything wrong at once: every failure is reported, each with its own detail.

@@ -17,7 +17,18 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
+
+// runs is the chart's run-category declaration (the embedded chart's when none is given).
+func (e *Env) runs() *runs.Declaration {
+	if e.Chart != nil {
+		if d, err := runs.Load(e.Chart); err == nil {
+			return d
+		}
+	}
+	return runs.Embedded()
+}
 
 // Scheduler answers "will it schedule" for the release's pods and for one probe run per run
 // category. PlanScheduler (the kube-scheduler's filters via installer/plan) is the default;
@@ -32,6 +43,8 @@ type SchedulingInput struct {
 	Release   string
 	// Objects are the rendered objects (typed where possible).
 	Objects []runtime.Object
+	// Runs are the chart's run categories.
+	Runs *runs.Declaration
 }
 
 // SchedulingResult are the verdicts.
@@ -64,11 +77,11 @@ func (PlanScheduler) Evaluate(ctx context.Context, cs kubernetes.Interface, in S
 	if err != nil {
 		return nil, err
 	}
-	defaults, err := plan.CategoryDefaults(in.Objects)
-	if err != nil && !errors.Is(err, plan.ErrNoAgentConfig) {
+	placement, err := plan.CategoryDefaults(in.Objects, in.Runs, in.Namespace)
+	if err != nil && !errors.Is(err, plan.ErrNoPlacementPolicies) { // the run-placement check says so
 		return nil, err
 	}
-	all := append(append([]plan.PodToPlace(nil), pods...), plan.CategoryProbes(defaults, in.Namespace)...)
+	all := append(append([]plan.PodToPlace(nil), pods...), plan.CategoryProbes(placement, in.Namespace)...)
 	res := plan.Plan(snap, all)
 	out := &SchedulingResult{Categories: map[string]PodVerdict{}}
 	for _, p := range res.Pods {
@@ -111,7 +124,7 @@ func (e *Env) scheduling(ctx context.Context) (*SchedulingResult, error) {
 			e.schedErr = err
 			return
 		}
-		e.sched, e.schedErr = e.Scheduler.Evaluate(ctx, cs, SchedulingInput{Namespace: e.Namespace, Release: e.Release, Objects: e.objects()})
+		e.sched, e.schedErr = e.Scheduler.Evaluate(ctx, cs, SchedulingInput{Namespace: e.Namespace, Release: e.Release, Objects: e.objects(), Runs: e.runs()})
 	})
 	return e.sched, e.schedErr
 }
@@ -139,7 +152,7 @@ func (e *Env) schedulingChecks() []check.Check {
 		{ID: "scheduling-dependencies", Category: "scheduling", Description: "Postgres, RabbitMQ and Redis pods fit a Ready node", Severity: check.Error, Hint: hint,
 			Run: e.podsCheck(func(v PodVerdict) bool { return v.Category != "core" && dependencyComponents[v.Component] })},
 	}
-	for _, cat := range plan.RunCategories {
+	for _, cat := range e.runs().Names() {
 		cat := cat
 		checks = append(checks, check.Check{
 			ID: "scheduling-" + cat, Category: "scheduling", Severity: check.Error, Hint: hint,
@@ -254,12 +267,9 @@ func (e *Env) checkGPU(ctx context.Context) (string, error) {
 		}
 	}
 	var guesses []string
-	if defaults, err := plan.CategoryDefaults(e.objects()); err == nil {
-		for _, cat := range plan.RunCategories {
-			d, ok := defaults[cat]
-			if !ok {
-				continue
-			}
+	if placement, err := plan.CategoryDefaults(e.objects(), e.runs(), e.Namespace); err == nil {
+		for _, d := range placement.Categories {
+			cat := d.Category
 			for _, t := range d.Tolerations {
 				if strings.Contains(strings.ToLower(t.Key), "gpu") {
 					guesses = append(guesses, cat)

@@ -366,10 +366,34 @@ func capabilities(opts Options) (*chartutil.Capabilities, error) {
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kv
-	if len(opts.APIVersions) > 0 {
-		caps.APIVersions = append(append(chartutil.VersionSet{}, caps.APIVersions...), opts.APIVersions...)
+	extra := opts.APIVersions
+	if len(extra) == 0 {
+		extra = defaultKinds(kv)
+	}
+	if len(extra) > 0 {
+		caps.APIVersions = append(append(chartutil.VersionSet{}, caps.APIVersions...), extra...)
 	}
 	return caps, nil
+}
+
+// mutatingPolicyKinds are served, and on by default, from Kubernetes 1.36 (GA). The chart
+// checks for them as a cluster's discovery lists them ("group/version/Kind"); Helm's offline
+// version set names group/versions only, so an offline render for a version that has them
+// adds them itself.
+var mutatingPolicyKinds = []string{
+	"admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+	"admissionregistration.k8s.io/v1/MutatingAdmissionPolicyBinding",
+}
+
+func defaultKinds(kv *chartutil.KubeVersion) []string {
+	v, err := semver.NewVersion(kv.Version)
+	if err != nil {
+		return nil
+	}
+	if v.Major() > 1 || v.Minor() >= 36 {
+		return mutatingPolicyKinds
+	}
+	return nil
 }
 
 func copyValues(vals map[string]any) (map[string]any, error) {

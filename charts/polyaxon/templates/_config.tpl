@@ -76,21 +76,88 @@ redis-password
 {{- if eq .Values.broker "rabbitmq" -}}{{ include "polyaxon.rabbitmq.enabled" . }}{{- else if eq .Values.broker "redis" -}}{{ include "polyaxon.redis.enabled" . }}{{- end -}}
 {{- end -}}
 
-{{/* Environment every platform container gets (secrets by reference, never inline). */}}
-{{- define "polyaxon.env.platform" -}}
+{{/* Redis as Celery broker: "host:port" of the in-cluster or external Redis. */}}
+{{- define "polyaxon.redis.address" -}}
+{{- if .Values.redis.enabled -}}
+{{- printf "%s:6379" (include "polyaxon.componentName" (dict "ctx" . "component" "redis")) -}}
+{{- else -}}
+{{- printf "%s:%v" .Values.externalServices.redis.host .Values.externalServices.redis.port -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Celery runs (and the API hands work to it) only when enabled and its broker is there. */}}
+{{- define "polyaxon.celery.enabled" -}}
+{{- if and .Values.scheduler.enabled (include "polyaxon.broker.available" .) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+Addresses of the gateway (API, streams and nginx in one pod). The agent, the operator and the
+gateway's own nginx reach the platform through the gateway Service.
+*/}}
+{{- define "polyaxon.gateway.serviceName" -}}
+{{- include "polyaxon.componentName" (dict "ctx" . "component" "gateway") -}}
+{{- end -}}
+
+{{- define "polyaxon.gateway.fqdn" -}}
+{{- printf "%s.%s.svc.%s" (include "polyaxon.gateway.serviceName" .) .Release.Namespace .Values.dns.clusterDomain -}}
+{{- end -}}
+
+{{- define "polyaxon.gateway.scheme" -}}
+{{- ternary "https" "http" .Values.ssl.enabled -}}
+{{- end -}}
+
+{{/* POLYAXON_HOST of the agent: the gateway Service URL (the CLI defaults to localhost:8000). */}}
+{{- define "polyaxon.gateway.url" -}}
+{{- printf "%s://%s:%v" (include "polyaxon.gateway.scheme" .) (include "polyaxon.gateway.fqdn" .) .Values.gateway.service.port -}}
+{{- end -}}
+
+{{/*
+POLYAXON_ALLOWED_HOSTS as a JSON list: the user's hosts plus the gateway Service's in-cluster
+names, so the agent, the operator and the probes (which send Host: <fqdn>) are answered.
+Empty (allow all) when the user set none.
+*/}}
+{{- define "polyaxon.allowedHosts" -}}
+{{- if .Values.allowedHosts -}}
+{{- $svc := include "polyaxon.gateway.serviceName" . -}}
+{{- $hosts := concat .Values.allowedHosts (list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (include "polyaxon.gateway.fqdn" .)) -}}
+{{- toJson ($hosts | uniq) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The runner's namespaced rights (a Role) mean it must watch its own namespace only. */}}
+{{- define "polyaxon.singleNamespace" -}}
+{{- ternary "false" "true" .Values.rbac.clusterScoped -}}
+{{- end -}}
+
+{{/*
+Secret keys the platform processes read, by reference (never inline):
+(dict "ctx" $ "keys" (list "POLYAXON_SECRET_KEY" "POLYAXON_SECRET_INTERNAL_TOKEN"))
+*/}}
+{{- define "polyaxon.env.platformSecret" -}}
+{{- range .keys }}
+- name: {{ . }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "polyaxon.platformSecretName" $.ctx }}
+      key: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* Passwords of the database and the broker, for every process that talks to them. */}}
+{{- define "polyaxon.env.services" -}}
 - name: POLYAXON_DB_PASSWORD
   valueFrom:
     secretKeyRef:
       name: {{ include "polyaxon.postgresql.secretName" . }}
       key: {{ include "polyaxon.postgresql.secretKey" . }}
-{{- if include "polyaxon.rabbitmq.enabled" . }}
+{{- if and (include "polyaxon.celery.enabled" .) (eq .Values.broker "rabbitmq") }}
 - name: POLYAXON_RABBITMQ_PASSWORD
   valueFrom:
     secretKeyRef:
       name: {{ include "polyaxon.rabbitmq.secretName" . }}
       key: {{ include "polyaxon.rabbitmq.secretKey" . }}
 {{- end }}
-{{- if include "polyaxon.redis.hasPassword" . }}
+{{- if and (include "polyaxon.redis.enabled" .) (include "polyaxon.redis.hasPassword" .) }}
 - name: POLYAXON_REDIS_PASSWORD
   valueFrom:
     secretKeyRef:
@@ -99,11 +166,26 @@ redis-password
 {{- end }}
 {{- end -}}
 
+{{/*
+Environment of the platform processes (gateway, Celery): the platform ConfigMap, the agent
+ConfigMap (the API compiles runs with the agent's configuration: without it every run fails
+with "Agent configuration not found") and the proxies ConfigMap (the gateway's nginx routes).
+*/}}
 {{- define "polyaxon.envFrom.platform" -}}
 - configMapRef:
     name: {{ include "polyaxon.componentName" (dict "ctx" . "component" "config") }}
-- secretRef:
-    name: {{ include "polyaxon.platformSecretName" . }}
+- configMapRef:
+    name: {{ include "polyaxon.componentName" (dict "ctx" . "component" "proxies") }}
+{{- if .Values.agent.enabled }}
+- configMapRef:
+    name: {{ include "polyaxon.componentName" (dict "ctx" . "component" "agent") }}
+{{- end }}
+{{- include "polyaxon.artifactsStore.envFrom" . }}
+{{- end -}}
+
+{{- define "polyaxon.env.platform" -}}
+{{- include "polyaxon.env.services" . }}
+{{- include "polyaxon.env.platformSecret" (dict "ctx" . "keys" (list "POLYAXON_SECRET_KEY" "POLYAXON_SECRET_INTERNAL_TOKEN")) }}
 {{- end -}}
 
 {{/* Writable scratch space for images run with a read-only or non-root root filesystem. */}}

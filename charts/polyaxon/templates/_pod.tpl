@@ -8,13 +8,27 @@ metadata:
   labels:
     {{- include "polyaxon.podLabels" . | nindent 4 }}
   annotations:
-    checksum/config: {{ include "polyaxon.checksum" (dict "ctx" .ctx "path" "/platform/configmap.yaml") }}
-    {{- if has .component (list "agent" "operator") }}
-    checksum/agent-config: {{ include "polyaxon.checksum" (dict "ctx" .ctx "path" "/agent/configmap.yaml") }}
+    {{- range $name, $path := include "polyaxon.core.configSources" . | fromJson }}
+    checksum/{{ $name }}: {{ include "polyaxon.checksum" (dict "ctx" $.ctx "path" $path) }}
     {{- end }}
     {{- with .values.podAnnotations }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
+{{- end -}}
+
+{{/* The ConfigMaps a component reads its environment from, by checksum name. */}}
+{{- define "polyaxon.core.configSources" -}}
+{{- if eq .component "agent" -}}
+{"agent-config":"/agent/configmap.yaml"}
+{{- else if eq .component "operator" -}}
+{"operator-config":"/operator/configmap.yaml"}
+{{- else if eq .component "migrations" -}}
+{"config":"/platform/configmap.yaml"}
+{{- else if .ctx.Values.agent.enabled -}}
+{"config":"/platform/configmap.yaml","proxies-config":"/gateway/configmap.yaml","agent-config":"/agent/configmap.yaml"}
+{{- else -}}
+{"config":"/platform/configmap.yaml","proxies-config":"/gateway/configmap.yaml"}
+{{- end -}}
 {{- end -}}
 
 {{/* Pod-level spec fields of a core pod: scheduling (category core), security, pull secrets. */}}

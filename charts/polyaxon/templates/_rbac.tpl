@@ -1,88 +1,241 @@
 {{/*
-RBAC of the workload runner: namespaced (Role) by default, cluster-wide (ClusterRole) when
-rbac.clusterScoped. (dict "ctx" $ "component" "agent")
+RBAC of the processes that talk to the Kubernetes API: the agent (creates runs), the operator
+(reconciles them), the gateway (streams reads run pods and logs) and run pods themselves.
+The rules are those of Polyaxon's own chart (polyaxon/charts 2.15.1, `agent-sa.yaml`,
+`operator-sa.yaml`, `runs-sa.yaml`), no more; charts/testdata/rbac-upstream.yaml lists them
+with their source. Namespaced (Role) by default. With rbac.clusterScoped the rules become a
+ClusterRole, except Secrets and pods/exec, which stay in a Role of the release namespace.
 */}}
+
 {{- define "polyaxon.rbac.rules.agent" -}}
 - apiGroups: [""]
-  resources: [pods, pods/log, pods/exec, services, configmaps, secrets, events, persistentvolumeclaims]
-  verbs: [get, list, watch, create, update, patch, delete]
-- apiGroups: [apps]
-  resources: [deployments]
-  verbs: [get, list, watch, create, update, patch, delete]
+  resources: [pods]
+  verbs: [get, watch, list, create, delete, deletecollection, patch]
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, watch, list, create, delete, patch]
+- apiGroups: [""]
+  resources: [configmaps, secrets]
+  verbs: [get, update, patch, create, delete]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, create, patch, delete, list]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, create, patch, delete, list]
+- apiGroups: [metrics.k8s.io]
+  resources: [pods, nodes]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [events, pods/status, pods/log]
+  verbs: [watch, get, list]
+- apiGroups: [""]
+  resources: [pods/exec]
+  verbs: [get, create]
 - apiGroups: [polyaxon.com]
-  resources: [jobs, services, clusters, kfjobs]
-  verbs: [get, list, watch, create, update, patch, delete]
+  resources: [clusters, jobs, kfjobs, services]
+  verbs: [get, watch, list, create, delete, patch]
+{{- end -}}
+
+{{/* The Kubeflow and cluster kinds the operator reconciles, only those switched on. */}}
+{{- define "polyaxon.rbac.operatorKinds" -}}
+{{- $kinds := list -}}
+{{- if .Values.operators.tfjob }}{{ $kinds = append $kinds (list "kubeflow.org" "tfjobs") }}{{ end -}}
+{{- if .Values.operators.pytorchjob }}{{ $kinds = append $kinds (list "kubeflow.org" "pytorchjobs") }}{{ end -}}
+{{- if .Values.operators.mpijob }}{{ $kinds = append $kinds (list "kubeflow.org" "mpijobs") }}{{ end -}}
+{{- if .Values.operators.raycluster }}{{ $kinds = append $kinds (list "ray.io" "rayclusters") }}{{ end -}}
+{{- if .Values.operators.daskcluster }}{{ $kinds = append $kinds (list "kubernetes.dask.org" "daskclusters") }}{{ end -}}
+{{- toJson $kinds -}}
 {{- end -}}
 
 {{- define "polyaxon.rbac.rules.operator" -}}
 - apiGroups: [""]
-  resources: [pods, services, configmaps, events]
-  verbs: [get, list, watch, create, update, patch, delete]
+  resources: [events]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [pods, services]
+  verbs: [create, delete, get, list, patch, update, watch]
+- apiGroups: [""]
+  resources: [pods/status, services/status]
+  verbs: [get, patch, update]
 - apiGroups: [apps]
   resources: [deployments]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [create, delete, get, list, patch, update, watch]
+- apiGroups: [apps]
+  resources: [deployments/status]
+  verbs: [get, patch, update]
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [create, delete, get, list, patch, update, watch]
+- apiGroups: [batch]
+  resources: [jobs/status]
+  verbs: [get, patch, update]
 - apiGroups: [polyaxon.com]
-  resources: [jobs, services, clusters, kfjobs, jobs/status, services/status, clusters/status, kfjobs/status]
-  verbs: [get, list, watch, create, update, patch, delete]
-- apiGroups: [kubeflow.org]
-  resources: [tfjobs, pytorchjobs, mpijobs]
-  verbs: [get, list, watch, create, update, patch, delete]
-- apiGroups: [coordination.k8s.io]
-  resources: [leases]
-  verbs: [get, list, watch, create, update, patch, delete]
+  resources: [clusters, jobs, kfjobs, services]
+  verbs: [create, delete, get, list, patch, update, watch]
+- apiGroups: [polyaxon.com]
+  resources: [clusters/finalizers, jobs/finalizers, kfjobs/finalizers, services/finalizers]
+  verbs: [update]
+- apiGroups: [polyaxon.com]
+  resources: [clusters/status, jobs/status, kfjobs/status, services/status]
+  verbs: [get, patch, update]
+{{- range $k := include "polyaxon.rbac.operatorKinds" . | fromJsonArray }}
+- apiGroups: [{{ index $k 0 }}]
+  resources: [{{ index $k 1 }}]
+  verbs: [create, delete, get, list, patch, update, watch]
+- apiGroups: [{{ index $k 0 }}]
+  resources: [{{ index $k 1 }}/status]
+  verbs: [get, patch, update]
+{{- end }}
 {{- end -}}
 
+{{/* Streams (in the gateway pod) shows run pods, their events and live logs. */}}
+{{- define "polyaxon.rbac.rules.gateway" -}}
+- apiGroups: [""]
+  resources: [pods, pods/log, pods/status, events]
+  verbs: [get, list, watch]
+- apiGroups: [polyaxon.com]
+  resources: [clusters, jobs, kfjobs, services]
+  verbs: [get, list, watch]
+{{- end -}}
+
+{{- define "polyaxon.rbac.rules.runs" -}}
+- apiGroups: [""]
+  resources: [pods, services, events, pods/status, pods/log]
+  verbs: [get, watch, list]
+- apiGroups: [metrics.k8s.io]
+  resources: [pods, nodes]
+  verbs: [get, list, watch]
+- apiGroups: [polyaxon.com]
+  resources: [clusters, jobs, kfjobs, services]
+  verbs: [get, watch, list]
+{{- end -}}
+
+{{/* Resources that never leave the release namespace, even with rbac.clusterScoped. */}}
+{{- define "polyaxon.rbac.namespacedOnly" -}}
+["secrets","pods/exec"]
+{{- end -}}
+
+{{/*
+Whether a component's RBAC is rendered: (dict "ctx" $ "component" "agent").
+The runner's rights follow rbac.create; the gateway and runs service accounts exist whenever
+their pods do.
+*/}}
+{{- define "polyaxon.rbac.enabled" -}}
+{{- $v := .ctx.Values -}}
+{{- if eq .component "gateway" -}}true
+{{- else if eq .component "runs" -}}{{ if and $v.agent.enabled $v.runs.serviceAccount.create }}true{{ end }}
+{{- else if and $v.rbac.create (index $v .component).enabled -}}true
+{{- end -}}
+{{- end -}}
+
+{{/* Split a rule list: (dict "rules" <list> "namespacedOnly" true|false) -> JSON list. */}}
+{{- define "polyaxon.rbac.split" -}}
+{{- $only := include "polyaxon.rbac.namespacedOnly" . | fromJsonArray -}}
+{{- $out := list -}}
+{{- range $r := .rules -}}
+{{- $keep := list -}}
+{{- range $res := $r.resources -}}
+{{- if eq (has $res $only) $.namespacedOnly }}{{ $keep = append $keep $res }}{{ end -}}
+{{- end -}}
+{{- if $keep }}{{ $out = append $out (dict "apiGroups" $r.apiGroups "resources" $keep "verbs" $r.verbs) }}{{ end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{- define "polyaxon.rbac.clusterScoped" -}}
+{{- if and .ctx.Values.rbac.clusterScoped (has .component (list "agent" "operator")) }}true{{ end -}}
+{{- end -}}
+
+{{- define "polyaxon.rbac.clusterRoleName" -}}
+{{- printf "%s-%s" .ctx.Release.Namespace (include "polyaxon.componentName" .) -}}
+{{- end -}}
+
+{{/* The Role (and, cluster-scoped, the ClusterRole) of a component. */}}
 {{- define "polyaxon.rbac.role" -}}
-{{- if and .ctx.Values.rbac.create (index .ctx.Values .component).enabled }}
+{{- if include "polyaxon.rbac.enabled" . }}
+{{- $rules := include (printf "polyaxon.rbac.rules.%s" .component) .ctx | fromYamlArray }}
+{{- $namespaced := $rules }}
+{{- if include "polyaxon.rbac.clusterScoped" . }}
+{{- $namespaced = include "polyaxon.rbac.split" (dict "rules" $rules "namespacedOnly" true) | fromJsonArray }}
 apiVersion: rbac.authorization.k8s.io/v1
-kind: {{ ternary "ClusterRole" "Role" .ctx.Values.rbac.clusterScoped }}
+kind: ClusterRole
 metadata:
-  {{- if .ctx.Values.rbac.clusterScoped }}
-  name: {{ printf "%s-%s" .ctx.Release.Namespace (include "polyaxon.componentName" .) }}
-  {{- else }}
-  name: {{ include "polyaxon.componentName" . }}
-  namespace: {{ .ctx.Release.Namespace }}
-  {{- end }}
+  name: {{ include "polyaxon.rbac.clusterRoleName" . }}
   labels:
     {{- include "polyaxon.labels" . | nindent 4 }}
 rules:
-  {{- include (printf "polyaxon.rbac.rules.%s" .component) . | nindent 2 }}
+  {{- include "polyaxon.rbac.split" (dict "rules" $rules "namespacedOnly" false) | fromJsonArray | toYaml | nindent 2 }}
+{{- end }}
+{{- if $namespaced }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ include "polyaxon.componentName" . }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "polyaxon.labels" . | nindent 4 }}
+rules:
+  {{- toYaml $namespaced | nindent 2 }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
 {{- define "polyaxon.rbac.binding" -}}
-{{- if and .ctx.Values.rbac.create (index .ctx.Values .component).enabled }}
-{{- $kind := ternary "ClusterRole" "Role" .ctx.Values.rbac.clusterScoped }}
+{{- if include "polyaxon.rbac.enabled" . }}
+{{- $subject := dict "kind" "ServiceAccount" "name" (include "polyaxon.serviceAccountName" .) "namespace" .ctx.Release.Namespace }}
+{{- $rules := include (printf "polyaxon.rbac.rules.%s" .component) .ctx | fromYamlArray }}
+{{- $namespaced := $rules }}
+{{- if include "polyaxon.rbac.clusterScoped" . }}
+{{- $namespaced = include "polyaxon.rbac.split" (dict "rules" $rules "namespacedOnly" true) | fromJsonArray }}
 apiVersion: rbac.authorization.k8s.io/v1
-kind: {{ $kind }}Binding
+kind: ClusterRoleBinding
 metadata:
-  {{- if .ctx.Values.rbac.clusterScoped }}
-  name: {{ printf "%s-%s" .ctx.Release.Namespace (include "polyaxon.componentName" .) }}
-  {{- else }}
-  name: {{ include "polyaxon.componentName" . }}
-  namespace: {{ .ctx.Release.Namespace }}
-  {{- end }}
+  name: {{ include "polyaxon.rbac.clusterRoleName" . }}
   labels:
     {{- include "polyaxon.labels" . | nindent 4 }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
-  kind: {{ $kind }}
-  name: {{ ternary (printf "%s-%s" .ctx.Release.Namespace (include "polyaxon.componentName" .)) (include "polyaxon.componentName" .) .ctx.Values.rbac.clusterScoped }}
+  kind: ClusterRole
+  name: {{ include "polyaxon.rbac.clusterRoleName" . }}
 subjects:
-- kind: ServiceAccount
-  name: {{ include "polyaxon.serviceAccountName" . }}
+  - {{ toJson $subject }}
+{{- end }}
+{{- if $namespaced }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ include "polyaxon.componentName" . }}
   namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "polyaxon.labels" . | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ include "polyaxon.componentName" . }}
+subjects:
+  - {{ toJson $subject }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
+{{/* Whether a component's ServiceAccount exists: whenever its pods do. */}}
+{{- define "polyaxon.serviceAccount.enabled" -}}
+{{- $v := .ctx.Values -}}
+{{- if eq .component "gateway" -}}true
+{{- else if eq .component "runs" -}}{{ if and $v.agent.enabled $v.runs.serviceAccount.create }}true{{ end }}
+{{- else if (index $v .component).enabled -}}true
+{{- end -}}
+{{- end -}}
+
+{{/*
+A component's ServiceAccount: only the processes that call the Kubernetes API have one (agent,
+operator, the gateway's streams, runs); every other pod runs without a token.
+*/}}
 {{- define "polyaxon.rbac.serviceAccount" -}}
-{{- if (index .ctx.Values .component).enabled }}
+{{- if include "polyaxon.serviceAccount.enabled" . }}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
@@ -90,5 +243,12 @@ metadata:
   namespace: {{ .ctx.Release.Namespace }}
   labels:
     {{- include "polyaxon.labels" . | nindent 4 }}
+{{- /* Polyaxon gives run pods no pull secret of its own: the service account's reach them all. */}}
+{{- if and (eq .component "runs") .ctx.Values.imagePullSecrets }}
+imagePullSecrets:
+{{- range .ctx.Values.imagePullSecrets }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end -}}

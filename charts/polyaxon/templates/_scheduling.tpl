@@ -62,11 +62,9 @@ affinity:
 {{- end }}
 {{- end -}}
 
-{{/* A run category's defaults as JSON for the runner: (dict "ctx" $ "category" "jobs") */}}
-{{- define "polyaxon.scheduling.runDefaults" -}}
-{{- include "polyaxon.scheduling.resolve" . -}}
-{{- end -}}
-
+{{/* The run categories' names, from files/run-categories.yaml (the one declaration). */}}
 {{- define "polyaxon.runCategories" -}}
-["experiments","jobs","builds","tensorboards","notebooks"]
+{{- $names := list -}}
+{{- range (include "polyaxon.runs.categoryFile" . | fromYaml).categories }}{{ $names = append $names .name }}{{ end -}}
+{{- toJson $names -}}
 {{- end -}}

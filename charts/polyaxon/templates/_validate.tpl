@@ -1,6 +1,6 @@
 {{/*
-Render-time checks with errors that name the value and the fix. Called from the platform
-ConfigMap, which every render produces.
+Render-time checks with errors that name the value and the fix. Run by validate-values.yaml,
+which every render includes.
 */}}
 {{- define "polyaxon.validate" -}}
 {{- $_ := include "polyaxon.scheduling.nodeSelectors" . -}}
@@ -15,10 +15,103 @@ ConfigMap, which every render produces.
 {{- fail (printf "values: %s.enabled needs the broker %q, which is not available: set %s.enabled=true or externalServices.%s.host" $c $.Values.broker $.Values.broker $.Values.broker) -}}
 {{- end -}}
 {{- end -}}
+{{- range $c := list "worker" "beat" -}}
+{{- if and (index $.Values $c).enabled (not $.Values.scheduler.enabled) -}}
+{{- fail (printf "values: %s.enabled needs scheduler.enabled: the API hands work to Celery (POLYAXON_SCHEDULER_ENABLED) only when the scheduler runs; set scheduler.enabled=true or %s.enabled=false" $c $c) -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.ssl.enabled (not .Values.ssl.secretName) -}}
 {{- fail "values: ssl.enabled is true but ssl.secretName is empty: name a Secret of type kubernetes.io/tls" -}}
 {{- end -}}
 {{- if and .Values.migrations.renderJob .Values.migrations.useHelmHooks -}}
 {{- fail "values: migrations.renderJob is set by polyaxon-deploy only; with migrations.useHelmHooks=true leave it false" -}}
+{{- end -}}
+{{- include "polyaxon.validate.artifactsStore" . -}}
+{{- include "polyaxon.validate.connections" . -}}
+{{- end -}}
+
+{{/* True when lookups reach a cluster (offline renders see nothing, so they check nothing). */}}
+{{- define "polyaxon.online" -}}
+{{- if lookup "v1" "Namespace" "" "kube-system" }}true{{ end -}}
+{{- end -}}
+
+{{/* (dict "ctx" $ "name" "my-secret" "at" "artifactsStore.secret.name") */}}
+{{- define "polyaxon.validate.secretExists" -}}
+{{- if and .name (include "polyaxon.online" .ctx) (not (lookup "v1" "Secret" .ctx.Release.Namespace .name)) -}}
+{{- fail (printf "values: %s: Secret %q not found in namespace %q: create it first (kubectl -n %s create secret generic %s --from-literal=KEY=VALUE ...), or fix the name" .at .name .ctx.Release.Namespace .ctx.Release.Namespace .name) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "polyaxon.validate.absolutePath" -}}
+{{- if not (hasPrefix "/" (toString .path)) -}}
+{{- fail (printf "values: %s: %q is not an absolute path: write it from the root, e.g. /%s" .at (toString .path) (trimPrefix "./" (toString .path))) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "polyaxon.validate.artifactsStore" -}}
+{{- $s := .Values.artifactsStore -}}
+{{- if .Values.agent.enabled -}}
+{{- $buckets := include "polyaxon.artifactsStore.bucketKinds" . | fromJson -}}
+{{- if not $s.name -}}
+{{- fail "values: artifactsStore.name is empty: runs refer to the store by this name; set it, e.g. artifacts" -}}
+{{- end -}}
+{{- if hasKey $buckets $s.kind -}}
+{{- $prefix := index $buckets $s.kind -}}
+{{- if not (hasPrefix $prefix (toString $s.bucket)) -}}
+{{- fail (printf "values: artifactsStore.bucket: the %s store needs a bucket URL starting with %q (got %q), e.g. %sbucket-name" $s.kind $prefix (toString $s.bucket) (ternary "wasbs://container@account.blob.core.windows.net/" $prefix (eq $s.kind "wasb"))) -}}
+{{- end -}}
+{{- if not $s.secret.name -}}
+{{- fail (printf "values: artifactsStore.secret.name is empty: the %s bucket needs credentials; create a Secret with them and name it here (see values/artifacts-%s.yaml)" $s.kind $s.kind) -}}
+{{- end -}}
+{{- else if eq $s.kind "host_path" -}}
+{{- include "polyaxon.validate.absolutePath" (dict "path" $s.hostPath "at" "artifactsStore.hostPath") -}}
+{{- else if ne $s.kind "volume_claim" -}}
+{{- fail (printf "values: artifactsStore.kind: %q is not a store kind: use volume_claim, host_path, s3, gcs or wasb" $s.kind) -}}
+{{- end -}}
+{{- if include "polyaxon.artifactsStore.isVolume" . -}}
+{{- include "polyaxon.validate.absolutePath" (dict "path" $s.mountPath "at" "artifactsStore.mountPath") -}}
+{{- end -}}
+{{- if $s.secret.mountPath -}}
+{{- include "polyaxon.validate.absolutePath" (dict "path" $s.secret.mountPath "at" "artifactsStore.secret.mountPath") -}}
+{{- end -}}
+{{- include "polyaxon.validate.secretExists" (dict "ctx" . "name" $s.secret.name "at" "artifactsStore.secret.name") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Connections: named once each; no two mounts on one path, none over Polyaxon's own paths. */}}
+{{- define "polyaxon.validate.connections" -}}
+{{- $names := dict $.Values.artifactsStore.name "artifactsStore.name" -}}
+{{- range $i, $c := .Values.connections -}}
+{{- if not $c.name -}}
+{{- fail (printf "values: connections[%d].name is empty: runs request a connection by name; set one" $i) -}}
+{{- end -}}
+{{- if hasKey $names $c.name -}}
+{{- fail (printf "values: connections[%d].name: %q is already used by %s: give each connection its own name" $i $c.name (index $names $c.name)) -}}
+{{- end -}}
+{{- $_ := set $names $c.name (printf "connections[%d].name" $i) -}}
+{{- range $res := list "secret" "configMap" -}}
+{{- $r := index $c $res | default dict -}}
+{{- if and $r (not $r.name) -}}
+{{- fail (printf "values: connections[%d].%s.name is empty: name the %s to mount" $i $res (ternary "Secret" "ConfigMap" (eq $res "secret"))) -}}
+{{- end -}}
+{{- end -}}
+{{- with $c.secret }}{{ include "polyaxon.validate.secretExists" (dict "ctx" $ "name" .name "at" (printf "connections[%d].secret.name" $i)) }}{{ end -}}
+{{- end -}}
+{{- $mounts := include "polyaxon.connections.mounts" . | fromJsonArray -}}
+{{- $reserved := include "polyaxon.connections.reservedPaths" . | fromJsonArray -}}
+{{- range $i, $a := $mounts -}}
+{{- include "polyaxon.validate.absolutePath" (dict "path" $a.path "at" $a.at) -}}
+{{- $pa := trimSuffix "/" $a.path -}}
+{{- range $r := $reserved -}}
+{{- if or (eq $pa $r) (hasPrefix (printf "%s/" $r) $pa) (hasPrefix (printf "%s/" $pa) $r) (eq $pa "") -}}
+{{- fail (printf "values: %s: %q would hide Polyaxon's own %s in run pods: mount it elsewhere, e.g. /connections/<name>" $a.at $a.path $r) -}}
+{{- end -}}
+{{- end -}}
+{{- range $j, $b := $mounts -}}
+{{- $pb := trimSuffix "/" $b.path -}}
+{{- if and (lt $i $j) (or (eq $pa $pb) (hasPrefix (printf "%s/" $pa) $pb) (hasPrefix (printf "%s/" $pb) $pa)) -}}
+{{- fail (printf "values: %s %q collides with %s %q: a run would get one mounted over the other; give each its own directory" $b.at $b.path $a.at $a.path) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

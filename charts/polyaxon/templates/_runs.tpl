@@ -1,0 +1,102 @@
+{{/*
+What the agent gives every run: its auxiliary containers and its one scheduling default.
+*/}}
+
+{{/*
+An auxiliary container as the agent reads it: the image and its tag apart (Polyaxon appends
+`imageTag` to `image` itself, so a tag inside `image` would be doubled).
+(dict "ctx" $ "name" "init")
+*/}}
+{{- define "polyaxon.runs.container" -}}
+{{- $c := index .ctx.Values.runs .name -}}
+{{- $registry := $c.image.registry | default .ctx.Values.imageRegistry -}}
+{{- $image := $c.image.repository -}}
+{{- if $registry }}{{ $image = printf "%s/%s" (trimSuffix "/" $registry) $c.image.repository }}{{ end -}}
+{{- $out := dict "image" $image "imageTag" (toString ($c.image.tag | default .ctx.Chart.AppVersion)) "imagePullPolicy" .ctx.Values.imagePullPolicy -}}
+{{- with $c.resources }}{{ $_ := set $out "resources" . }}{{ end -}}
+{{- if hasKey $c "syncInterval" }}{{ $_ := set $out "syncInterval" $c.syncInterval }}{{ end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+POLYAXON_AGENT_DEFAULT_SCHEDULING: the one default the agent applies to every run (a run's own
+environment wins field by field). It is the `jobs` category's: runs that no category policy
+matches are placed like jobs.
+*/}}
+{{- define "polyaxon.runs.defaultScheduling" -}}
+{{- $s := include "polyaxon.scheduling.resolve" (dict "ctx" . "category" "jobs") | fromJson -}}
+{{- $out := dict -}}
+{{- with $s.nodeSelector }}{{ $_ := set $out "nodeSelector" . }}{{ end -}}
+{{- with $s.tolerations }}{{ $_ := set $out "tolerations" . }}{{ end -}}
+{{- with $s.affinity }}{{ $_ := set $out "affinity" . }}{{ end -}}
+{{- with .Values.imagePullSecrets }}{{ $_ := set $out "imagePullSecrets" . }}{{ end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{- define "polyaxon.runs.categoryFile" -}}
+{{- .Files.Get "files/run-categories.yaml" -}}
+{{- end -}}
+
+{{/*
+Run pods are placed per category and hardened by MutatingAdmissionPolicies, evaluated by the
+API server itself (admissionregistration.k8s.io/v1, Kubernetes 1.36 and later). Older clusters
+get none: `polyaxon-deploy check` says so.
+*/}}
+{{- define "polyaxon.runs.policiesEnabled" -}}
+{{- if and .Values.agent.enabled .Values.runs.admissionPolicies.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") }}true{{ end -}}
+{{- end -}}
+
+{{/* Cluster-scoped names carry the namespace: (dict "ctx" $ "name" "experiments") */}}
+{{- define "polyaxon.runs.policyName" -}}
+{{- printf "%s-%s-runs-%s" .ctx.Release.Namespace (include "polyaxon.fullname" .ctx) .name | trunc 253 -}}
+{{- end -}}
+
+{{/*
+A value as a CEL literal. Map values are wrapped in dyn() so maps that mix strings, numbers
+and nested objects (a toleration, an affinity) type-check as map(string, dyn).
+*/}}
+{{- define "polyaxon.cel.literal" -}}
+{{- $k := kindOf . -}}
+{{- if eq $k "map" -}}
+{{- $parts := list -}}
+{{- range $key, $v := . }}{{ $parts = append $parts (printf "%s: dyn(%s)" (toJson $key) (include "polyaxon.cel.literal" $v)) }}{{ end -}}
+{{- printf "{%s}" (join ", " $parts) -}}
+{{- else if eq $k "slice" -}}
+{{- $parts := list -}}
+{{- range . }}{{ $parts = append $parts (include "polyaxon.cel.literal" .) }}{{ end -}}
+{{- printf "[%s]" (join ", " $parts) -}}
+{{- else if or (eq $k "float64") (eq $k "float32") -}}
+{{- if eq (floor .) . }}{{ int64 . }}{{ else }}{{ . }}{{ end -}}
+{{- else -}}
+{{- toJson . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+CEL: is the pod a run of this category? (dict "ctx" $ "category" "experiments")
+A run's own category label wins; otherwise the component label Polyaxon sets decides. The
+fallback category also takes every run pod no other category claims.
+*/}}
+{{- define "polyaxon.runs.memberCEL" -}}
+{{- $file := include "polyaxon.runs.categoryFile" .ctx | fromYaml -}}
+{{- $label := toJson $file.label -}}
+{{- $names := list -}}
+{{- $mine := list -}}
+{{- $claimed := list -}}
+{{- range $file.categories -}}
+{{- $names = append $names .name -}}
+{{- if eq .name $.category }}{{ $mine = .components }}{{ end -}}
+{{- $claimed = concat $claimed .components -}}
+{{- end -}}
+{{- $labels := "object.metadata.?labels.orValue({})" -}}
+{{- $component := printf "%s[?\"app.kubernetes.io/component\"].orValue(\"\")" $labels -}}
+{{- $marked := printf "%s in %s" $label $labels -}}
+{{- $byLabel := printf "%s[%s] == %s" $labels $label (toJson .category) -}}
+{{- $byComponent := printf "%s in %s" $component (toJson $mine) -}}
+{{- if eq .category $file.fallback -}}
+{{- /* Unmarked and unclaimed, or marked with a name that is no category. */ -}}
+{{- $byComponent = printf "(%s || !(%s in %s))" $byComponent $component (toJson ($claimed | uniq)) -}}
+{{- $byLabel = printf "(%s || !(%s[%s] in %s))" $byLabel $labels $label (toJson $names) -}}
+{{- end -}}
+{{- printf "%s[?\"app.kubernetes.io/part-of\"].orValue(\"\") == \"polyaxon-runs\" && (%s ? %s : %s)" $labels $marked $byLabel $byComponent -}}
+{{- end -}}

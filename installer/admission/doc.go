@@ -1,0 +1,10 @@
+// Package admission predicts, without an API server, what the chart's MutatingAdmissionPolicies
+// do to a pod: it runs k8s.io/apiserver's own policy dispatcher (matchConstraints, bindings,
+// matchConditions, CEL mutations) over the rendered policies. `plan` and `check` place run pods
+// with exactly the rules the API server applies, from the one place they are written: the chart.
+//
+// Offline it cannot reproduce the in-tree mutating plugins that run before the policies
+// (DefaultTolerationSeconds, ServiceAccount, ...), the CEL authorizer (every check answers
+// "no opinion"), or params (our policies take none). The e2e scenarios compare its prediction
+// with a real kube-apiserver.
+package admission
