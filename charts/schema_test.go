@@ -160,6 +160,12 @@ func TestSchemaRejects(t *testing.T) {
 		{"ingress path type", `ingress: {pathType: Regex}`, []string{"'/ingress/pathType'"}},
 		{"operators typo", `operators: {tfjobs: true}`, []string{"'/operators'", "'tfjobs'"}},
 		{"migrations flag type", `migrations: {useHelmHooks: "yes"}`, []string{"'/migrations/useHelmHooks'", "want boolean"}},
+		{"name override with a path", `nameOverride: ../../etc`, []string{"'/nameOverride'", "pattern"}},
+		{"full name override upper case", `fullnameOverride: Polyaxon`, []string{"'/fullnameOverride'", "pattern"}},
+		{"artifacts store kind", `artifactsStore: {kind: nfs}`, []string{"'/artifactsStore/kind'", "volume_claim"}},
+		{"connection without a kind", `connections: [{name: data}]`, []string{"'/connections/0'", "kind"}},
+		{"connection kind", `connections: [{name: data, kind: dropbox}]`, []string{"'/connections/0/kind'", "git"}},
+		{"log level nginx cannot take", `logLevel: CRITICAL`, []string{"'/logLevel'", "ERROR"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,4 +222,47 @@ func TestSchemaObjectsAreClosed(t *testing.T) {
 	walk("#", doc)
 	sort.Strings(open)
 	assert.Empty(t, open, "schema objects with properties but without additionalProperties: false")
+}
+
+// Values the schema cannot judge alone are refused when the chart renders, each with its
+// values path and the fix, so nothing is applied (plain `helm` included).
+func TestRenderRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		vals string
+		want []string
+	}{
+		{"Exists with a value", `tolerations: {core: [{key: a, operator: Exists, value: x}]}`, []string{"tolerations.core[0]", "remove value"}},
+		{"Exists with a value on a component", `operator: {tolerations: [{key: a, operator: Exists, value: x}]}`, []string{"operator.tolerations[0]", "operator Equal"}},
+		{"tolerationSeconds without NoExecute", `postgresql: {tolerations: [{key: a, operator: Exists, effect: NoSchedule, tolerationSeconds: 30}]}`, []string{"postgresql.tolerations[0]", "NoExecute"}},
+		{"tolerationSeconds on a run category", `tolerations: {experiments: [{key: a, operator: Exists, tolerationSeconds: 30}]}`, []string{"tolerations.experiments[0]", "NoExecute"}},
+		{"minAvailable over 100%", `gateway: {replicas: 2, pdb: {minAvailable: 150%}}`, []string{"gateway.pdb.minAvailable", "150%"}},
+		{"single replica kept by its budget", `gateway: {replicas: 1, pdb: {minAvailable: 1}}`, []string{"gateway.pdb.minAvailable", "drains hang"}},
+		{"agent kept by its budget", `agent: {pdb: {minAvailable: 1}}`, []string{"agent.pdb.minAvailable", "maxUnavailable: 1"}},
+		{"maxUnavailable zero", `operator: {pdb: {maxUnavailable: 0}}`, []string{"operator.pdb.maxUnavailable", "drains hang"}},
+		{"bucket without credentials", `artifactsStore: {kind: s3, bucket: s3://b}`, []string{"artifactsStore.secret.name", "credentials"}},
+		{"bucket of another kind", `artifactsStore: {kind: gcs, bucket: s3://b, secret: {name: c}}`, []string{"artifactsStore.bucket", "gs://"}},
+		{"host path not absolute", `artifactsStore: {kind: host_path, hostPath: data}`, []string{"artifactsStore.hostPath", "/data"}},
+		{"two mounts on one path", `connections: [{name: a, kind: custom, secret: {name: s, mountPath: /etc/secrets}}, {name: b, kind: volume_claim, schema: {volumeClaim: c, mountPath: /etc/secrets}}]`,
+			[]string{"connections[1].schema.mountPath", "collides with connections[0].secret.mountPath"}},
+		{"a mount inside another", `connections: [{name: a, kind: custom, configMap: {name: m, mountPath: /data}}, {name: b, kind: custom, secret: {name: s, mountPath: /data/keys}}]`,
+			[]string{"connections[1].secret.mountPath", "collides"}},
+		{"a mount over the store", `connections: [{name: a, kind: custom, secret: {name: s, mountPath: /plx-artifacts}}]`,
+			[]string{"connections[0].secret.mountPath", "artifactsStore.mountPath"}},
+		{"a mount over Polyaxon's own files", `connections: [{name: a, kind: custom, secret: {name: s, mountPath: /plx-context/x}}]`,
+			[]string{"connections[0].secret.mountPath", "/plx-context"}},
+		{"two connections with one name", `connections: [{name: a, kind: git}, {name: a, kind: s3}]`, []string{"connections[1].name", "already used"}},
+		{"worker without the scheduler", `{rabbitmq: {enabled: true}, worker: {enabled: true}}`, []string{"worker.enabled needs scheduler.enabled"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := yamlValues(t, tc.vals)
+			require.NoError(t, validateValues(t, vals), "the schema accepts these; the chart must refuse them")
+			_, err := renderWith(loadChart(t), mergeValues(vals), false, nil)
+			require.Error(t, err, "values rendered:\n%s", tc.vals)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
 }

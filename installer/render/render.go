@@ -4,6 +4,7 @@ package render
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -306,7 +307,7 @@ func toRenderValues(ch *chart.Chart, vals map[string]any, opts Options) (chartut
 		IsUpgrade: opts.IsUpgrade,
 	}, caps, opts.SkipSchemaValidation)
 	if err != nil {
-		return nil, schemaError(err)
+		return nil, schemaError(err, ch.Schema)
 	}
 	return top, nil
 }
@@ -423,7 +424,7 @@ type SchemaError struct {
 
 func (e *SchemaError) Error() string { return e.Msg }
 
-func schemaError(err error) error {
+func schemaError(err error, schema []byte) error {
 	msg := err.Error()
 	if !strings.Contains(msg, "schema") {
 		return err
@@ -443,8 +444,64 @@ func schemaError(err error) error {
 		paths = append(paths, dotted)
 		return "at " + dotted
 	})
+	msg = unknownKeyRE.ReplaceAllStringFunc(msg, func(s string) string {
+		m := unknownKeyRE.FindStringSubmatch(s)
+		if known := schemaKeys(schema, m[1]); len(known) > 0 {
+			return s + " (known: " + strings.Join(known, ", ") + ")"
+		}
+		return s
+	})
 	msg = strings.Replace(msg, "values don't meet the specifications of the schema(s) in the following chart(s):", "invalid values (values.schema.json):", 1)
 	return &SchemaError{Paths: paths, Msg: strings.TrimSpace(msg)}
+}
+
+// A typo in a strict map: name what is allowed there, e.g. the run categories under nodeSelectors.
+var unknownKeyRE = regexp.MustCompile(`at ([^:\s]+): additional properties '[^\n]*' not allowed`)
+
+// schemaKeys lists the property names the schema allows at a dotted values path, following
+// local $refs; nil when it cannot tell.
+func schemaKeys(schema []byte, dotted string) []string {
+	var root map[string]any
+	if json.Unmarshal(schema, &root) != nil {
+		return nil
+	}
+	resolve := func(n map[string]any) map[string]any {
+		for i := 0; i < 8; i++ {
+			ref, ok := n["$ref"].(string)
+			if !ok || !strings.HasPrefix(ref, "#/") {
+				return n
+			}
+			next := any(root)
+			for _, seg := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+				m, _ := next.(map[string]any)
+				next = m[seg]
+			}
+			if n, ok = next.(map[string]any); !ok {
+				return nil
+			}
+		}
+		return n
+	}
+	node := resolve(root)
+	if dotted != "(top level)" {
+		for _, seg := range strings.Split(dotted, ".") {
+			props, _ := node["properties"].(map[string]any)
+			child, ok := props[seg].(map[string]any)
+			if !ok {
+				return nil
+			}
+			if node = resolve(child); node == nil {
+				return nil
+			}
+		}
+	}
+	props, _ := node["properties"].(map[string]any)
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func splitDocs(content string) []string {

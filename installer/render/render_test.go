@@ -16,6 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -176,6 +177,16 @@ func TestRenderValueErrorsNameThePath(t *testing.T) {
 			require.ErrorAs(t, err, &se, "values-only validates too")
 		})
 	}
+}
+
+// A typo in a strict map says what the map takes: a run category that does not exist lists the
+// categories.
+func TestRenderUnknownKeyListsTheKnownOnes(t *testing.T) {
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	_, err = render.Render(ch, map[string]any{"nodeSelectors": map[string]any{"gpus": map[string]any{"a": "b"}}}, render.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "at nodeSelectors: additional properties 'gpus' not allowed (known: builds, core, experiments, jobs, notebooks, tensorboards)")
 }
 
 func TestRenderStrictDecoding(t *testing.T) {

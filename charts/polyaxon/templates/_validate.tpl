@@ -28,6 +28,60 @@ which every render includes.
 {{- end -}}
 {{- include "polyaxon.validate.artifactsStore" . -}}
 {{- include "polyaxon.validate.connections" . -}}
+{{- include "polyaxon.validate.tolerations" . -}}
+{{- include "polyaxon.validate.pdbs" . -}}
+{{- end -}}
+
+{{/*
+Tolerations the API server would accept but that cannot mean what was meant, in every list
+the values hold: the categories', the components' and the dependencies'.
+*/}}
+{{- define "polyaxon.validate.tolerations" -}}
+{{- $lists := dict -}}
+{{- range $cat, $l := .Values.tolerations }}{{ $_ := set $lists (printf "tolerations.%s" $cat) $l }}{{ end -}}
+{{- range $c := list "gateway" "scheduler" "worker" "beat" "agent" "operator" "postgresql" "rabbitmq" "redis" -}}
+{{- $_ := set $lists (printf "%s.tolerations" $c) ((index $.Values $c).tolerations | default list) -}}
+{{- end -}}
+{{- range $at, $l := $lists -}}
+{{- range $i, $t := $l -}}
+{{- if and (eq (toString $t.operator) "Exists") $t.value -}}
+{{- fail (printf "values: %s[%d]: operator Exists matches every value of the key, so value %q is meaningless: remove value, or use operator Equal" $at $i (toString $t.value)) -}}
+{{- end -}}
+{{- if and (hasKey $t "tolerationSeconds") (not (kindIs "invalid" $t.tolerationSeconds)) (ne (toString $t.effect) "NoExecute") -}}
+{{- fail (printf "values: %s[%d]: tolerationSeconds only applies to effect NoExecute (how long a pod stays once the taint appears), here the effect is %q: remove tolerationSeconds, or set effect: NoExecute" $at $i (toString ($t.effect | default "any"))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+PodDisruptionBudgets that would stop every node drain: nothing may ever be evicted when the
+budget keeps all replicas (a single replica with minAvailable 1, maxUnavailable 0, or more than
+100%).
+*/}}
+{{- define "polyaxon.validate.pdbs" -}}
+{{- range $c := list "gateway" "scheduler" "worker" "agent" "operator" -}}
+{{- $v := index $.Values $c -}}
+{{- $replicas := int ($v.replicas | default 1) -}}
+{{- if and $v.pdb.enabled (or (eq $c "gateway") $v.enabled) -}}
+{{- $min := $v.pdb.minAvailable -}}
+{{- if not (kindIs "invalid" $min) -}}
+{{- if kindIs "string" $min -}}
+{{- $pct := int (trimSuffix "%" $min) -}}
+{{- if gt $pct 100 -}}
+{{- fail (printf "values: %s.pdb.minAvailable: %s is more than every pod: use a percentage up to 100%%, a count, or maxUnavailable" $c $min) -}}
+{{- end -}}
+{{- if and (eq $pct 100) -}}
+{{- fail (printf "values: %s.pdb.minAvailable: 100%% keeps every pod, so no node drain can ever evict one: lower it or use maxUnavailable: 1" $c) -}}
+{{- end -}}
+{{- else if ge (int $min) $replicas -}}
+{{- fail (printf "values: %s.pdb.minAvailable is %d with %s %d replica(s): no pod may ever be evicted, so node drains hang; lower minAvailable, use maxUnavailable: 1, or run more replicas" $c (int $min) $c $replicas) -}}
+{{- end -}}
+{{- else if eq (toString $v.pdb.maxUnavailable) "0" -}}
+{{- fail (printf "values: %s.pdb.maxUnavailable is 0: no pod may ever be evicted, so node drains hang; use 1 (or a percentage)" $c) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* True when lookups reach a cluster (offline renders see nothing, so they check nothing). */}}
