@@ -2,7 +2,8 @@
 Pieces the dependency StatefulSets share. (dict "ctx" $ "component" "postgresql" "values" .Values.postgresql)
 Dependencies use only their own scheduling keys, never a category's.
 */}}
-{{- define "polyaxon.dependency.podSpec" -}}
+{{- define "polyaxon.dependency.podSpec" }}
+automountServiceAccountToken: false
 {{- include "polyaxon.imagePullSecrets" .ctx }}
 {{- include "polyaxon.securityContext.pod" .ctx }}
 {{- include "polyaxon.scheduling" (dict "ctx" .ctx "component" .values) }}

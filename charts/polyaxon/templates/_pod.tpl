@@ -33,6 +33,10 @@ metadata:
 
 {{/* Pod-level spec fields of a core pod: scheduling (category core), security, pull secrets. */}}
 {{- define "polyaxon.core.podSpec" -}}
+{{- /* Only the processes that call the Kubernetes API (gateway's streams, agent, operator) get a token. */}}
+{{- if not (has .component (list "gateway" "agent" "operator")) }}
+automountServiceAccountToken: false
+{{- end }}
 {{- include "polyaxon.imagePullSecrets" .ctx }}
 {{- include "polyaxon.securityContext.pod" .ctx }}
 {{- include "polyaxon.scheduling" (dict "ctx" .ctx "category" "core" "component" .values "spreadReplicas" .spreadReplicas) }}

@@ -89,11 +89,17 @@ ClusterRole, except Secrets and pods/exec, which stay in a Role of the release n
 {{- end }}
 {{- end -}}
 
-{{/* Streams (in the gateway pod) shows run pods, their events and live logs. */}}
+{{/*
+Streams (in the gateway pod) shows run pods, their events and live logs, and its nginx proxies
+interactive sessions into runs (`polyaxon ops shell`: pods/exec with this pod's token).
+*/}}
 {{- define "polyaxon.rbac.rules.gateway" -}}
 - apiGroups: [""]
   resources: [pods, pods/log, pods/status, events]
   verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [pods/exec]
+  verbs: [get, create]
 - apiGroups: [polyaxon.com]
   resources: [clusters, jobs, kfjobs, services]
   verbs: [get, list, watch]
