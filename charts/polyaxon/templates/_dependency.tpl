@@ -62,7 +62,11 @@ spec:
 {{- end }}
 {{- end -}}
 
-{{/* A dependency accepts traffic only from this release's core pods. */}}
+{{/*
+A dependency accepts traffic only from this release's platform pods. Run pods can never match:
+Polyaxon overwrites `app.kubernetes.io/part-of` and `app.kubernetes.io/component` on every
+run pod with its own values (polyaxon-runs, polyaxon-jobs, ...), whatever labels a run asks for.
+*/}}
 {{- define "polyaxon.dependency.networkPolicy" -}}
 {{- if and .values.enabled .ctx.Values.networkPolicy.enabled }}
 apiVersion: networking.k8s.io/v1
@@ -80,9 +84,7 @@ spec:
   ingress:
   - from:
     - podSelector:
-        matchLabels:
-          app.kubernetes.io/instance: {{ .ctx.Release.Name }}
-          polyaxon.com/role: core
+        {{- include "polyaxon.networkPolicy.platformPods" .ctx | nindent 8 }}
     ports:
     - port: {{ .port }}
       protocol: TCP
