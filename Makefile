@@ -1,6 +1,7 @@
 # polyaxon-deploy: the Helm chart and the installer.
 #   make demo   a local production-shaped cluster with Polyaxon installed on it
 #   make test   every test: unit, chart, real PostgreSQL, real control plane (e2e)
+#   make scan   trivy's misconfiguration checks on every render; fails on HIGH/CRITICAL not in scan-ignore.txt
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/polyaxon-deploy
@@ -8,7 +9,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 70m
 
-.PHONY: all build test unit lint deps binaries demo demo-down bench-plan bench-backup clean
+.PHONY: all build test unit lint scan deps binaries demo demo-down bench-plan bench-backup clean
 
 all: build
 
@@ -34,6 +35,13 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -run 'TestLint|TestSchema' ./charts/...
+
+# Builds trivy once into the binaries' cache, renders every profile alone and with each
+# values/*.yaml, and runs `trivy config` on them offline. SCAN_ARGS="-keep DIR" keeps the
+# manifests and trivy's JSON report.
+scan:
+	@trivy=$$(bash e2e/scripts/build-trivy.sh) && $(GO) build -o bin/chartscan ./e2e/cmd/chartscan && \
+	  bin/chartscan -trivy "$$trivy" -ignore scan-ignore.txt $(SCAN_ARGS)
 
 demo: deps binaries build
 	@bash e2e/scripts/demo.sh up
