@@ -16,6 +16,7 @@
 //	scheduling-<category>    a run of experiments|jobs|builds|tensorboards|notebooks can start
 //	gpu-capacity             Ready nodes offer the GPUs the values ask for
 //	storage-class            persistent volumes have a (default) StorageClass
+//	artifacts-store          runs and the gateway can share the artifacts store (ReadWriteMany when apart)
 //	ingress-class            the Ingress's class exists
 //	gateway-replicas         gateway.replicas meets the profile's minimum
 //	pod-security             every pod passes the profile's Pod Security level
@@ -125,6 +126,9 @@ func Checks(env *Env) []check.Check {
 		check.Check{ID: "storage-class", Category: "storage", Description: "persistent volumes have a StorageClass", Severity: check.Error,
 			Hint: "mark a StorageClass as default (storageclass.kubernetes.io/is-default-class=true) or set <component>.persistence.storageClass",
 			Run:  env.checkStorageClass},
+		check.Check{ID: "artifacts-store", Category: "storage", Description: "runs and the gateway can share the artifacts store", Severity: check.Error,
+			Hint: sharedStoreFix,
+			Run:  env.checkArtifactsStore},
 		check.Check{ID: "ingress-class", Category: "network", Description: "the Ingress class exists", Severity: check.Error,
 			Hint: "install an ingress controller, or set ingress.className to an existing IngressClass (kubectl get ingressclass)",
 			Run:  env.checkIngressClass},

@@ -536,6 +536,6 @@ func TestIDsAreStable(t *testing.T) {
 	assert.Equal(t, []string{
 		"gateway-replicas", "pod-security", "kube-api", "kube-version", "release-state", "rbac", "crd-ownership", "dry-run",
 		"scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
-		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "ingress-class",
+		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "ingress-class",
 	}, preflight.IDs())
 }
