@@ -441,6 +441,61 @@ func TestConfigChecksumFollowsConfigOnly(t *testing.T) {
 	assert.Equal(t, base, sum(render(t, map[string]any{"commonLabels": map[string]any{"team": "ml"}})), "a label change must not")
 }
 
+// Each process rolls when what it reads changes: its own ConfigMaps, and the secret inputs.
+func TestChecksumsFollowWhatEachProcessReads(t *testing.T) {
+	sums := func(r rendered, name string) map[string]string {
+		var d appsv1.Deployment
+		decodeStrict(t, r.get("Deployment", name), &d)
+		return d.Spec.Template.Annotations
+	}
+	base := render(t, profileValues(t, "production"))
+	agentCfg := render(t, profileValues(t, "production"), map[string]any{"runs": map[string]any{"sidecar": map[string]any{"syncInterval": 30}}})
+	assert.NotEqual(t, sums(base, "polyaxon-agent")["checksum/agent-config"], sums(agentCfg, "polyaxon-agent")["checksum/agent-config"])
+	assert.NotEqual(t, sums(base, "polyaxon-gateway")["checksum/agent-config"], sums(agentCfg, "polyaxon-gateway")["checksum/agent-config"], "the API compiles runs with the agent's configuration")
+	assert.Equal(t, sums(base, "polyaxon-operator"), sums(agentCfg, "polyaxon-operator"), "the operator reads none of it")
+
+	rotated := render(t, profileValues(t, "production"), map[string]any{"redis": map[string]any{"auth": map[string]any{"password": "rotated"}}})
+	assert.NotEqual(t, sums(base, "polyaxon-scheduler")["checksum/secrets"], sums(rotated, "polyaxon-scheduler")["checksum/secrets"], "a new password rolls its clients")
+	external := render(t, profileValues(t, "production"), map[string]any{"secrets": map[string]any{"existingSecret": "polyaxon-keys"}})
+	assert.NotEqual(t, sums(base, "polyaxon-gateway")["checksum/secrets"], sums(external, "polyaxon-gateway")["checksum/secrets"], "switching to an existing Secret rolls the pods")
+	labelled := render(t, profileValues(t, "production"), map[string]any{"commonLabels": map[string]any{"team": "ml"}})
+	assert.Equal(t, sums(base, "polyaxon-gateway")["checksum/secrets"], sums(labelled, "polyaxon-gateway")["checksum/secrets"])
+}
+
+// GitOps: with an existing Secret for every generated one, a render generates nothing.
+func TestExistingSecretsGenerateNothing(t *testing.T) {
+	r := render(t, profileValues(t, "production"), map[string]any{
+		"secrets":    map[string]any{"existingSecret": "polyaxon-keys"},
+		"postgresql": map[string]any{"auth": map[string]any{"existingSecret": "pg-creds"}},
+		"rabbitmq":   map[string]any{"auth": map[string]any{"existingSecret": "mq-creds"}},
+		"redis":      map[string]any{"auth": map[string]any{"existingSecret": "redis-creds"}},
+	})
+	assert.Empty(t, r.byKind("Secret"), "every Secret comes from the user")
+	var sts appsv1.StatefulSet
+	decodeStrict(t, r.get("StatefulSet", "polyaxon-rabbitmq"), &sts)
+	for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			assert.Equal(t, "mq-creds", e.ValueFrom.SecretKeyRef.Name, e.Name)
+		}
+	}
+	decodeStrict(t, r.get("StatefulSet", "polyaxon-redis"), &sts)
+	for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			assert.Equal(t, "redis-creds", e.ValueFrom.SecretKeyRef.Name, e.Name)
+		}
+	}
+	var d appsv1.Deployment
+	decodeStrict(t, r.get("Deployment", "polyaxon-scheduler"), &d)
+	refs := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			refs[e.Name] = e.ValueFrom.SecretKeyRef.Name
+		}
+	}
+	assert.Equal(t, map[string]string{"POLYAXON_DB_PASSWORD": "pg-creds", "POLYAXON_RABBITMQ_PASSWORD": "mq-creds",
+		"POLYAXON_REDIS_PASSWORD": "redis-creds", "POLYAXON_SECRET_KEY": "polyaxon-keys", "POLYAXON_SECRET_INTERNAL_TOKEN": "polyaxon-keys"}, refs)
+}
+
 func TestNotesWarn(t *testing.T) {
 	r := render(t, map[string]any{"gateway": map[string]any{"image": map[string]any{"tag": "latest"}}, "postgresql": map[string]any{"persistence": map[string]any{"enabled": false}}})
 	assert.Contains(t, r.notes, "rolling tag")

@@ -28,7 +28,9 @@ postgres-password
 {{- end -}}
 
 {{- define "polyaxon.rabbitmq.secretName" -}}
-{{- if and (not .Values.rabbitmq.enabled) .Values.externalServices.rabbitmq.existingSecret -}}
+{{- if and .Values.rabbitmq.enabled .Values.rabbitmq.auth.existingSecret -}}
+{{- .Values.rabbitmq.auth.existingSecret -}}
+{{- else if and (not .Values.rabbitmq.enabled) .Values.externalServices.rabbitmq.existingSecret -}}
 {{- .Values.externalServices.rabbitmq.existingSecret -}}
 {{- else -}}
 {{- include "polyaxon.componentName" (dict "ctx" . "component" "rabbitmq") -}}
@@ -44,7 +46,9 @@ rabbitmq-password
 {{- end -}}
 
 {{- define "polyaxon.redis.secretName" -}}
-{{- if and (not .Values.redis.enabled) .Values.externalServices.redis.existingSecret -}}
+{{- if and .Values.redis.enabled .Values.redis.auth.existingSecret -}}
+{{- .Values.redis.auth.existingSecret -}}
+{{- else if and (not .Values.redis.enabled) .Values.externalServices.redis.existingSecret -}}
 {{- .Values.externalServices.redis.existingSecret -}}
 {{- else -}}
 {{- include "polyaxon.componentName" (dict "ctx" . "component" "redis") -}}
@@ -197,4 +201,15 @@ with "Agent configuration not found") and the proxies ConfigMap (the gateway's n
 {{- define "polyaxon.volumes.tmp" -}}
 - name: tmp
   emptyDir: {}
+{{- end -}}
+
+{{/*
+A digest of every secret input the platform's processes use: a value given in values, or the
+name of an existing Secret. A change rolls the pods (checksum/secrets). A Secret changed in the
+cluster behind the chart's back is not seen: restart the pods after rotating one.
+*/}}
+{{- define "polyaxon.secretsChecksum" -}}
+{{- $v := .Values -}}
+{{- $in := dict "platform" $v.secrets "postgresql" $v.postgresql.auth "rabbitmq" $v.rabbitmq.auth "redis" $v.redis.auth "external" $v.externalServices "store" $v.artifactsStore.secret -}}
+{{- toJson $in | sha256sum -}}
 {{- end -}}

@@ -11,6 +11,7 @@ metadata:
     {{- range $name, $path := include "polyaxon.core.configSources" . | fromJson }}
     checksum/{{ $name }}: {{ include "polyaxon.checksum" (dict "ctx" $.ctx "path" $path) }}
     {{- end }}
+    checksum/secrets: {{ include "polyaxon.secretsChecksum" .ctx }}
     {{- with .values.podAnnotations }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
