@@ -50,9 +50,9 @@ func profileValues(t testing.TB, name string) map[string]any {
 	return v
 }
 
-// seed returns the path of one of the docs' example configurations shared beside the repo.
+// seed returns the path of one of the docs' example configurations (our copies, testdata/seeds).
 func seed(name string) string {
-	return filepath.Join("..", "..", "shared", "fixtures", "seeds", name)
+	return filepath.Join("testdata", "seeds", name)
 }
 
 // mergeValues layers value maps, last wins, like repeated -f flags.

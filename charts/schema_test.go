@@ -3,6 +3,8 @@ package charts_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 
@@ -264,5 +266,24 @@ func TestRenderRejects(t *testing.T) {
 				assert.Contains(t, err.Error(), w)
 			}
 		})
+	}
+}
+
+// Our seed copies still carry the same settings as the documented configurations, when those
+// are beside the checkout (../shared/fixtures/seeds); a clone on its own tests with the copies.
+func TestSeedCopiesMatchTheShared(t *testing.T) {
+	shared := filepath.Join("..", "..", "shared", "fixtures", "seeds")
+	if _, err := os.Stat(shared); err != nil {
+		t.Skipf("no shared seed fixtures beside the checkout (%s): the copies in testdata/seeds are the reference", shared)
+	}
+	ours, err := filepath.Glob(filepath.Join("testdata", "seeds", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, ours)
+	for _, f := range ours {
+		theirs := filepath.Join(shared, filepath.Base(f))
+		if _, err := os.Stat(theirs); err != nil {
+			continue
+		}
+		assert.Equal(t, readValues(t, theirs), readValues(t, f), "%s differs in its settings from %s", f, theirs)
 	}
 }

@@ -16,11 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
 
 // coreComponents run on the core pool (chart contract), dependencies must stay off the run pools.
 var (
-	coreComponents       = []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "migrations"}
+	coreComponents       = []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "migrations", "admin-user"}
 	dependencyComponents = []string{"postgresql", "rabbitmq", "redis"}
 )
 
@@ -62,7 +63,7 @@ func TestScenario1ProductionInstall(t *testing.T) {
 		for _, d := range deps.Items {
 			names = append(names, d.Name)
 		}
-		assert.ElementsMatch(t, []string{"polyaxon-gateway", "polyaxon-scheduler", "polyaxon-worker", "polyaxon-beat", "polyaxon-agent", "polyaxon-operator"}, names)
+		assert.ElementsMatch(t, []string{"polyaxon-gateway", "polyaxon-scheduler", "polyaxon-agent", "polyaxon-operator"}, names)
 		sts, err := cs.AppsV1().StatefulSets(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
 		require.NoError(t, err)
 		require.Len(t, sts.Items, 3, "postgresql, rabbitmq, redis")
@@ -103,7 +104,7 @@ func TestScenario1ProductionInstall(t *testing.T) {
 				t.Errorf("pod %s has unknown component %q", p.Name, comp)
 			}
 		}
-		for _, comp := range []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "postgresql", "rabbitmq", "redis"} {
+		for _, comp := range []string{"gateway", "scheduler", "agent", "operator", "postgresql", "rabbitmq", "redis"} {
 			assert.Truef(t, seen[comp], "no pod of component %s", comp)
 		}
 		// Two core nodes, two gateway replicas: an HA gateway has one on each.
@@ -113,21 +114,17 @@ func TestScenario1ProductionInstall(t *testing.T) {
 	})
 
 	t.Run("run categories land on their pools", func(t *testing.T) {
-		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctxT(t, time.Minute), "polyaxon-agent", metav1.GetOptions{})
-		require.NoError(t, err, "the runner ConfigMap")
+		// A run pod of each category as Polyaxon creates it: its run labels and no scheduling or
+		// securityContext of its own. The API server's admission policies place and harden it;
+		// the namespace's restricted Pod Security then admits it.
 		pools := nodePools(t, cs)
+		decl := runs.Embedded()
 		for cat := range runCategoryPools {
-			spec := corev1.PodSpec{}
-			decodeKey(t, cm.Data, "POLYAXON_NODE_SELECTOR_"+cat, &spec.NodeSelector)
-			decodeKey(t, cm.Data, "POLYAXON_TOLERATIONS_"+cat, &spec.Tolerations)
-			aff := &corev1.Affinity{}
-			decodeKey(t, cm.Data, "POLYAXON_AFFINITY_"+cat, aff)
-			if aff.NodeAffinity != nil || aff.PodAffinity != nil || aff.PodAntiAffinity != nil {
-				spec.Affinity = aff
-			}
 			name := "probe-" + strings.ToLower(cat)
-			_, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), restrictedPod(name, spec), metav1.CreateOptions{})
-			require.NoError(t, err, "create probe %s (restricted Pod Security)", name)
+			pod := decl.Pod(strings.ToLower(cat), ns)
+			pod.GenerateName, pod.Name = "", name
+			_, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), pod, metav1.CreateOptions{})
+			require.NoError(t, err, "create run pod %s (restricted Pod Security)", name)
 			t.Cleanup(func() {
 				_ = cs.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
 			})
@@ -143,9 +140,9 @@ func TestScenario1ProductionInstall(t *testing.T) {
 				node = p.Spec.NodeName
 				return node != "", unschedulableReason(p), nil
 			})
-			assert.Equalf(t, want, pools[node], "a %s run with the runner's defaults landed on %s", cat, node)
+			assert.Equalf(t, want, pools[node], "a %s run landed on %s", cat, node)
 		}
-		// The user-facing canary agrees (it schedules from the rendered values).
+		// The user-facing canary agrees (it schedules what the policies give each category).
 		c.deploy(t, "plan", "--canary", "--no-release", "-o", "json").requireExit(t, 0)
 	})
 

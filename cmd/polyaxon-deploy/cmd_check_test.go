@@ -69,7 +69,7 @@ func productionCluster(t *testing.T) *kube.Settings {
 		fakeNode("core-1", "core", nil, false), fakeNode("core-2", "core", nil, false),
 		fakeNode("gpu-1", "experiments", gpuTaint, true),
 		fakeNode("build-1", "builds", nil, false),
-		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "standard", Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}}, Provisioner: "x"},
+		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "standard", Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}}, Provisioner: "nfs.csi.k8s.io"},
 	)
 }
 
@@ -136,7 +136,7 @@ func TestCheckPreFailuresExit3(t *testing.T) {
 }
 
 func TestCheckStrictCountsLegacyInputWarnings(t *testing.T) {
-	seed := "../../../shared/fixtures/seeds/production-node-pools.yaml"
+	seed := "../../charts/testdata/seeds/production-node-pools.yaml"
 	r := runCLI(t, productionCluster(t), "check", "--pre", "-f", seed)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	r = runCLI(t, productionCluster(t), "check", "--pre", "-f", seed, "--strict")

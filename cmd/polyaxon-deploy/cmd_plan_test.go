@@ -56,7 +56,7 @@ func TestPlanTopologySaysWhatIsMissing(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		nodes = append(nodes, planTestNode(fmt.Sprintf("cpu-%d", i), 4, 8, 0, "cpu-nodes"))
 	}
-	code, out, _ := runPlanCommand(t, nodes, "--topology", "../../../shared/fixtures/seeds/distributed-tf.yaml")
+	code, out, _ := runPlanCommand(t, nodes, "--topology", "../../charts/testdata/seeds/distributed-tf.yaml")
 	assert.Equal(t, ExitCheckFailed, code, out)
 	assert.Contains(t, out, "TOPOLOGY distributed-tf (11 replicas): does not fit")
 	assert.Contains(t, out, "missing: worker 6: need 1 more node with 1 free nvidia.com/gpu matching polyaxon=gpu-node")
@@ -64,7 +64,7 @@ func TestPlanTopologySaysWhatIsMissing(t *testing.T) {
 
 	// With one more GPU node the whole run fits.
 	nodes = append(nodes, planTestNode("gpu-5", 8, 32, 1, "gpu-node"))
-	code, out, _ = runPlanCommand(t, nodes, "--topology", "../../../shared/fixtures/seeds/distributed-tf.yaml")
+	code, out, _ = runPlanCommand(t, nodes, "--topology", "../../charts/testdata/seeds/distributed-tf.yaml")
 	assert.Equal(t, ExitOK, code, out)
 	assert.Contains(t, out, "TOPOLOGY distributed-tf (11 replicas): fits")
 }

@@ -35,7 +35,7 @@ func TestRenderValuesOnlyLayering(t *testing.T) {
 }
 
 func TestRenderJSONResult(t *testing.T) {
-	seed := "../../../shared/fixtures/seeds/production-node-pools.yaml"
+	seed := "../../charts/testdata/seeds/production-node-pools.yaml"
 	r := runCLI(t, nil, "render", "-f", seed, "-o", "json")
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	var doc struct {

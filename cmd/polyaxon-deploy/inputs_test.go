@@ -41,7 +41,7 @@ func TestCheckAndRenderStartAlike(t *testing.T) {
 	assert.Contains(t, chk.stderr, `unknown profile "prod"`)
 	assert.NotContains(t, chk.stderr, "[kube-api]", "no check ran")
 
-	seed := "../../../shared/fixtures/seeds/production-node-pools.yaml"
+	seed := "../../charts/testdata/seeds/production-node-pools.yaml"
 	ren = runCLI(t, nil, "render", "-f", seed)
 	require.Equal(t, ExitOK, ren.code, ren.stderr)
 	require.NotEmpty(t, ren.stderr, "the seed has a legacy spelling")

@@ -1,11 +1,9 @@
 package plan_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,23 +67,10 @@ func boundPod(name, nodeName string, req map[string]string) corev1.Pod {
 
 func itoa(i int) string { return resource.NewQuantity(int64(i), resource.DecimalSI).String() }
 
-// seedsDir is ../shared/fixtures/seeds relative to the repository root (where go.mod is).
+// seedsDir is the repository's copies of the docs' example configurations.
 func seedsDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, parent, dir, "go.mod not found above the test directory")
-		dir = parent
-	}
-	seeds := filepath.Join(dir, "..", "shared", "fixtures", "seeds")
-	_, err = os.Stat(seeds)
-	require.NoError(t, err, "the seed fixtures must be at ../shared/fixtures/seeds next to the repository")
-	return seeds
+	return filepath.Join("..", "..", "charts", "testdata", "seeds")
 }
 
 func byName(t testing.TB, r *plan.Result, name string) plan.PodResult {

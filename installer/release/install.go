@@ -39,6 +39,12 @@ func (c *Client) Install(ctx context.Context, ch *chart.Chart, vals map[string]a
 		revision = last.Version + 1
 	}
 
+	if !o.dryRun {
+		// CRDs another release installed earlier (Helm then skips crds/) are brought up to date.
+		if _, err := c.ApplyCRDs(ctx, ch); err != nil {
+			return nil, err
+		}
+	}
 	in := action.NewInstall(c.withContext(ctx))
 	in.ReleaseName = c.name
 	in.Namespace = c.namespace

@@ -43,6 +43,11 @@ func (c *Client) Upgrade(ctx context.Context, ch *chart.Chart, vals map[string]a
 		prev = good.Version
 	}
 
+	if !o.dryRun {
+		if _, err := c.ApplyCRDs(ctx, ch); err != nil {
+			return nil, err
+		}
+	}
 	up := action.NewUpgrade(c.withContext(ctx))
 	up.Namespace = c.namespace
 	up.Wait = true

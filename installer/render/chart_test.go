@@ -22,7 +22,7 @@ func TestEmbeddedChartProfilesAndSeeds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "polyaxon", ch.Name())
 
-	seeds, err := filepath.Glob("../../../shared/fixtures/seeds/*.yaml")
+	seeds, err := filepath.Glob("../../charts/testdata/seeds/*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, seeds)
 	examples, err := filepath.Glob("../../values/*.yaml") // documented example files

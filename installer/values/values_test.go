@@ -103,7 +103,7 @@ func TestBuildErrors(t *testing.T) {
 }
 
 func TestSeedsAccepted(t *testing.T) {
-	seeds, err := filepath.Glob("../../../shared/fixtures/seeds/*.yaml")
+	seeds, err := filepath.Glob("../../charts/testdata/seeds/*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, seeds, "seed fixtures missing")
 	for _, s := range seeds {
