@@ -32,9 +32,11 @@ deps:
 binaries:
 	@bash e2e/scripts/build-binaries.sh >/dev/null
 
+# e2e/oci is a module of its own (the registry's dependencies stay out of the installer's).
 test: deps binaries
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd e2e/oci && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Quick loop without the control plane and PostgreSQL suites.
 unit:
@@ -43,6 +45,7 @@ unit:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd e2e/oci && $(GO) vet ./...
 	$(GO) test -count=1 -run 'TestLint|TestSchema' ./charts/...
 
 # Builds trivy once into the binaries' cache, renders every profile alone and with each

@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 )
 
@@ -85,7 +86,8 @@ func explain(o Options, err error, client *registry.Client) error {
 	case errors.Is(err, content.ErrMismatchedDigest), errors.Is(err, content.ErrTrailingData):
 		pe.Kind = ErrDigest
 		pe.Fix = "the registry served content that does not match the manifest, so it was refused: push the chart again, and check the mirror's storage"
-	case errors.As(err, &resp) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden):
+	case errors.As(err, &resp) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden),
+		errors.Is(err, auth.ErrBasicCredentialNotFound):
 		pe.Kind = ErrDenied
 		cfg := "Helm's (~/.config/helm/registry/config.json) or Docker's"
 		if o.Registry.Config != "" {
@@ -93,7 +95,8 @@ func explain(o Options, err error, client *registry.Client) error {
 		}
 		pe.Fix = fmt.Sprintf("the credentials for %s in %s were refused or missing: log in with `helm registry login %s --registry-config FILE` and pass --registry-config FILE", host, cfg, host)
 	case errors.As(err, &resp) && resp.StatusCode == http.StatusNotFound, errors.Is(err, errdef.ErrNotFound),
-		strings.Contains(err.Error(), "Unable to locate any tags"), strings.Contains(err.Error(), "could not locate a version matching"):
+		strings.Contains(strings.ToLower(err.Error()), "unable to locate any tags"),
+		strings.Contains(strings.ToLower(err.Error()), "could not locate a version matching"):
 		pe.Kind = ErrNotFound
 		pe.Fix = notFoundFix(o, client)
 	case errors.As(err, &unknownCA), errors.As(err, &certInvalid), errors.As(err, &hostname):
