@@ -73,6 +73,13 @@ func TestInstallFromMirror(t *testing.T) {
 	assert.Equal(t, 2, rel.Revision)
 	assert.Equal(t, env.v2.Version, rel.ChartVersion)
 
+	t.Run("an upgrade without --chart does not fall back to an older embedded chart", func(t *testing.T) {
+		r := deploy(t, c, "upgrade", "-n", ns, "--skip-backup")
+		assert.NotEqual(t, 0, r.code, "%s", r)
+		assert.Contains(t, r.stderr, "downgrade")
+		assert.Equal(t, map[int]string{1: "superseded", 2: "deployed"}, helmRevisions(t, c, ns))
+	})
+
 	t.Run("refused before the cluster is touched", func(t *testing.T) {
 		cfg := filepath.Join(t.TempDir(), "wrong.json")
 		require.NoError(t, writeRegistryConfig(cfg, env.mirror.Host, "ci", "wrong-password"))
