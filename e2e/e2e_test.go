@@ -58,8 +58,6 @@ const BinaryEnv = "POLYAXON_DEPLOY_E2E_BINARY"
 // The release every scenario installs, and the chart contract's names for it.
 const (
 	releaseName    = "polyaxon"
-	postgresPod    = "polyaxon-postgresql-0"
-	postgresCntr   = "postgresql"
 	seedRuns       = 3000 // about 30k rows over 6 tables per scenario database
 	commandTimeout = 5 * time.Minute
 )
@@ -135,6 +133,7 @@ func sweepStaleRuns() {
 		if pid, err := strconv.Atoi(string(b)); err != nil || cluster.ProcessAlive(pid) {
 			continue
 		}
+		sweepStaleDemo(d)
 		if _, err := os.Stat(filepath.Join(d, "kwok")); err == nil {
 			bin, err := kubeBinaries()
 			if err != nil {
@@ -445,22 +444,7 @@ func lifecycleCluster(t *testing.T) *testCluster {
 				suite.lcErr = err
 				return
 			}
-			execs = append(execs, cluster.ClusterExec{
-				Name:       "postgres-" + ns,
-				Namespaces: []string{ns},
-				Pods:       []string{postgresPod},
-				Containers: []string{postgresCntr},
-				// What the postgres container's environment holds (chart contract), pointed at
-				// this namespace's database on the local server.
-				Env: map[string]string{
-					"PGHOST":            pg.Host,
-					"PGPORT":            strconv.Itoa(pg.Port),
-					"POSTGRES_USER":     pg.User,
-					"POSTGRES_PASSWORD": pg.Password(),
-					"POSTGRES_DB":       dbName(ns),
-					"PATH":              pg.BinDir + ":/usr/local/bin:/usr/bin:/bin",
-				},
-			})
+			execs = append(execs, cluster.PostgresExec(ns, pg, dbName(ns)))
 		}
 		suite.lifecycle, suite.lcErr = createCluster("lifecycle", pg, cluster.WithClusterExec(execs...))
 		if suite.lcErr != nil {

@@ -142,6 +142,9 @@ func (d BackupData) Table() ([]string, [][]string) {
 		{"secrets", strings.Join(m.SecretNames, ", ")},
 		{"verified", strconv.FormatBool(d.Verified)},
 	}
+	if len(m.Rows) > 0 {
+		rows = append(append(rows, []string{"rows", rowsSummary(m.Rows)}), rowsBlock(m.Rows, nil)...)
+	}
 	return []string{"FIELD", "VALUE"}, rows
 }
 
@@ -178,6 +181,9 @@ type RestoreData struct {
 	Target   string   `json:"target"`
 	Tables   []string `json:"tables"`
 	Duration string   `json:"duration"`
+	// Rows are the restored tables' row counts; BackupRows what the backup recorded.
+	Rows       map[string]int64 `json:"rows"`
+	BackupRows map[string]int64 `json:"backupRows,omitempty"`
 }
 
 func runBackupCreate(c *cli.Context) error {
@@ -344,19 +350,22 @@ func runRestore(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	progress(c).OK(fmt.Sprintf("Database restored: %d tables checked in %s", len(rep.Tables), rep.Duration.Round(time.Millisecond)))
+	progress(c).OK(fmt.Sprintf("Database restored: %d tables, %d rows, checked in %s", len(rep.Tables), backup.TotalRows(rep.Rows), rep.Duration.Round(time.Millisecond)))
 	return p.Print(output.NewResult("restore", output.StatusOK).WithData(RestoreData{
-		Path: path, Target: target.String(), Tables: rep.Tables, Duration: rep.Duration.Round(time.Millisecond).String()}))
+		Path: path, Target: target.String(), Tables: rep.Tables, Duration: rep.Duration.Round(time.Millisecond).String(),
+		Rows: rep.Rows, BackupRows: m.Rows}))
 }
 
 // Table implements output.Tabler.
 func (d RestoreData) Table() ([]string, [][]string) {
-	return []string{"FIELD", "VALUE"}, [][]string{
+	rows := [][]string{
 		{"path", d.Path},
 		{"target", d.Target},
 		{"tables", strings.Join(d.Tables, ", ")},
+		{"rows", rowsSummary(d.Rows)},
 		{"duration", d.Duration},
 	}
+	return []string{"FIELD", "VALUE"}, append(rows, rowsBlock(d.Rows, d.BackupRows)...)
 }
 
 // releaseDBTarget loads the deployed release and returns how to reach its database.

@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
@@ -283,6 +282,10 @@ func runUpgrade(c *cli.Context) error {
 	}
 	now, err := readInputs(c, false)
 	if err != nil {
+		return err
+	}
+	// The chart first: a wrong reference or registry fails before the cluster is asked anything.
+	if _, err := loadChart(c); err != nil {
 		return err
 	}
 	ctx, stop := commandContext(c)
@@ -954,16 +957,11 @@ func buildInputs(c *cli.Context, raw release.Inputs) (*inputs, func(), error) {
 	shown.Values, shown.StringValues = raw.Set, raw.SetString
 
 	in := &inputs{ValueOptions: shown}
-	if d := c.String(flagChart); d != "" {
-		in.ChartSource = d
-		in.Chart, err = render.LoadDir(d)
-	} else {
-		in.ChartSource = "embedded"
-		in.Chart, err = render.LoadFS(charts.FS, charts.Root)
-	}
+	ch, err := loadChart(c)
 	if err != nil {
 		return fail(err)
 	}
+	in.Chart, in.ChartSource = ch.Chart, ch.Source
 	if in.Profile, err = profile.Load(profileArg); err != nil {
 		return fail(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/urfave/cli/v2"
 	"helm.sh/helm/v3/pkg/chart"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/kube"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
@@ -121,14 +120,14 @@ func debugLogFlag() cli.Flag {
 // inputFlags choose the chart, the profile and the values layered on top of it.
 // Layering, last wins: chart defaults < profile < each -f in order < --set < --set-string < --set-file.
 func inputFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: flagProfile, Aliases: []string{"p"}, Value: defaultProfile, Usage: "installer profile (" + strings.Join(profile.Names(), ", ") + ") or a profile file path", Category: "Input"},
 		&cli.StringSliceFlag{Name: flagValues, Aliases: []string{"f"}, Usage: "values file, repeatable; later files win", Category: "Input"},
 		&cli.StringSliceFlag{Name: flagSet, Usage: "set a value (a.b=c, list: a={x,y}, index: a[0].b=c), repeatable", Category: "Input"},
 		&cli.StringSliceFlag{Name: flagSetString, Usage: "like --set but the value is always a string", Category: "Input"},
 		&cli.StringSliceFlag{Name: flagSetFile, Usage: "set a value from a file's content (key=path)", Category: "Input"},
-		&cli.StringFlag{Name: flagChart, Usage: "use the chart in `DIR` instead of the one embedded in the binary", Category: "Input"},
-	}
+		&cli.StringFlag{Name: flagChart, Usage: chartUsage, Category: "Input"},
+	}, chartSourceFlags()...)
 }
 
 // outputFlags: -o selects the result format on stdout; human progress always goes to stderr.
@@ -158,7 +157,7 @@ func joinFlags(groups ...[]cli.Flag) []cli.Flag {
 // inputs is what a command needs to render the release.
 type inputs struct {
 	Chart       *chart.Chart
-	ChartSource string // "embedded" or the --chart directory
+	ChartSource string // "embedded", the --chart path, or the pulled oci:// reference
 	Profile     *profile.Profile
 	// ValueOptions are the user's inputs as given (files, --set...), stored so an upgrade can
 	// re-render from profile + inputs instead of Helm's --reuse-values.
@@ -173,17 +172,11 @@ type inputs struct {
 // Errors say what to fix (unknown profile lists the known ones; a missing file names it).
 func loadInputs(c *cli.Context) (*inputs, error) {
 	in := &inputs{}
-	var err error
-	if dir := c.String(flagChart); dir != "" {
-		in.ChartSource = dir
-		in.Chart, err = render.LoadDir(dir)
-	} else {
-		in.ChartSource = "embedded"
-		in.Chart, err = render.LoadFS(charts.FS, charts.Root)
-	}
+	ch, err := loadChart(c)
 	if err != nil {
 		return nil, err
 	}
+	in.Chart, in.ChartSource = ch.Chart, ch.Source
 	in.Profile, err = profile.Load(c.String(flagProfile))
 	if err != nil {
 		return nil, err

@@ -43,6 +43,7 @@ func commands() []*cli.Command {
 		backupCommand(),
 		restoreCommand(),
 		versionCommand(),
+		completionCommand(),
 	}
 }
 
@@ -67,6 +68,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 	app.Metadata[envKey] = &env{stdout: stdout, stderr: stderr}
 	for _, cmd := range app.Commands {
+		acceptClusterFlags(cmd)
 		setUsageHandler(cmd)
 	}
 	return app

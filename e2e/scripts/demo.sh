@@ -2,13 +2,16 @@
 # make demo / make demo-down: a production-shaped cluster with Polyaxon installed on it.
 #
 #   bash e2e/scripts/demo.sh up     create the demo cluster (kind when Docker answers, else the
-#                                   local control plane + kwok), install --profile production,
-#                                   print the release status and which pod runs on which node pool
-#   bash e2e/scripts/demo.sh down   delete the demo cluster
+#                                   local control plane + kwok, with a real PostgreSQL seeded
+#                                   with sample data behind the Postgres pod), install
+#                                   --profile production, print the release status and which
+#                                   pod runs on which node pool, and the commands to try next
+#   bash e2e/scripts/demo.sh down   delete the demo cluster and stop its PostgreSQL
 #
 # `up` expects bin/polyaxon-deploy (make build) and the control-plane binaries
-# (e2e/scripts/build-binaries.sh; make demo runs both first). Running `up` again reuses the
-# cluster and the release.
+# (e2e/scripts/build-binaries.sh, or $POLYAXON_DEPLOY_BIN_DIR; make demo runs both first).
+# Running `up` again reuses the cluster and the release. DEMO_PROVIDER=local|kind|auto chooses
+# the provider (default auto).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export LC_ALL=C # sort and join must agree on the order
@@ -24,11 +27,11 @@ up() {
     exit 1
   fi
   local kubectl
-  kubectl="$(bash e2e/scripts/build-binaries.sh)/kubectl"
+  kubectl="${POLYAXON_DEPLOY_BIN_DIR:-$(bash e2e/scripts/build-binaries.sh)}/kubectl"
 
   say "Creating the demo cluster (node pools: core x2, experiments x2 with GPUs and a nvidia.com/gpu taint, builds x1)"
   local kc
-  kc="$(go run ./e2e/cmd/e2ecluster up)"
+  kc="$(go run ./e2e/cmd/e2ecluster up --provider "${DEMO_PROVIDER:-auto}" --namespace "$NAMESPACE")"
   kc="$(printf '%s\n' "$kc" | tail -n 1)"
   local k=("$kubectl" --kubeconfig "$kc")
   "${k[@]}" get nodes -L polyaxon
@@ -53,9 +56,20 @@ up() {
   say "The demo cluster is up"
   cat <<EOF
   kubectl:   export KUBECONFIG=$kc   (kubectl is at $kubectl)
-  Polyaxon:  $BIN status --kubeconfig $kc
   Tear down: make demo-down
+
+==> Try next (README.md, "Try it on the demo cluster"; from the repository root):
 EOF
+  try_next
+}
+
+# try_next prints the README's demo commands: its first sh block marked <!-- demo-commands -->.
+# Printing them from the README keeps this list and the README one list, which a test runs.
+try_next() {
+  awk '/^<!-- demo-commands/ {marked = 1; next}
+       marked && /^```sh/ {inside = 1; next}
+       inside && /^```/ {exit}
+       inside {print "  " $0}' README.md
 }
 
 # pod_pools KUBECTL...: a table of the release's pods, their nodes and node pools.
@@ -74,7 +88,7 @@ pod_pools() {
 
 down() {
   go run ./e2e/cmd/e2ecluster down
-  echo "demo: torn down"
+  echo "demo: torn down (cluster and its PostgreSQL)"
 }
 
 case "${1:-}" in

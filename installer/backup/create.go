@@ -132,6 +132,12 @@ func Create(ctx context.Context, src Target, opts ...Option) (_ *Manifest, err e
 		return nil, fmt.Errorf("backup of %s: %w", src, err)
 	}
 	m.FinishedAt = cfg.now().UTC()
+	// Row counts let a restore be compared with what was backed up; the dump is good without them.
+	if rows, err := CountRows(ctx, src); err != nil {
+		log.Warn("row counts not recorded", "error", err)
+	} else {
+		m.Rows = rows
+	}
 
 	doc, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {

@@ -73,6 +73,10 @@ type Manifest struct {
 	Secrets     bool     `json:"secrets"` // secrets.json present
 	SecretNames []string `json:"secretNames,omitempty"`
 
+	// Rows is each table's row count ("schema.table"), counted right after the dump: equal to
+	// the dump's when nothing wrote during the backup (a restore shows the counts it got).
+	Rows map[string]int64 `json:"rows,omitempty"`
+
 	StartedAt  time.Time `json:"startedAt"`
 	FinishedAt time.Time `json:"finishedAt"`
 

@@ -18,7 +18,9 @@ import (
 type RestoreReport struct {
 	Verify *Report
 	// Tables are the dump's tables found in the database after the restore.
-	Tables   []string
+	Tables []string
+	// Rows are those tables' row counts after the restore.
+	Rows     map[string]int64
 	Duration time.Duration
 }
 
@@ -96,7 +98,15 @@ func Restore(ctx context.Context, target Target, dir string, opts ...Option) (_ 
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("restore %s: check failed: tables of the dump missing after restore: %s", dir, strings.Join(missing, ", "))
 	}
-	out := &RestoreReport{Verify: rep, Tables: rep.Tables, Duration: time.Since(start)}
+	counts, err := CountRows(ctx, target)
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: checking the result: %w", dir, err)
+	}
+	rows := map[string]int64{}
+	for _, t := range rep.Tables {
+		rows[t] = counts[t]
+	}
+	out := &RestoreReport{Verify: rep, Tables: rep.Tables, Rows: rows, Duration: time.Since(start)}
 	log.Info("database restored", "dir", dir, "tables", len(out.Tables), "seconds", out.Duration.Seconds())
 	return out, nil
 }

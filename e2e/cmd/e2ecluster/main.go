@@ -1,6 +1,9 @@
 // Command e2ecluster starts and stops the demo cluster for `make demo` / `make demo-down`:
 // kind when a Docker engine answers, else the local (kwok) provider, with production-shaped
-// node pools. `up` prints the kubeconfig path on stdout; progress goes to stderr.
+// node pools. On the local provider a real PostgreSQL server, seeded with sample data, answers
+// for the Postgres pod of namespace polyaxon (as in the e2e scenarios), so backups, restores
+// and upgrades with their backup work on the demo; it outlives `up` and `down` stops it.
+// `up` prints the kubeconfig path on stdout; progress goes to stderr.
 //
 //	go run ./e2e/cmd/e2ecluster up [--name polyaxon-demo] [--provider auto|local|kind]
 //	go run ./e2e/cmd/e2ecluster kubeconfig
@@ -21,6 +24,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
 // state remembers which provider made the demo cluster, for `down`.
@@ -28,6 +32,9 @@ type state struct {
 	Provider   string `json:"provider"`
 	Name       string `json:"name"`
 	Kubeconfig string `json:"kubeconfig"`
+	// Postgres is the server behind the Postgres pod (local provider); it holds its password,
+	// so the state file is private.
+	Postgres *pgtest.State `json:"postgres,omitempty"`
 }
 
 func demoDir() string { return filepath.Join(cluster.CacheDir(), "demo") }
@@ -66,6 +73,12 @@ func up(c *cli.Context) error {
 	ctx := c.Context
 	if s, err := readState(); err == nil {
 		if _, err := os.Stat(s.Kubeconfig); err == nil {
+			if s.Postgres != nil {
+				// Started again when it stopped (a reboot), on the port the pod's exec uses.
+				if _, err := pgtest.Attach(ctx, *s.Postgres); err != nil {
+					return fmt.Errorf("the demo's database: %w (`make demo-down` and `make demo` start afresh)", err)
+				}
+			}
 			fmt.Fprintf(os.Stderr, "demo cluster %s (%s) already up; `make demo-down` removes it\n", s.Name, s.Provider)
 			fmt.Println(s.Kubeconfig)
 			return nil
@@ -80,15 +93,31 @@ func up(c *cli.Context) error {
 		kc = filepath.Join(demoDir(), "kubeconfig")
 	}
 	name := c.String("name")
-	fmt.Fprintf(os.Stderr, "creating %s cluster %s with node pools core, experiments (GPU, tainted), builds\n", p.Name(), name)
 	start := time.Now()
-	cl, err := p.Create(ctx, name, cluster.WithKubeconfigPath(kc), cluster.WithTimeout(c.Duration("timeout")))
+	opts := []cluster.CreateOption{cluster.WithKubeconfigPath(kc), cluster.WithTimeout(c.Duration("timeout"))}
+	var pg *pgtest.Server
+	if p.Name() == "local" {
+		if pg, err = startDatabase(ctx); err != nil {
+			return err
+		}
+		opts = append(opts, cluster.WithClusterExec(cluster.PostgresExec(c.String("namespace"), pg, pg.Database)))
+	}
+	fmt.Fprintf(os.Stderr, "creating %s cluster %s with node pools core, experiments (GPU, tainted), builds\n", p.Name(), name)
+	cl, err := p.Create(ctx, name, opts...)
 	if err != nil {
+		if pg != nil {
+			_ = pg.Close()
+		}
 		return err
 	}
 	cl.Close()
-	b, _ := json.Marshal(state{Provider: p.Name(), Name: name, Kubeconfig: kc})
-	if err := os.WriteFile(statePath(), b, 0o644); err != nil {
+	st := state{Provider: p.Name(), Name: name, Kubeconfig: kc}
+	if pg != nil {
+		db := pg.Detach()
+		st.Postgres = &db
+	}
+	b, _ := json.Marshal(st)
+	if err := os.WriteFile(statePath(), b, 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "cluster %s up in %s; export KUBECONFIG=%s\n", name, time.Since(start).Round(time.Second), kc)
@@ -112,12 +141,27 @@ func down(c *cli.Context) error {
 	if err := p.Delete(c.Context, s.Name); err != nil {
 		return err
 	}
+	if s.Postgres != nil && exists(s.Postgres.DataDir) { // gone with /tmp after a reboot: nothing to stop
+		pg, err := pgtest.Attach(c.Context, *s.Postgres)
+		if err == nil {
+			err = pg.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("stop the demo's database (%s): %w", s.Postgres.Dir, err)
+		}
+		fmt.Fprintf(os.Stderr, "demo database %s stopped and removed\n", s.Postgres.Dir)
+	}
 	_ = os.Remove(s.Kubeconfig)
 	if err := os.Remove(statePath()); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "demo cluster %s (%s) deleted\n", s.Name, s.Provider)
 	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func kubeconfig(*cli.Context) error {
@@ -141,6 +185,7 @@ func main() {
 					&cli.StringFlag{Name: "name", Value: "polyaxon-demo"},
 					&cli.StringFlag{Name: "provider", Value: "auto", Usage: "auto, local or kind"},
 					&cli.StringFlag{Name: "kubeconfig", Usage: "where to write the kubeconfig (default <cache>/demo/kubeconfig)"},
+					&cli.StringFlag{Name: "namespace", Value: "polyaxon", Usage: "namespace whose Postgres pod the seeded database answers for (local provider)"},
 					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "cluster start (the first local run also builds binaries, ~15 min, before this starts)"},
 				},
 				Action: up,

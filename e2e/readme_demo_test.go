@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+)
+
+func readmeDemoBlocks(t *testing.T) []demoBlock {
+	t.Helper()
+	root, err := cluster.RepoRoot()
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	blocks, err := parseDemoBlocks(string(b))
+	require.NoError(t, err)
+	require.NotEmpty(t, blocks, "README.md marks no %s...--> blocks", demoMarker)
+	require.Equal(t, "sh", blocks[0].Lang, "the first marked block is the demo's list (make demo prints it)")
+	return blocks
+}
+
+// TestREADMEDemoBlocksCoverTheCommands: the demo list names every command a newcomer should try
+// (no cluster needed: this fails fast when the README loses one).
+func TestREADMEDemoBlocksCoverTheCommands(t *testing.T) {
+	list := readmeDemoBlocks(t)[0].Body
+	for _, cmd := range []string{"upgrade --profile production", "backup --dir", "backup verify", "backup list",
+		"restore ", "rollback", "recover", "plan --profile production --canary", "plan --profile production --no-release --topology"} {
+		assert.Contains(t, list, "bin/polyaxon-deploy "+cmd, "the demo list runs %q", cmd)
+	}
+}
+
+// TestREADMEDemoCommands brings the demo up as `make demo` does (demo.sh up, local provider,
+// this run's binary), checks that it ends with the README's list, runs every block the README
+// marks for the demo verbatim, in README order, from a directory laid out like the repository
+// (bin/polyaxon-deploy, values/), with HOME pointing at a home of its own so
+// ~/.cache/polyaxon-deploy/demo/kubeconfig is this demo's; then tears it down as
+// `make demo-down` does, which also stops the demo's PostgreSQL. The restore in the list shows
+// the rows the demo's database was seeded with.
+func TestREADMEDemoCommands(t *testing.T) {
+	blocks := readmeDemoBlocks(t)
+	root, err := cluster.RepoRoot()
+	require.NoError(t, err)
+	kubeBin, err := kubeBinaries()
+	require.NoError(t, err)
+	home := filepath.Join(suite.dir, "readme-home")
+	require.NoError(t, os.MkdirAll(home, 0o700))
+	env := demoEnv(t, home, kubeBin)
+
+	start := time.Now()
+	up := runIn(t, root, env, 10*time.Minute, "bash", "e2e/scripts/demo.sh", "up")
+	upTook := time.Since(start)
+	t.Cleanup(func() { demoDown(t, root, env, home) })
+	require.Equalf(t, 0, up.code, "make demo (demo.sh up)\n%s", up)
+	t.Logf("demo up (demo.sh up, cluster + seeded PostgreSQL + install): %s", upTook.Round(100*time.Millisecond))
+	for _, l := range strings.Split(strings.TrimSpace(blocks[0].Body), "\n") {
+		assert.Contains(t, up.stdout, "  "+l, "make demo ends with the README's list")
+	}
+
+	work := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(work, "bin"), 0o755))
+	require.NoError(t, os.Symlink(deployBinary(t), filepath.Join(work, "bin", "polyaxon-deploy")))
+	require.NoError(t, os.Symlink(filepath.Join(root, "values"), filepath.Join(work, "values")))
+	tmp := filepath.Join(suite.dir, "tmp") // the debug logs of failed commands go away with the suite
+	require.NoError(t, os.MkdirAll(tmp, 0o700))
+	cmdEnv := append(env, "TMPDIR="+tmp)
+
+	start = time.Now()
+	var listOut string
+	for i, b := range blocks {
+		switch b.Lang {
+		case "sh":
+			script := "set -euo pipefail\ntrap 'echo \"README command failed (exit $?): $BASH_COMMAND\" >&2' ERR\n" + b.Body
+			r := runIn(t, work, cmdEnv, 10*time.Minute, "bash", "-c", script)
+			require.Equalf(t, 0, r.code, "README block at line %d\n%s", b.Line, r)
+			if i == 0 {
+				listOut = r.stdout
+			}
+		case "console":
+			for _, c := range b.Commands() {
+				r := runIn(t, work, cmdEnv, 5*time.Minute, "bash", "-c", c)
+				require.Equalf(t, b.Exit, r.code, "README line %d: $ %s\n%s", b.Line, c, r)
+			}
+		}
+	}
+	t.Logf("README demo commands: %s", time.Since(start).Round(100*time.Millisecond))
+
+	// The restore shows, per table, the rows the demo was seeded with, beside the backup's.
+	seeded := demoRowCounts(t, home)
+	for table, n := range seeded {
+		assert.Regexp(t, `(?m)^public\.`+table+` +`+n+` +`+n+` *$`, listOut, "restore's rows for %s", table)
+	}
+}
+
+// demoEnv is the environment of `make demo` for this test: a HOME of its own (the demo's
+// state, kubeconfig and kwok work dir live under it), the Go caches and control-plane
+// binaries of this machine (found through the real HOME), the binary under test, the local
+// provider, and nothing that points at a real cluster.
+func demoEnv(t *testing.T, home, kubeBin string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
+	require.NoError(t, err)
+	goenv := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Len(t, goenv, 3)
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "HOME" || k == "KUBECONFIG" || k == "TMPDIR" || strings.HasPrefix(k, "XDG_") || strings.HasPrefix(k, "HELM_") ||
+			strings.HasPrefix(k, "POLYAXON_DEPLOY_") || strings.HasPrefix(k, "DEMO_") || strings.HasPrefix(k, "GO") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "HOME="+home, "GOCACHE="+goenv[0], "GOMODCACHE="+goenv[1], "GOPATH="+goenv[2],
+		cluster.BinDirEnv+"="+kubeBin, "DEMO_BIN="+deployBinary(t), "DEMO_PROVIDER=local")
+}
+
+// demoDown runs `make demo-down` (demo.sh down) and checks that the cluster and the demo's
+// PostgreSQL are gone.
+func demoDown(t *testing.T, root string, env []string, home string) {
+	st, _ := readDemoState(home)
+	r := runIn(t, root, env, 5*time.Minute, "bash", "e2e/scripts/demo.sh", "down")
+	require.Equalf(t, 0, r.code, "make demo-down\n%s", r)
+	if st != nil && st.Postgres != nil {
+		_, err := os.Stat(st.Postgres.DataDir)
+		assert.Truef(t, os.IsNotExist(err), "demo-down removed the demo's PostgreSQL (%s)", st.Postgres.DataDir)
+		assert.Empty(t, cmdlinesWith(st.Postgres.DataDir), "no PostgreSQL process of the demo is left")
+	}
+}
+
+// demoState is the part of e2ecluster's state file the test reads.
+type demoState struct {
+	Name     string        `json:"name"`
+	Postgres *pgtest.State `json:"postgres"`
+}
+
+func readDemoState(home string) (*demoState, error) {
+	b, err := os.ReadFile(filepath.Join(home, ".cache", "polyaxon-deploy", "demo", "cluster.json"))
+	if err != nil {
+		return nil, err
+	}
+	var st demoState
+	return &st, json.Unmarshal(b, &st)
+}
+
+// demoRowCounts are the row counts of the demo's database, by table.
+func demoRowCounts(t *testing.T, home string) map[string]string {
+	t.Helper()
+	st, err := readDemoState(home)
+	require.NoError(t, err)
+	require.NotNil(t, st.Postgres, "the demo records its PostgreSQL")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pg, err := pgtest.Attach(ctx, *st.Postgres) // not closed: demo-down stops it
+	require.NoError(t, err)
+	sums, err := pgtest.Checksums(ctx, pg, st.Postgres.Database)
+	require.NoError(t, err)
+	require.Len(t, sums, len(pgtest.Tables))
+	counts := map[string]string{}
+	for table, sum := range sums {
+		counts[table], _, _ = strings.Cut(sum, ":")
+	}
+	return counts
+}
+
+// sweepStaleDemo tears down what a killed run of TestREADMEDemoCommands left under dir.
+func sweepStaleDemo(dir string) {
+	home := filepath.Join(dir, "readme-home")
+	st, err := readDemoState(home)
+	if err != nil {
+		return
+	}
+	if bin, err := kubeBinaries(); err == nil {
+		p := cluster.NewLocalProvider(cluster.WithBinDir(bin), cluster.WithWorkDir(filepath.Join(home, ".cache", "polyaxon-deploy", "kwok")))
+		_ = p.DeleteAll(context.Background())
+	}
+	if st.Postgres != nil {
+		if pg, err := pgtest.Attach(context.Background(), *st.Postgres); err == nil {
+			_ = pg.Close()
+		}
+	}
+}
+
+type runResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r runResult) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout\n%s\n--- stderr\n%s", r.code, r.stdout, r.stderr)
+}
+
+// runIn runs a program in dir with env, killing it after timeout.
+func runIn(t *testing.T, dir string, env []string, timeout time.Duration, name string, args ...string) runResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env, cmd.Stdin = dir, env, nil
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := runResult{stdout: out.String(), stderr: errb.String()}
+	if cmd.ProcessState == nil {
+		require.NoError(t, err)
+	}
+	r.code = cmd.ProcessState.ExitCode()
+	return r
+}
+
+// cmdlinesWith lists processes whose command line contains s.
+func cmdlinesWith(s string) []string {
+	var hits []string
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte(s)) {
+			hits = append(hits, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return hits
+}
