@@ -53,6 +53,11 @@ up() {
     pod_pools "${k[@]}"
   fi
 
+  say "The artifacts store (runs write outputs and logs there; the gateway reads them)"
+  "${k[@]}" -n "$NAMESPACE" get pvc polyaxon-artifacts
+
+  run_pod "${k[@]}"
+
   say "The demo cluster is up"
   cat <<EOF
   kubectl:   export KUBECONFIG=$kc   (kubectl is at $kubectl)
@@ -70,6 +75,20 @@ try_next() {
        marked && /^```sh/ {inside = 1; next}
        inside && /^```/ {exit}
        inside {print "  " $0}' README.md
+}
+
+# run_pod KUBECTL...: a run pod as Polyaxon 2.15 creates it (e2e/testdata/runpods/experiment.yaml:
+# a PyTorch worker with no scheduling and no securityContext of its own) is admitted by the
+# namespace's restricted Pod Security after the API server's policies placed and hardened it.
+run_pod() {
+  say "A Polyaxon run pod, admitted, placed and hardened by the API server (then deleted)"
+  sed -e 's/RUNS_SA/polyaxon-runs/; s/STORE_NAME/artifacts/; s#STORE_PATH#/plx-artifacts#; s/STORE_CLAIM/polyaxon-artifacts/' \
+    -e 's/generateName: plx-operation-ddp-resnet-/name: demo-run/' e2e/testdata/runpods/experiment.yaml |
+    "$@" -n "$NAMESPACE" apply -f - >/dev/null
+  "$@" -n "$NAMESPACE" wait --for=condition=PodScheduled pod/demo-run --timeout=60s >/dev/null
+  "$@" -n "$NAMESPACE" get pod demo-run --no-headers -o custom-columns='RUN POD:.metadata.name,NODE:.spec.nodeName,NODE SELECTOR:.spec.nodeSelector,TOLERATES:.spec.tolerations[*].key,RUN AS:.spec.securityContext.runAsUser,INIT CONTAINERS NO ESCALATION:.spec.initContainers[*].securityContext.allowPrivilegeEscalation' |
+    { printf 'RUN POD\tNODE\tNODE SELECTOR\tTOLERATES\tRUN AS\tINIT CONTAINERS NO ESCALATION\n'; tr -s ' ' '\t'; } | column -t -s $'\t'
+  "$@" -n "$NAMESPACE" delete pod demo-run --wait=false >/dev/null
 }
 
 # pod_pools KUBECTL...: a table of the release's pods, their nodes and node pools.
