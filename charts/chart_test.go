@@ -317,10 +317,40 @@ func (f fakeCluster) GetClientFor(apiVersion, kind string) (dynamic.Namespaceabl
 	if err != nil {
 		return nil, false, err
 	}
-	if kind != "Secret" {
-		return nil, false, fmt.Errorf("lookup of %s not expected", kind)
+	switch kind {
+	case "Secret":
+		return f.client.Resource(gv.WithResource("secrets")), true, nil
+	case "Namespace":
+		return f.client.Resource(gv.WithResource("namespaces")), false, nil
 	}
-	return f.client.Resource(gv.WithResource("secrets")), true, nil
+	return nil, false, fmt.Errorf("lookup of %s not expected", kind)
+}
+
+// A Secret the values name must exist when the render can see the cluster; offline the render
+// cannot tell and says nothing (check and install render with the cluster).
+func TestMissingSecretsAreRefusedWhenTheClusterIsSeen(t *testing.T) {
+	ch := loadChart(t)
+	vals := mergeValues(map[string]any{
+		"artifactsStore": map[string]any{"kind": "s3", "bucket": "s3://b", "secret": map[string]any{"name": "s3-creds"}},
+		"connections":    []any{map[string]any{"name": "keys", "kind": "custom", "secret": map[string]any{"name": "api-keys", "mountPath": "/etc/secrets"}}},
+	})
+	kubeSystem := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "kube-system"}}}
+	secret := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": name, "namespace": testNamespace}}}
+	}
+	_, err := renderWith(ch, vals, false, nil)
+	require.NoError(t, err, "offline: not known, not refused")
+
+	_, err = renderWith(ch, vals, false, fakeCluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), kubeSystem)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `artifactsStore.secret.name: Secret "s3-creds" not found in namespace "polyaxon"`)
+
+	_, err = renderWith(ch, vals, false, fakeCluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), kubeSystem, secret("s3-creds"))})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `connections[0].secret.name: Secret "api-keys" not found`)
+
+	_, err = renderWith(ch, vals, false, fakeCluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), kubeSystem, secret("s3-creds"), secret("api-keys"))})
+	require.NoError(t, err)
 }
 
 func secretsOf(t testing.TB, r rendered) map[string]map[string]string {
