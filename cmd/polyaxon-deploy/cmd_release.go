@@ -203,6 +203,7 @@ func runInstall(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	noteRenderedSecrets(c, rendered.All())
 	rep, err := runChecks(ctx, c, in, rendered, true)
 	if err != nil {
 		return err
@@ -307,6 +308,7 @@ func runUpgrade(c *cli.Context) error {
 			storedRev, stored.Profile, len(stored.ValuesFiles), len(stored.Set)+len(stored.SetString)+len(stored.SetFile),
 			map[bool]string{true: " (--reset-values: stored -f/--set dropped)", false: ""}[c.Bool(flagResetValues)]))
 	}
+	noteInputSecrets(c, stored)
 	merged := stored.Layer(now, c.Bool(flagResetValues))
 	in, cleanup, err := buildInputs(c, merged)
 	if err != nil {
@@ -330,6 +332,7 @@ func runUpgrade(c *cli.Context) error {
 			if err != nil {
 				return err
 			}
+			noteRenderedSecrets(c, rendered.All())
 			rep, err := runChecks(ctx, c, in, rendered, pre)
 			if err != nil {
 				return err
@@ -725,13 +728,16 @@ func startReleaseCommand(c *cli.Context) (*output.Printer, context.Context, *rel
 }
 
 func releaseClient(c *cli.Context) (*release.Client, error) {
+	opts := []release.Option{release.WithProgress(progress(c).Writer()), release.WithDebugLog(helmLog(c))}
+	if newClient := envOf(c).newReleaseClient; newClient != nil {
+		return newClient(c, opts...)
+	}
 	ks := kubeSettings(c)
 	cs, err := ks.Clientset()
 	if err != nil {
 		return nil, err
 	}
-	return release.New(ks.RESTClientGetter(), cs, c.String(flagNamespace), c.String(flagRelease),
-		release.WithProgress(progress(c).Writer()), release.WithDebugLog(helmLog(c)))
+	return release.New(ks.RESTClientGetter(), cs, c.String(flagNamespace), c.String(flagRelease), opts...)
 }
 
 // withLock runs fn holding the release lock. On the way out it marks a revision that fn
@@ -861,19 +867,23 @@ func readInputs(c *cli.Context, install bool) (release.Inputs, error) {
 		}
 		in.ValuesFiles = append(in.ValuesFiles, release.ValuesFile{Name: f, Content: string(data)})
 	}
+	if err := checkSetArgs(c); err != nil {
+		return in, err
+	}
 	in.Set = c.StringSlice(flagSet)
 	in.SetString = c.StringSlice(flagSetString)
-	for _, s := range c.StringSlice(flagSetFile) {
-		key, path, ok := strings.Cut(s, "=")
-		if !ok || key == "" || path == "" {
-			return in, usageErrorf("--set-file %q: want key=path", s)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return in, fmt.Errorf("--set-file %s: %w (fix: check the path)", s, err)
-		}
-		in.SetFile = append(in.SetFile, release.ValuesFile{Name: key, Content: string(data)})
+	pairs, err := setFilePairs(c.StringSlice(flagSetFile))
+	if err != nil {
+		return in, err
 	}
+	for _, p := range pairs {
+		data, err := os.ReadFile(p.path)
+		if err != nil {
+			return in, fmt.Errorf("--set-file %s=%s: %w (fix: check the path)", p.key, p.path, err)
+		}
+		in.SetFile = append(in.SetFile, release.ValuesFile{Name: p.key, Content: string(data)})
+	}
+	noteInputSecrets(c, in)
 	return in, nil
 }
 
@@ -970,9 +980,11 @@ func buildInputs(c *cli.Context, raw release.Inputs) (*inputs, func(), error) {
 	if raw.ProfileFile != nil {
 		in.Profile.Source = raw.ProfileFile.Name
 	}
+	noteValueSecrets(c, in.Profile.Values)
 	if in.Values, in.Warnings, err = values.Build(in.Profile.Name, in.Profile.Values, opts); err != nil {
 		return fail(err)
 	}
+	noteValueSecrets(c, in.Values)
 	for i := range in.Warnings {
 		if n, ok := names[in.Warnings[i].Source]; ok {
 			in.Warnings[i].Source = n
