@@ -95,6 +95,14 @@ func runRender(c *cli.Context) error {
 	}
 	debugf(c, "rendered %d objects from chart %s (%s), profile %s", len(manifests), in.Chart.Metadata.Version, in.ChartSource, in.Profile.Name)
 	noteRenderedSecrets(c, manifests)
+	merged, err := render.MergedValues(in.Chart, in.Values)
+	if err != nil {
+		return err
+	}
+	offline := render.OfflineSecretsWarning(merged, manifests)
+	if offline != "" {
+		progress(c).Warn(offline)
+	}
 
 	if !p.Structured() {
 		w := rawStdout(c)
@@ -110,6 +118,10 @@ func runRender(c *cli.Context) error {
 		data.Objects = append(data.Objects, m.Object.Object)
 	}
 	r := resultWithWarnings("render", in).WithData(data)
+	if offline != "" {
+		r.Warnings = append(r.Warnings, offline)
+		r.Status = output.StatusWarning
+	}
 	r.Notes = notes
 	return p.Print(r)
 }
