@@ -409,11 +409,12 @@ func upgradeBackuper(c *cli.Context, cs kubernetes.Interface) *upgrade.ReleaseBa
 		Target: func(ctx context.Context) (backup.Target, *backup.Release, func(context.Context) error, error) {
 			return releaseDBTarget(ctx, c)
 		},
-		Kube:        cs,
-		Dir:         c.String(flagBackupDir),
-		ToolsDir:    c.String(flagPGBinDir),
-		Logger:      debugLogger(c),
-		NewProgress: func() func(int64) { return throttledProgress(c, "dumped") },
+		Kube:            cs,
+		Dir:             c.String(flagBackupDir),
+		ToolsDir:        c.String(flagPGBinDir),
+		Logger:          debugLogger(c),
+		NewProgress:     func() func(int64) { return throttledProgress(c, "dumped") },
+		RegisterCleanup: func(fn func()) func() { return registerExitCleanup(c, fn) },
 	}
 }
 

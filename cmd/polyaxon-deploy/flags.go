@@ -292,6 +292,11 @@ type env struct {
 	// command failed before printing one.
 	printer *output.Printer
 	command string
+	// exitCleanups run when a second Ctrl-C exits at once, before deferred cleanups could
+	// (an unfinished backup directory); exit is os.Exit (tests replace it).
+	exitCleanups map[int]func()
+	nextCleanup  int
+	exit         func(code int)
 }
 
 const envKey = "polyaxon-deploy.env"
@@ -299,7 +304,44 @@ const envKey = "polyaxon-deploy.env"
 // newEnv wraps the process's streams with the run's Scrubber.
 func newEnv(stdout, stderr io.Writer) *env {
 	s := redact.NewScrubber()
-	return &env{stdout: s.Writer(stdout), stderr: s.Writer(stderr), rawStdout: stdout, scrub: s}
+	return &env{stdout: s.Writer(stdout), stderr: s.Writer(stderr), rawStdout: stdout, scrub: s, exit: os.Exit}
+}
+
+// registerExitCleanup adds fn to what a second Ctrl-C runs before exiting; the returned
+// function removes it (call it when fn's work is done or undone another way).
+func registerExitCleanup(c *cli.Context, fn func()) (unregister func()) {
+	e := envOf(c)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.exitCleanups == nil {
+		e.exitCleanups = map[int]func(){}
+	}
+	id := e.nextCleanup
+	e.nextCleanup++
+	e.exitCleanups[id] = fn
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		delete(e.exitCleanups, id)
+	}
+}
+
+// exitNow runs the registered cleanups (each protected from the others' panics) and exits.
+func exitNow(c *cli.Context, code int) {
+	e := envOf(c)
+	e.mu.Lock()
+	fns := make([]func(), 0, len(e.exitCleanups))
+	for _, fn := range e.exitCleanups {
+		fns = append(fns, fn)
+	}
+	e.mu.Unlock()
+	for _, fn := range fns {
+		func() {
+			defer func() { _ = recover() }()
+			fn()
+		}()
+	}
+	e.exit(code)
 }
 
 func envOf(c *cli.Context) *env {
@@ -425,7 +467,8 @@ func (e *env) close() {
 }
 
 // commandContext returns a context cancelled on the first SIGINT/SIGTERM (so Helm actions end
-// their release as failed, not pending-*); a second signal exits 130 at once.
+// their release as failed, not pending-*); a second signal exits 130 at once, after the
+// registered exit cleanups (registerExitCleanup).
 // Call stop when the command returns.
 func commandContext(c *cli.Context) (ctx context.Context, stop func()) {
 	parent := c.Context
@@ -448,7 +491,7 @@ func commandContext(c *cli.Context) (ctx context.Context, stop func()) {
 		select {
 		case <-sigs:
 			debugf(c, "second signal: exit %d", ExitInterrupted)
-			os.Exit(ExitInterrupted)
+			exitNow(c, ExitInterrupted)
 		case <-done:
 		}
 	}()

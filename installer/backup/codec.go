@@ -79,6 +79,18 @@ func newDecoder(r io.Reader, codec string) (io.ReadCloser, error) {
 	return nil, fmt.Errorf("unknown compression codec %q in manifest (known: %s, %s): use a newer polyaxon-deploy", codec, CodecZstd, CodecNone)
 }
 
+// newHeadDecoder is newDecoder for reading only the head of a stream: no read-ahead.
+func newHeadDecoder(r io.Reader, codec string) (io.ReadCloser, error) {
+	if codec != CodecZstd {
+		return newDecoder(r, codec)
+	}
+	d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	return zstdReadCloser{d}, nil
+}
+
 type zstdReadCloser struct{ *zstd.Decoder }
 
 func (z zstdReadCloser) Close() error { z.Decoder.Close(); return nil }
