@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -134,36 +135,47 @@ func streamRestore(ctx context.Context, target Target, dump string, m *Manifest,
 	defer f.Close()
 	hash := sha256.New()
 	tee := io.TeeReader(bufio.NewReaderSize(f, 1<<20), hash)
-	dec, err := newDecoder(tee, m.Compression.Codec)
+	dec, err := newSyncDecoder(tee, m.Compression.Codec)
 	if err != nil {
 		return err
 	}
 	defer dec.Close()
 
-	pr, pw := io.Pipe()
+	// An OS pipe, not an io.Pipe: a local pg_restore reads it directly, without a copying
+	// goroutine in between. Our end of it is closed once pg_restore is gone, so a write to a
+	// pg_restore that stopped early fails instead of blocking.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	widenPipe(pw)
 	stderr := newTail(8192)
 	done := make(chan error, 1)
 	go func() {
 		err := target.Run(ctx, "pg_restore", args, Stdio{Stdin: pr, Stderr: stderr})
-		_ = pr.CloseWithError(errToolDone) // unblock our writes if it stopped early
+		_ = pr.Close()
 		done <- err
 	}()
-	hold := &holdback{w: pw, n: holdBack}
+	// abort ends pg_restore's input before the end of the archive: it fails, and its one
+	// transaction is rolled back.
+	abort := func() { _ = pw.Close(); <-done }
+	out := &writeTracker{w: pw}
+	hold := &holdback{w: out, n: holdBack}
 	_, copyErr := io.CopyBuffer(hold, onlyReader{dec}, make([]byte, 256<<10))
 
 	toolFailed := func(err error) error {
 		return fmt.Errorf("pg_restore failed; %s: %w", nothingCommitted, withStderr(err, stderr))
 	}
 	switch {
-	case errors.Is(copyErr, errToolDone):
+	case out.err != nil:
 		// pg_restore stopped before the end of the archive: an error of its own.
+		_ = pw.Close()
 		if err := <-done; err != nil {
 			return toolFailed(err)
 		}
 		return fmt.Errorf("pg_restore finished before reading the whole dump, which was not verified yet: check the database")
 	case copyErr != nil:
-		_ = pw.CloseWithError(copyErr)
-		<-done
+		abort()
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted; %s: %w", nothingCommitted, ctx.Err())
 		}
@@ -171,25 +183,37 @@ func streamRestore(ctx context.Context, target Target, dump string, m *Manifest,
 	}
 	// The decoder is at the end of its stream: hash whatever of the file it did not need.
 	if _, err := io.Copy(io.Discard, tee); err != nil {
-		_ = pw.CloseWithError(err)
-		<-done
+		abort()
 		return fmt.Errorf("reading %s: %w; %s", m.DumpFile, err, nothingCommitted)
 	}
 	if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
-		_ = pw.CloseWithError(ErrChecksum)
-		<-done
+		abort()
 		return fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup; %s; %s",
 			ErrChecksum, m.DumpFile, sum, m.SHA256, nothingCommitted, fixHint)
 	}
-	if err := hold.release(); err != nil && !errors.Is(err, errToolDone) {
-		_ = pw.CloseWithError(err)
-	} else {
-		_ = pw.Close()
-	}
+	_ = hold.release() // a failure here is pg_restore's, reported below
+	_ = pw.Close()
 	if err := <-done; err != nil {
 		return toolFailed(err)
 	}
 	return nil
+}
+
+// writeTracker remembers the first write error (pg_restore gone).
+type writeTracker struct {
+	w   io.Writer
+	err error
+}
+
+func (t *writeTracker) Write(p []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	n, err := t.w.Write(p)
+	if err != nil {
+		t.err = err
+	}
+	return n, err
 }
 
 // onlyReader hides a decoder's WriteTo, so io.CopyBuffer goes through our buffer and writer.
@@ -203,13 +227,27 @@ type holdback struct {
 }
 
 func (h *holdback) Write(p []byte) (int, error) {
-	h.buf = append(h.buf, p...)
-	if over := len(h.buf) - h.n; over > 0 {
-		if _, err := h.w.Write(h.buf[:over]); err != nil {
+	if len(p) < h.n {
+		h.buf = append(h.buf, p...)
+		if over := len(h.buf) - h.n; over > 0 {
+			if _, err := h.w.Write(h.buf[:over]); err != nil {
+				return 0, err
+			}
+			h.buf = h.buf[:copy(h.buf, h.buf[over:])]
+		}
+		return len(p), nil
+	}
+	// A chunk longer than the tail: the held bytes and all but its tail go out as they are,
+	// only its tail is copied.
+	if len(h.buf) > 0 {
+		if _, err := h.w.Write(h.buf); err != nil {
 			return 0, err
 		}
-		h.buf = h.buf[:copy(h.buf, h.buf[over:])]
 	}
+	if _, err := h.w.Write(p[:len(p)-h.n]); err != nil {
+		return 0, err
+	}
+	h.buf = append(h.buf[:0], p[len(p)-h.n:]...)
 	return len(p), nil
 }
 
@@ -263,7 +301,7 @@ func streamHead(ctx context.Context, dump, codec string, run toolRunner, args []
 		return nil, err, nil
 	}
 	defer f.Close()
-	dec, err := newHeadDecoder(bufio.NewReaderSize(f, 64<<10), codec)
+	dec, err := newSyncDecoder(bufio.NewReaderSize(f, 64<<10), codec)
 	if err != nil {
 		return nil, err, nil
 	}

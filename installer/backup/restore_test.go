@@ -1,10 +1,12 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -168,4 +170,19 @@ func TestChecksum(t *testing.T) {
 	require.ErrorIs(t, Checksum(context.Background(), f.m.Dir), ErrTruncated)
 	require.NoError(t, os.Remove(filepath.Join(f.m.Dir, ManifestFile)))
 	require.ErrorIs(t, Checksum(context.Background(), f.m.Dir), ErrIncomplete)
+}
+
+func TestHoldbackKeepsTheTail(t *testing.T) {
+	for _, chunk := range []int{1, 3, 7, 10, 64} {
+		var out bytes.Buffer
+		h := &holdback{w: &out, n: 10}
+		data := []byte(strings.Repeat("0123456789abcdef", 5))
+		for i := 0; i < len(data); i += chunk {
+			_, err := h.Write(data[i:min(i+chunk, len(data))])
+			require.NoError(t, err)
+		}
+		assert.Equal(t, data[:len(data)-10], out.Bytes(), "chunk %d: all but the last 10 bytes", chunk)
+		require.NoError(t, h.release())
+		assert.Equal(t, data, out.Bytes(), "chunk %d", chunk)
+	}
 }
