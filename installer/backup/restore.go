@@ -328,7 +328,6 @@ func streamHead(ctx context.Context, dump, codec string, run toolRunner, args []
 	return stdout.Bytes(), streamErr, toolErr
 }
 
-
 // selectsPart reports pg_restore flags that restore only part of an archive: pg_restore may
 // then stop reading before the end, so the end cannot be held back until the hash is known.
 func selectsPart(args []string) bool {

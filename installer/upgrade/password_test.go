@@ -74,9 +74,9 @@ func TestPipelineRefusesPostgresPasswordChange(t *testing.T) {
 
 func TestPipelineAcceptsUnchangedPostgresPassword(t *testing.T) {
 	for name, tc := range map[string]struct{ stored, next string }{
-		"same password given again": {"same-password", "same-password"},
+		"same password given again":                  {"same-password", "same-password"},
 		"none given: the chart keeps the stored one": {"stored-in-cluster", ""},
-		"first password, nothing stored yet":        {"", "first-password"},
+		"first password, nothing stored yet":         {"", "first-password"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newSetup(t)
