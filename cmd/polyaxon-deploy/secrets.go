@@ -87,15 +87,17 @@ func noteInputSecrets(c *cli.Context, in release.Inputs) {
 }
 
 // noteRenderedSecrets teaches the scrubber every value that lands in a rendered Secret
-// (generated passwords included): anything printed outside the Secret itself is a leak.
+// (generated passwords included): anything printed outside the Secret itself is a leak. Keys
+// that name an identity (a user name, a host) are left out: masking "polyaxon" everywhere
+// would hide nothing and garble every message.
 func noteRenderedSecrets(c *cli.Context, ms []render.Manifest) {
 	for _, m := range ms {
 		if m.Kind() != "Secret" || m.Object == nil {
 			continue
 		}
 		if data, ok := m.Object.Object["data"].(map[string]any); ok {
-			for _, v := range data {
-				if s, ok := v.(string); ok {
+			for k, v := range data {
+				if s, ok := v.(string); ok && !redact.IsIdentityKey(k) {
 					if b, err := base64.StdEncoding.DecodeString(s); err == nil {
 						scrubber(c).Add(string(b))
 					}
@@ -103,8 +105,8 @@ func noteRenderedSecrets(c *cli.Context, ms []render.Manifest) {
 			}
 		}
 		if data, ok := m.Object.Object["stringData"].(map[string]any); ok {
-			for _, v := range data {
-				if s, ok := v.(string); ok {
+			for k, v := range data {
+				if s, ok := v.(string); ok && !redact.IsIdentityKey(k) {
 					scrubber(c).Add(s)
 				}
 			}

@@ -47,6 +47,24 @@ func IsSecretKey(key string) bool {
 // selectorLists hold {key, operator, ...} items whose key is a label or taint key.
 var selectorLists = map[string]bool{"tolerations": true, "matchExpressions": true}
 
+// identityWords name things (a user, a host, a database) rather than hold a secret.
+var identityWords = map[string]bool{"user": true, "username": true, "host": true, "hostname": true, "port": true,
+	"database": true, "db": true, "dbname": true, "name": true, "namespace": true, "email": true}
+
+// IsIdentityKey reports whether a key (of a Secret's data, say) names an identity rather than a
+// secret: postgres-user, DB_HOST, email. A secret-like key never is (admin-user-password).
+func IsIdentityKey(key string) bool {
+	if IsSecretKey(key) {
+		return false
+	}
+	for _, w := range words(key) {
+		if identityWords[w] {
+			return true
+		}
+	}
+	return false
+}
+
 // IsSecretPath is IsSecretKey of a dotted path's last segment (a list index is dropped:
 // "x.tokens[0]" is "tokens"), except the key of a toleration or selector requirement
 // (tolerations.core[0].key).

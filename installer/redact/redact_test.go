@@ -27,6 +27,15 @@ func TestIsSecretKey(t *testing.T) {
 	assert.True(t, redact.IsSecretPath("sso.key"))
 }
 
+func TestIsIdentityKey(t *testing.T) {
+	for _, k := range []string{"postgres-user", "username", "DB_HOST", "database", "email"} {
+		assert.True(t, redact.IsIdentityKey(k), k)
+	}
+	for _, k := range []string{"postgres-password", "admin-user-password", "rabbitmq-erlang-cookie", "POLYAXON_SECRET_KEY"} {
+		assert.False(t, redact.IsIdentityKey(k), k)
+	}
+}
+
 func TestValuesMasksSecretsOnly(t *testing.T) {
 	in := map[string]any{
 		"postgresql": map[string]any{"auth": map[string]any{"password": "hunter22", "username": "polyaxon", "existingSecret": "pg"}},
