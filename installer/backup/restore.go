@@ -179,6 +179,13 @@ func streamRestore(ctx context.Context, target Target, dump string, m *Manifest,
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted; %s: %w", nothingCommitted, ctx.Err())
 		}
+		// Hash the rest: a dump that differs from its manifest is altered, not just unreadable.
+		if _, err := io.Copy(io.Discard, tee); err == nil {
+			if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
+				return fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup (%s: %v); %s; %s",
+					ErrChecksum, m.DumpFile, sum, m.SHA256, m.Compression.Codec, copyErr, nothingCommitted, fixHint)
+			}
+		}
 		return fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, m.DumpFile, m.Compression.Codec, copyErr, nothingCommitted, fixHint)
 	}
 	// The decoder is at the end of its stream: hash whatever of the file it did not need.
