@@ -166,25 +166,40 @@ func streamRestore(ctx context.Context, target Target, dump string, m *Manifest,
 	toolFailed := func(err error) error {
 		return fmt.Errorf("pg_restore failed; %s: %w", nothingCommitted, withStderr(err, stderr))
 	}
+	// altered hashes the rest of the file after a failure: a dump that differs from its
+	// manifest is reported as altered, whatever tripped first on the damage.
+	altered := func(cause error) error {
+		if _, err := io.Copy(io.Discard, tee); err != nil {
+			return nil
+		}
+		if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
+			return fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup (%v); %s; %s",
+				ErrChecksum, m.DumpFile, sum, m.SHA256, cause, nothingCommitted, fixHint)
+		}
+		return nil
+	}
 	switch {
 	case out.err != nil:
 		// pg_restore stopped before the end of the archive: an error of its own.
 		_ = pw.Close()
-		if err := <-done; err != nil {
-			return toolFailed(err)
+		err := <-done
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; %s: %w", nothingCommitted, ctx.Err())
 		}
-		return fmt.Errorf("pg_restore finished before reading the whole dump, which was not verified yet: check the database")
+		if err == nil {
+			return fmt.Errorf("pg_restore finished before reading the whole dump, which was not verified yet: check the database")
+		}
+		if aerr := altered(withStderr(err, stderr)); aerr != nil {
+			return aerr
+		}
+		return toolFailed(err)
 	case copyErr != nil:
 		abort()
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted; %s: %w", nothingCommitted, ctx.Err())
 		}
-		// Hash the rest: a dump that differs from its manifest is altered, not just unreadable.
-		if _, err := io.Copy(io.Discard, tee); err == nil {
-			if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
-				return fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup (%s: %v); %s; %s",
-					ErrChecksum, m.DumpFile, sum, m.SHA256, m.Compression.Codec, copyErr, nothingCommitted, fixHint)
-			}
+		if aerr := altered(fmt.Errorf("%s: %w", m.Compression.Codec, copyErr)); aerr != nil {
+			return aerr
 		}
 		return fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, m.DumpFile, m.Compression.Codec, copyErr, nothingCommitted, fixHint)
 	}
