@@ -301,7 +301,7 @@ func readTOC(ctx context.Context, dir, dump string, m *Manifest, cfg *config, ta
 	}
 	if streamErr != nil || toolErr != nil {
 		if err := Checksum(ctx, dir); errors.Is(err, ErrChecksum) {
-			return nil, err
+			return nil, fmt.Errorf("%w; nothing was changed", err)
 		}
 		if streamErr != nil {
 			return nil, fmt.Errorf("%s: %w: decompressing %s (%s): %w; %s", dir, ErrUnreadable, m.DumpFile, m.Compression.Codec, streamErr, fixHint)
