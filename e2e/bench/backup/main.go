@@ -220,7 +220,7 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 			return nil, fmt.Errorf("plain pg_restore: %w", err)
 		}
 		res.PlainRestore.Seconds = append(res.PlainRestore.Seconds, secs)
-		fmt.Printf("  restore run %d: ours %.2fs (verify included)  plain pg_restore %.2fs  (ratio %.2f)\n", i+1, cr.Seconds, secs, cr.Seconds/secs)
+		fmt.Printf("  restore run %d: ours %.2fs (sha256 check included)  plain pg_restore %.2fs  (ratio %.2f)\n", i+1, cr.Seconds, secs, cr.Seconds/secs)
 		if i == 0 {
 			for _, db := range []string{oursDB, plainDB} {
 				got, err := pgtest.Checksums(ctx, srv, db)
