@@ -88,10 +88,11 @@ The password never appears on a command line. The backup is verified unless --no
 			},
 			{
 				Name:      "list",
-				Usage:     "list the backups in the backup directory, newest first",
-				UsageText: "polyaxon-deploy backup list [--dir DIR]",
-				Flags:     joinFlags(outputFlags(), []cli.Flag{backupDirFlag(), debugLogFlag()}),
-				Action:    runBackupList,
+				Usage:     "list the backups in the backup directory, newest first, each checked against its sha256",
+				UsageText: "polyaxon-deploy backup list [--dir DIR] [--no-verify]",
+				Flags: joinFlags(outputFlags(), []cli.Flag{backupDirFlag(), debugLogFlag(),
+					&cli.BoolFlag{Name: flagNoVerify, Usage: "do not read the dumps to check their sha256 (faster; the status then says not verified)"}}),
+				Action: runBackupList,
 			},
 		},
 	}
@@ -102,17 +103,20 @@ func restoreCommand() *cli.Command {
 		Name:      "restore",
 		Usage:     "restore the release's database from a backup (replaces its contents)",
 		UsageText: "polyaxon-deploy restore PATH [--yes] [--force] [--local] [-n NS] [--release NAME]",
-		Description: `Verifies the backup, scales the components that write to the database (gateway,
-scheduler, worker, beat, agent, operator) to zero, restores with
-pg_restore --clean --if-exists --single-transaction --no-owner, scales them back and checks
-that every table of the backup exists. A backup taken from a newer Polyaxon version than the
-running one is refused unless --force. Secrets are not restored: apply PATH/secrets.json
-with kubectl if the release's Secrets were lost.`,
+		Description: `Checks the backup (manifest, size, table of contents), scales the components that write
+to the database (gateway, scheduler, worker, beat, agent, operator) to zero, and restores with
+pg_restore --clean --if-exists --single-transaction --no-owner, reading the dump once: its
+sha256 is checked as it streams, and the end of the dump reaches pg_restore only when it
+matches, so a damaged dump rolls the one transaction back and nothing is committed. Then it
+scales the writers back and checks that every table of the backup exists. A backup of another
+release or namespace (manifest.json), or from a newer Polyaxon version than the running one,
+is refused unless --force. Secrets are not restored: apply PATH/secrets.json with kubectl if
+the release's Secrets were lost.`,
 		Flags: joinFlags(clusterFlags(), outputFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: flagYes, Aliases: []string{"y"}, Usage: "do not ask for confirmation", Category: "Restore"},
-			&cli.BoolFlag{Name: flagForce, Usage: "restore a backup taken from a newer app version", Category: "Restore"},
+			&cli.BoolFlag{Name: flagForce, Usage: "restore a backup taken from a newer app version, or from another release or namespace", Category: "Restore"},
 			&cli.BoolFlag{Name: flagNoScale, Usage: "do not scale the database writers down (they may write during the restore)", Category: "Restore"},
-			&cli.BoolFlag{Name: flagFull, Usage: "verify every data block before restoring", Category: "Restore"},
+			&cli.BoolFlag{Name: flagFull, Usage: "verify every data block before restoring (reads the dump twice)", Category: "Restore"},
 		}, dbAccessFlags()),
 		Action: runRestore,
 	}
@@ -156,21 +160,40 @@ type BackupListData struct {
 
 // BackupListEntry is one backup in `backup list`.
 type BackupListEntry struct {
-	Path     string           `json:"path"`
+	Path string `json:"path"`
+	// Status is ok (checksum verified), not-verified (--no-verify), damaged (size or sha256
+	// differ from the manifest) or incomplete (no manifest or no dump).
+	Status string `json:"status"`
+	// Verified is true when the dump's size and sha256 were checked against the manifest.
+	Verified bool             `json:"verified"`
 	Problem  string           `json:"problem,omitempty"`
 	Manifest *backup.Manifest `json:"manifest,omitempty"`
 }
+
+// Statuses of a listed backup.
+const (
+	listOK          = "ok"
+	listNotVerified = "not-verified"
+	listDamaged     = "damaged"
+	listIncomplete  = "incomplete"
+)
 
 // Table implements output.Tabler.
 func (d BackupListData) Table() ([]string, [][]string) {
 	rows := [][]string{}
 	for _, e := range d.Backups {
+		status := map[string]string{
+			listOK:          "ok (sha256 verified)",
+			listNotVerified: "not verified (--no-verify)",
+			listDamaged:     "DAMAGED: " + oneLineStr(e.Problem),
+			listIncomplete:  "INCOMPLETE: " + oneLineStr(e.Problem),
+		}[e.Status]
 		if e.Manifest == nil {
-			rows = append(rows, []string{e.Path, "-", "-", "-", "-", "INCOMPLETE: " + oneLineStr(e.Problem)})
+			rows = append(rows, []string{e.Path, "-", "-", "-", "-", status})
 			continue
 		}
 		m := e.Manifest
-		rows = append(rows, []string{e.Path, m.StartedAt.Format(time.RFC3339), m.Release, m.AppVersion, output.HumanBytes(m.DumpSize), "ok"})
+		rows = append(rows, []string{e.Path, m.StartedAt.Format(time.RFC3339), m.Release, m.AppVersion, output.HumanBytes(m.DumpSize), status})
 	}
 	return []string{"PATH", "STARTED", "RELEASE", "APP VERSION", "SIZE", "STATUS"}, rows
 }
@@ -218,6 +241,7 @@ func runBackupCreate(c *cli.Context) error {
 		backup.WithCompression(c.String(flagCodec), c.Int(flagLevel)),
 		backup.WithLogger(debugLogger(c)),
 		backup.WithProgress(throttledProgress(c, "dumped")),
+		backup.WithCleanupRegistry(func(fn func()) func() { return registerExitCleanup(c, fn) }),
 	)
 	if err != nil {
 		return err
@@ -276,15 +300,40 @@ func runBackupList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	ctx, stop := commandContext(c)
+	defer stop()
+	verify := !c.Bool(flagNoVerify)
 	data := BackupListData{Dir: dir, Backups: []BackupListEntry{}}
+	res := output.NewResult("backup list", output.StatusOK)
 	for _, e := range entries {
-		data.Backups = append(data.Backups, BackupListEntry{Path: e.Dir, Problem: e.Problem, Manifest: e.Manifest})
+		le := BackupListEntry{Path: e.Dir, Problem: e.Problem, Manifest: e.Manifest, Status: listNotVerified}
+		switch {
+		case e.Manifest == nil:
+			le.Status = listIncomplete
+		case verify:
+			if err := backup.Checksum(ctx, e.Dir); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				le.Status, le.Problem = listDamaged, err.Error()
+			} else {
+				le.Status, le.Verified = listOK, true
+			}
+		}
+		if le.Status == listDamaged || le.Status == listIncomplete {
+			res.Status = output.StatusWarning
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s", le.Path, oneLineStr(le.Problem)))
+		}
+		data.Backups = append(data.Backups, le)
 	}
 	if len(entries) == 0 && !p.Structured() {
 		progress(c).Warn(fmt.Sprintf("No backups in %s", dir))
 		return nil
 	}
-	return p.Print(output.NewResult("backup list", output.StatusOK).WithData(data))
+	if !verify && len(entries) > 0 {
+		progress(c).Warn("checksums not verified (--no-verify): a damaged dump would not show here; `polyaxon-deploy backup verify PATH` checks one")
+	}
+	return p.Print(res.WithData(data))
 }
 
 func runRestore(c *cli.Context) error {
@@ -306,6 +355,13 @@ func runRestore(c *cli.Context) error {
 	m, err := backup.ReadManifest(path)
 	if err != nil {
 		return err
+	}
+	if err := backup.CheckOrigin(m, c.String(flagRelease), kubeSettings(c).Namespace); err != nil {
+		if !c.Bool(flagForce) {
+			return fmt.Errorf("restore %s: %w: nothing was changed", path, err)
+		}
+		progress(c).Warn(fmt.Sprintf("--force: restoring a backup of release %s (namespace %s) into release %s (namespace %s)",
+			m.Release, m.Namespace, c.String(flagRelease), kubeSettings(c).Namespace))
 	}
 	if !c.Bool(flagYes) {
 		question := fmt.Sprintf("Restore %s (taken %s from release %s, app %s) into release %s in namespace %s? This REPLACES the database contents",
@@ -330,6 +386,7 @@ func runRestore(c *cli.Context) error {
 	opts := []backup.Option{
 		backup.WithToolsDir(c.String(flagPGBinDir)),
 		backup.WithLogger(debugLogger(c)),
+		backup.WithTargetRelease(rel.Info.Name, rel.Info.Namespace),
 		backup.WithRunningAppVersion(rel.Info.AppVersion),
 	}
 	if c.Bool(flagForce) {

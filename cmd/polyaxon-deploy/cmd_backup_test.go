@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
@@ -20,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/kube"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
@@ -91,4 +97,100 @@ func TestBackupCLISmoke(t *testing.T) {
 	code, out, errs = runIt("backup", "verify", res.Data.Path)
 	t.Log(out, errs)
 	require.Equal(t, 1, code)
+}
+
+// fakeBackupDir writes a backup directory whose manifest records dump's size and sha256 (no
+// PostgreSQL needed: list only reads files).
+func fakeBackupDir(t *testing.T, parent, name, release, namespace string, dump []byte) string {
+	t.Helper()
+	dir := filepath.Join(parent, name)
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, backup.DumpBaseName), dump, 0o600))
+	sum := sha256.Sum256(dump)
+	m := backup.Manifest{FormatVersion: backup.FormatVersion, Release: release, Namespace: namespace, AppVersion: "2.15.1",
+		Source: backup.SourceLocal, Database: "polyaxon", DumpFile: backup.DumpBaseName, DumpFormat: "custom",
+		Compression: backup.Compression{Codec: backup.CodecNone}, DumpSize: int64(len(dump)), SHA256: hex.EncodeToString(sum[:]),
+		StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, backup.ManifestFile), b, 0o600))
+	return dir
+}
+
+// backup list reads every dump and checks it against its manifest: a tampered dump is never
+// shown as ok; --no-verify says plainly that nothing was checked.
+func TestBackupListVerifiesChecksums(t *testing.T) {
+	parent := t.TempDir()
+	good := fakeBackupDir(t, parent, "polyaxon-20260102T030405Z", "polyaxon", "polyaxon", []byte("PGDMP good dump"))
+	bad := fakeBackupDir(t, parent, "polyaxon-20260102T030406Z", "polyaxon", "polyaxon", []byte("PGDMP tampered dump"))
+	b, err := os.ReadFile(filepath.Join(bad, backup.DumpBaseName))
+	require.NoError(t, err)
+	b[len(b)-1] ^= 1
+	require.NoError(t, os.WriteFile(filepath.Join(bad, backup.DumpBaseName), b, 0o600))
+
+	r := runCLI(t, nil, "backup", "list", "--dir", parent)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	rows := map[string]string{}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			rows[f[0]] = l
+		}
+	}
+	assert.Contains(t, rows[good], "ok (sha256 verified)")
+	assert.NotContains(t, rows[bad], "ok")
+	assert.Contains(t, rows[bad], "DAMAGED")
+
+	r = runCLI(t, nil, "backup", "list", "--dir", parent, "-o", "json")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var doc struct {
+		Status string
+		Data   struct {
+			Backups []struct {
+				Path     string
+				Verified bool
+				Status   string
+				Problem  string
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc))
+	assert.Equal(t, "warning", doc.Status)
+	require.Len(t, doc.Data.Backups, 2)
+	for _, e := range doc.Data.Backups {
+		if e.Path == bad {
+			assert.False(t, e.Verified)
+			assert.Equal(t, "damaged", e.Status)
+			assert.Contains(t, e.Problem, "sha256")
+		} else {
+			assert.True(t, e.Verified)
+			assert.Equal(t, "ok", e.Status)
+		}
+	}
+
+	r = runCLI(t, nil, "backup", "list", "--dir", parent, "--no-verify")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "ok")
+	assert.Equal(t, 2, strings.Count(r.stdout, "not verified (--no-verify)"))
+	assert.Contains(t, r.stderr, "checksums not verified")
+}
+
+// restore refuses a backup of another release or namespace before anything happens, unless
+// --force.
+func TestRestoreRefusesAnotherReleasesBackup(t *testing.T) {
+	parent := t.TempDir()
+	other := fakeBackupDir(t, parent, "staging-20260102T030405Z", "staging", "ml-staging", []byte("PGDMP"))
+	for _, args := range [][]string{
+		{"restore", other, "--yes", "--kubeconfig", "/nonexistent"},
+		{"restore", other, "--yes", "--kubeconfig", "/nonexistent", "--release", "staging"},
+	} {
+		r := runCLI(t, nil, args...)
+		assert.Equal(t, ExitError, r.code, r.stderr)
+		assert.Contains(t, r.stderr, "backup of another release: it was taken from release staging in namespace ml-staging")
+		assert.Contains(t, r.stderr, "--force")
+		assert.NotContains(t, r.stderr, "kubeconfig", "refused before the cluster is touched")
+	}
+	r := runCLI(t, nil, "restore", other, "--yes", "--force", "--kubeconfig", "/nonexistent")
+	assert.Equal(t, ExitError, r.code)
+	assert.Contains(t, r.stderr, "--force: restoring a backup of release staging")
+	assert.Contains(t, r.stderr, "kubeconfig", "with --force it goes on (to the cluster)")
 }

@@ -46,6 +46,7 @@ func runCheck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	noteRenderedSecrets(c, rendered.All())
 	ctx, stop := commandContext(c)
 	defer stop()
 
@@ -86,7 +87,7 @@ func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render
 	}
 	obs := output.NewCheckObserver(progress(c))
 	runner := check.NewRunner(checks,
-		check.WithIgnore(c.StringSlice(flagIgnore)...),
+		check.WithIgnore(listFlag(c, flagIgnore)...),
 		check.WithFatal(in.Profile.Policy.FatalChecks...),
 		check.WithObserver(check.ObserverFuncs{
 			OnStart: func(ch check.Check) { debugf(c, "check %s: start", ch.ID) },

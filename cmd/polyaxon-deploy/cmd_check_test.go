@@ -42,7 +42,12 @@ func fakeNode(name, pool string, taints []corev1.Taint, gpu bool) *corev1.Node {
 // logic has its own tests and the real API server runs in e2e.
 func fakeSettings(t *testing.T, objs ...runtime.Object) *kube.Settings {
 	t.Helper()
-	cs := fake.NewClientset(objs...)
+	return fakeSettingsOn(t, fake.NewClientset(objs...))
+}
+
+// fakeSettingsOn is fakeSettings on a given clientset (e.g. a release fixture's).
+func fakeSettingsOn(t *testing.T, cs *fake.Clientset) *kube.Settings {
+	t.Helper()
 	cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &kversion.Info{GitVersion: "v1.37.2"}
 	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview).DeepCopy()

@@ -85,6 +85,7 @@ func runPlan(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	noteRenderedSecrets(c, rendered.All())
 	objs := renderedObjects(rendered)
 	release, ns := c.String(flagRelease), c.String(flagNamespace)
 
@@ -138,7 +139,7 @@ func runPlan(c *cli.Context) error {
 	debugf(c, "plan: snapshot of %d nodes, %d pods in %d LIST calls, %s", len(snap.Nodes), snap.ExistingPods, snap.APICalls, time.Since(start))
 
 	var opts []plan.Option
-	if labels := c.StringSlice(flagPoolLabel); len(labels) > 0 {
+	if labels := listFlag(c, flagPoolLabel); len(labels) > 0 {
 		opts = append(opts, plan.WithPoolLabels(labels...))
 	}
 	start = time.Now()

@@ -85,7 +85,9 @@ downgrade; chart downgrade only with --force; the chart's polyaxon-deploy/upgrad
 backup and verify (mandatory with the production profile: --skip-backup needs --yes),
 migrations (a Job per target version, logs streamed; a failure leaves the release at its
 revision and says how to restore), helm upgrade with wait (a failure rolls back to the last good
-revision), post-checks (a failure rolls back too). --restore-on-failure restores the backup
+revision), post-checks (a failure rolls back too). A new postgresql.auth.password for the
+in-cluster Postgres is refused (Postgres keeps the password it was created with): change it
+in the server first, then pass --force. --restore-on-failure restores the backup
 after a failure that followed the migrations. A Postgres major-version change needs
 --allow-postgres-major-upgrade: dump, verify, new server on a new volume, restore, migrate.
 Ctrl-C cancels: the release is recorded failed, never left pending; a second Ctrl-C exits 130.`,
@@ -96,7 +98,7 @@ Ctrl-C cancels: the release is recorded failed, never left pending; a second Ctr
 			&cli.BoolFlag{Name: flagSkipBackup, Usage: "upgrade without a backup (the production profile also needs --yes)", Category: "Backup"},
 			yesFlag("confirm --skip-backup with a profile that requires backups"),
 			&cli.BoolFlag{Name: flagRestoreOnFailure, Usage: "restore the backup automatically when the upgrade fails after migrations ran", Category: "Backup"},
-			&cli.BoolFlag{Name: flagForce, Usage: "allow a chart-only downgrade (never a Polyaxon downgrade)", Category: "Release"},
+			&cli.BoolFlag{Name: flagForce, Usage: "allow a chart-only downgrade (never a Polyaxon downgrade), or a new postgresql.auth.password already set in the server", Category: "Release"},
 			&cli.BoolFlag{Name: flagAllowPGMajor, Usage: "allow a PostgreSQL major-version change (dump and restore into a new server)", Category: "Backup"},
 			backupDirFlag(),
 		}, dbAccessFlags()),
@@ -202,6 +204,7 @@ func runInstall(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	noteRenderedSecrets(c, rendered.All())
 	rep, err := runChecks(ctx, c, in, rendered, true)
 	if err != nil {
 		return err
@@ -310,6 +313,7 @@ func runUpgrade(c *cli.Context) error {
 			storedRev, stored.Profile, len(stored.ValuesFiles), len(stored.Set)+len(stored.SetString)+len(stored.SetFile),
 			map[bool]string{true: " (--reset-values: stored -f/--set dropped)", false: ""}[c.Bool(flagResetValues)]))
 	}
+	noteInputSecrets(c, stored)
 	merged := stored.Layer(now, c.Bool(flagResetValues))
 	in, cleanup, err := buildInputs(c, merged)
 	if err != nil {
@@ -333,6 +337,7 @@ func runUpgrade(c *cli.Context) error {
 			if err != nil {
 				return err
 			}
+			noteRenderedSecrets(c, rendered.All())
 			rep, err := runChecks(ctx, c, in, rendered, pre)
 			if err != nil {
 				return err
@@ -365,6 +370,7 @@ func runUpgrade(c *cli.Context) error {
 		MigrationJob:              migrationJob,
 		Migrator:                  migrate.New(cs, rc.Namespace(), migrate.WithProgress(progress(c).Writer()), migrate.WithTimeout(timeout)),
 		ForceDowngrade:            c.Bool(flagForce),
+		AllowPasswordChange:       c.Bool(flagForce),
 		AllowPostgresMajorUpgrade: c.Bool(flagAllowPGMajor),
 		DryRun:                    c.Bool(flagDryRun),
 		Out:                       progress(c).Writer(),
@@ -406,11 +412,12 @@ func upgradeBackuper(c *cli.Context, cs kubernetes.Interface) *upgrade.ReleaseBa
 		Target: func(ctx context.Context) (backup.Target, *backup.Release, func(context.Context) error, error) {
 			return releaseDBTarget(ctx, c)
 		},
-		Kube:        cs,
-		Dir:         c.String(flagBackupDir),
-		ToolsDir:    c.String(flagPGBinDir),
-		Logger:      debugLogger(c),
-		NewProgress: func() func(int64) { return throttledProgress(c, "dumped") },
+		Kube:            cs,
+		Dir:             c.String(flagBackupDir),
+		ToolsDir:        c.String(flagPGBinDir),
+		Logger:          debugLogger(c),
+		NewProgress:     func() func(int64) { return throttledProgress(c, "dumped") },
+		RegisterCleanup: func(fn func()) func() { return registerExitCleanup(c, fn) },
 	}
 }
 
@@ -728,13 +735,16 @@ func startReleaseCommand(c *cli.Context) (*output.Printer, context.Context, *rel
 }
 
 func releaseClient(c *cli.Context) (*release.Client, error) {
+	opts := []release.Option{release.WithProgress(progress(c).Writer()), release.WithDebugLog(helmLog(c))}
+	if newClient := envOf(c).newReleaseClient; newClient != nil {
+		return newClient(c, opts...)
+	}
 	ks := kubeSettings(c)
 	cs, err := ks.Clientset()
 	if err != nil {
 		return nil, err
 	}
-	return release.New(ks.RESTClientGetter(), cs, c.String(flagNamespace), c.String(flagRelease),
-		release.WithProgress(progress(c).Writer()), release.WithDebugLog(helmLog(c)))
+	return release.New(ks.RESTClientGetter(), cs, c.String(flagNamespace), c.String(flagRelease), opts...)
 }
 
 // withLock runs fn holding the release lock. On the way out it marks a revision that fn
@@ -864,19 +874,23 @@ func readInputs(c *cli.Context, install bool) (release.Inputs, error) {
 		}
 		in.ValuesFiles = append(in.ValuesFiles, release.ValuesFile{Name: f, Content: string(data)})
 	}
+	if err := checkSetArgs(c); err != nil {
+		return in, err
+	}
 	in.Set = c.StringSlice(flagSet)
 	in.SetString = c.StringSlice(flagSetString)
-	for _, s := range c.StringSlice(flagSetFile) {
-		key, path, ok := strings.Cut(s, "=")
-		if !ok || key == "" || path == "" {
-			return in, usageErrorf("--set-file %q: want key=path", s)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return in, fmt.Errorf("--set-file %s: %w (fix: check the path)", s, err)
-		}
-		in.SetFile = append(in.SetFile, release.ValuesFile{Name: key, Content: string(data)})
+	pairs, err := setFilePairs(c.StringSlice(flagSetFile))
+	if err != nil {
+		return in, err
 	}
+	for _, p := range pairs {
+		data, err := os.ReadFile(p.path)
+		if err != nil {
+			return in, fmt.Errorf("--set-file %s=%s: %w (fix: check the path)", p.key, p.path, err)
+		}
+		in.SetFile = append(in.SetFile, release.ValuesFile{Name: p.key, Content: string(data)})
+	}
+	noteInputSecrets(c, in)
 	return in, nil
 }
 
@@ -968,9 +982,11 @@ func buildInputs(c *cli.Context, raw release.Inputs) (*inputs, func(), error) {
 	if raw.ProfileFile != nil {
 		in.Profile.Source = raw.ProfileFile.Name
 	}
+	noteValueSecrets(c, in.Profile.Values)
 	if in.Values, in.Warnings, err = values.Build(in.Profile.Name, in.Profile.Values, opts); err != nil {
 		return fail(err)
 	}
+	noteValueSecrets(c, in.Values)
 	for i := range in.Warnings {
 		if n, ok := names[in.Warnings[i].Source]; ok {
 			in.Warnings[i].Source = n

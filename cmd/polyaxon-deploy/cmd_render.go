@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -57,6 +58,8 @@ func runRender(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+		// Values are shown with their secrets masked, like every other result.
+		merged = redact.Values(merged)
 		if !p.Structured() {
 			b, err := yaml.Marshal(merged)
 			if err != nil {
@@ -67,12 +70,15 @@ func runRender(c *cli.Context) error {
 		}
 		return p.Print(resultWithWarnings("render", in).WithData(RenderData{Values: merged}))
 	}
+	// Manifests go out unmasked: their Secrets must keep their values. Everything else in the
+	// result is masked at the source (warnings by path).
+	p = printerOn(c, rawStdout(c), p.Format())
 
 	opts := releaseOptions(c)
 	opts.KubeVersion = c.String("kube-version")
 	var manifests []render.Manifest
 	notes := ""
-	if only := c.StringSlice("show-only"); len(only) > 0 {
+	if only := listFlag(c, "show-only"); len(only) > 0 {
 		for _, t := range only {
 			ms, err := render.RenderTemplate(in.Chart, in.Values, opts, t)
 			if err != nil {
@@ -88,9 +94,18 @@ func runRender(c *cli.Context) error {
 		manifests, notes = res.All(), res.Notes
 	}
 	debugf(c, "rendered %d objects from chart %s (%s), profile %s", len(manifests), in.Chart.Metadata.Version, in.ChartSource, in.Profile.Name)
+	noteRenderedSecrets(c, manifests)
+	merged, err := render.MergedValues(in.Chart, in.Values)
+	if err != nil {
+		return err
+	}
+	offline := render.OfflineSecretsWarning(merged, manifests)
+	if offline != "" {
+		progress(c).Warn(offline)
+	}
 
 	if !p.Structured() {
-		w := stdout(c)
+		w := rawStdout(c)
 		for _, m := range manifests {
 			if _, err := fmt.Fprintf(w, "---\n# Source: %s\n%s\n", m.Template, trimDoc(m.Content)); err != nil {
 				return err
@@ -103,6 +118,10 @@ func runRender(c *cli.Context) error {
 		data.Objects = append(data.Objects, m.Object.Object)
 	}
 	r := resultWithWarnings("render", in).WithData(data)
+	if offline != "" {
+		r.Warnings = append(r.Warnings, offline)
+		r.Status = output.StatusWarning
+	}
 	r.Notes = notes
 	return p.Print(r)
 }

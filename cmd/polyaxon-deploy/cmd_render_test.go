@@ -16,7 +16,43 @@ func TestRenderManifests(t *testing.T) {
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	assert.True(t, strings.HasPrefix(r.stdout, "---\n# Source: polyaxon/crds/"), "CRDs first")
 	assert.Contains(t, r.stdout, "# Source: polyaxon/templates/gateway/deployment.yaml\napiVersion: apps/v1\nkind: Deployment")
-	assert.Empty(t, r.stderr, "no warnings for clean inputs")
+	assert.NotContains(t, r.stderr, "older", "no input warnings for clean inputs")
+}
+
+// An offline render cannot read the Secrets back from the cluster: it says which Secrets get
+// new random values on every render and which existingSecret values keep them stable.
+func TestRenderWarnsAboutSecretsGeneratedOffline(t *testing.T) {
+	r := runCLI(t, nil, "render", "--profile", "production")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "‼ rendered without cluster access: the platform, postgresql, rabbitmq, redis Secret(s) get new random values on every render")
+	for _, v := range []string{"secrets.existingSecret", "postgresql.auth.existingSecret", "rabbitmq.auth.existingSecret", "redis.auth.existingSecret"} {
+		assert.Contains(t, r.stderr, v)
+	}
+
+	r = runCLI(t, nil, "render", "--profile", "production", "-o", "json")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var doc struct {
+		Status   string
+		Warnings []string
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc))
+	assert.Equal(t, "warning", doc.Status)
+	require.Len(t, doc.Warnings, 1)
+	assert.Contains(t, doc.Warnings[0], "postgresql.auth.existingSecret")
+
+	// Every secret given: nothing is generated, nothing to say.
+	r = runCLI(t, nil, "render", "--profile", "development",
+		"--set", "secrets.existingSecret=platform", "--set", "postgresql.auth.existingSecret=pg")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	r = runCLI(t, nil, "render", "--profile", "development",
+		"--set", "secrets.secretKey=k1234567,secrets.internalToken=t1234567,secrets.adminPassword=a1234567,postgresql.auth.password=p1234567")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	// Only the gateway's Deployment: no Secret rendered, no warning.
+	r = runCLI(t, nil, "render", "-s", "templates/gateway/deployment.yaml")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
 }
 
 func TestRenderValuesOnlyLayering(t *testing.T) {
@@ -53,8 +89,9 @@ func TestRenderJSONResult(t *testing.T) {
 	assert.Equal(t, "polyaxon-deploy/v1", doc.APIVersion)
 	assert.Equal(t, "render", doc.Command)
 	assert.Equal(t, "warning", doc.Status, "legacy spelling is accepted with a warning")
-	require.Len(t, doc.Warnings, 1)
+	require.Len(t, doc.Warnings, 2, "the legacy spelling, then the Secrets generated offline")
 	assert.Contains(t, doc.Warnings[0], "nodeSelectors")
+	assert.Contains(t, doc.Warnings[1], "rendered without cluster access")
 	assert.NotEmpty(t, doc.Data.Objects)
 	assert.NotEmpty(t, doc.Notes)
 	assert.Contains(t, r.stderr, "‼ "+seed+": nodeSelector (singular", "warnings also go to stderr for humans")

@@ -23,6 +23,8 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/kube"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
@@ -145,6 +147,21 @@ func checkFlags() []cli.Flag {
 	}
 }
 
+// listFlag returns a repeatable flag whose values are names (check IDs, label keys, template
+// paths), accepting commas too (--ignore a,b): the App does not split slices itself, so that
+// --set and -f reach Helm's parser whole.
+func listFlag(c *cli.Context, name string) []string {
+	var out []string
+	for _, v := range c.StringSlice(name) {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
 // joinFlags concatenates flag groups for a command definition.
 func joinFlags(groups ...[]cli.Flag) []cli.Flag {
 	var out []cli.Flag
@@ -187,14 +204,34 @@ func loadInputs(c *cli.Context) (*inputs, error) {
 		StringValues: c.StringSlice(flagSetString),
 		FileValues:   c.StringSlice(flagSetFile),
 	}
+	if err := checkSetArgs(c); err != nil {
+		return nil, err
+	}
+	noteValueSecrets(c, in.Profile.Values)
+	noteOptionSecrets(c, in.ValueOptions)
 	in.Values, in.Warnings, err = values.Build(in.Profile.Name, in.Profile.Values, in.ValueOptions)
 	if err != nil {
 		return nil, err
 	}
+	noteValueSecrets(c, in.Values)
 	for _, w := range in.Warnings {
 		debugf(c, "values warning: %s", w)
 	}
 	return in, nil
+}
+
+// checkSetArgs refuses --set/--set-string/--set-file arguments that strvals would silently
+// ignore (empty, or a pair without a key): a usage error, before anything is read.
+func checkSetArgs(c *cli.Context) error {
+	for _, flag := range []string{flagSet, flagSetString} {
+		for _, a := range c.StringSlice(flag) {
+			if _, err := values.SplitSetArg(a); err != nil {
+				return usageErrorf("--%s %q: %v", flag, values.RedactSetArg(a), err)
+			}
+		}
+	}
+	_, err := setFilePairs(c.StringSlice(flagSetFile))
+	return err
 }
 
 // warnInputs prints legacy-input warnings as human progress on stderr.
@@ -227,30 +264,84 @@ func kubeSettings(c *cli.Context) *kube.Settings {
 
 // env is the per-process state hung on cli.App.Metadata: writers, debug log, settings.
 type env struct {
+	// stdout and stderr mask the run's secrets (scrub); rawStdout is for render's manifests,
+	// whose Secrets must keep their values.
 	stdout, stderr io.Writer
+	rawStdout      io.Writer
+	scrub          *redact.Scrubber
 
 	mu          sync.Mutex
 	settings    *kube.Settings
 	newSettings func(*cli.Context) *kube.Settings // test hook: inject fake/real clients
-	logStarted  bool
-	logPath     string
-	logFile     *os.File
-	logErr      error
-	logBuf      bytes.Buffer
-	progress    *output.Progress
+	// newReleaseClient is a test hook: a release client on offline Helm fixtures.
+	newReleaseClient func(*cli.Context, ...release.Option) (*release.Client, error)
+	logStarted       bool
+	logPath          string
+	logFile          *os.File
+	logErr           error
+	logBuf           bytes.Buffer
+	progress         *output.Progress
 	// printer and command let finish print an error result with -o json|yaml when the
 	// command failed before printing one.
 	printer *output.Printer
 	command string
+	// exitCleanups run when a second Ctrl-C exits at once, before deferred cleanups could
+	// (an unfinished backup directory); exit is os.Exit (tests replace it).
+	exitCleanups map[int]func()
+	nextCleanup  int
+	exit         func(code int)
 }
 
 const envKey = "polyaxon-deploy.env"
+
+// newEnv wraps the process's streams with the run's Scrubber.
+func newEnv(stdout, stderr io.Writer) *env {
+	s := redact.NewScrubber()
+	return &env{stdout: s.Writer(stdout), stderr: s.Writer(stderr), rawStdout: stdout, scrub: s, exit: os.Exit}
+}
+
+// registerExitCleanup adds fn to what a second Ctrl-C runs before exiting; the returned
+// function removes it (call it when fn's work is done or undone another way).
+func registerExitCleanup(c *cli.Context, fn func()) (unregister func()) {
+	e := envOf(c)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.exitCleanups == nil {
+		e.exitCleanups = map[int]func(){}
+	}
+	id := e.nextCleanup
+	e.nextCleanup++
+	e.exitCleanups[id] = fn
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		delete(e.exitCleanups, id)
+	}
+}
+
+// exitNow runs the registered cleanups (each protected from the others' panics) and exits.
+func exitNow(c *cli.Context, code int) {
+	e := envOf(c)
+	e.mu.Lock()
+	fns := make([]func(), 0, len(e.exitCleanups))
+	for _, fn := range e.exitCleanups {
+		fns = append(fns, fn)
+	}
+	e.mu.Unlock()
+	for _, fn := range fns {
+		func() {
+			defer func() { _ = recover() }()
+			fn()
+		}()
+	}
+	e.exit(code)
+}
 
 func envOf(c *cli.Context) *env {
 	if e, ok := c.App.Metadata[envKey].(*env); ok {
 		return e
 	}
-	e := &env{stdout: c.App.Writer, stderr: c.App.ErrWriter}
+	e := newEnv(c.App.Writer, c.App.ErrWriter)
 	if c.App.Metadata == nil {
 		c.App.Metadata = map[string]any{}
 	}
@@ -258,9 +349,13 @@ func envOf(c *cli.Context) *env {
 	return e
 }
 
-// stdout is where results go; stderr is for humans.
+// stdout is where results go; stderr is for humans. Both mask the run's secrets.
 func stdout(c *cli.Context) io.Writer { return envOf(c).stdout }
-func stderr(c *cli.Context) io.Writer { return envOf(c).stderr }
+
+// rawStdout is stdout without masking: only for rendered manifests (Secrets keep their values;
+// everything else render prints is masked by path first).
+func rawStdout(c *cli.Context) io.Writer { return envOf(c).rawStdout }
+func stderr(c *cli.Context) io.Writer    { return envOf(c).stderr }
 
 // progress is the human progress printer on stderr.
 func progress(c *cli.Context) *output.Progress {
@@ -279,12 +374,17 @@ func printer(c *cli.Context) (*output.Printer, error) {
 	if err != nil {
 		return nil, withExit(ExitUsage, err)
 	}
-	p := output.NewPrinter(stdout(c), f)
+	return printerOn(c, stdout(c), f), nil
+}
+
+// printerOn makes the command's result printer write to w (render: the unmasked stdout).
+func printerOn(c *cli.Context, w io.Writer, f output.Format) *output.Printer {
+	p := output.NewPrinter(w, f)
 	e := envOf(c)
 	e.mu.Lock()
 	e.printer, e.command = p, c.Command.FullName()
 	e.mu.Unlock()
-	return p, nil
+	return p
 }
 
 // debugf records a debug line. With --debug-log FILE lines go straight to FILE; otherwise
@@ -300,7 +400,7 @@ func debugf(c *cli.Context, format string, a ...any) {
 			e.logPath = path
 			e.logFile, e.logErr = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		}
-		e.writeLog(fmt.Sprintf("%s polyaxon-deploy %s: %s\n", time.Now().Format(time.RFC3339), version, strings.Join(os.Args, " ")))
+		e.writeLog(fmt.Sprintf("%s polyaxon-deploy %s: %s\n", time.Now().Format(time.RFC3339), version, strings.Join(redactArgs(os.Args), " ")))
 	}
 	e.writeLog(fmt.Sprintf("%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, a...)...))
 }
@@ -309,6 +409,7 @@ func debugf(c *cli.Context, format string, a ...any) {
 const maxLogBuffer = 4 << 20
 
 func (e *env) writeLog(line string) {
+	line = e.scrub.String(line)
 	if e.logFile != nil {
 		_, _ = e.logFile.WriteString(line)
 		return
@@ -359,7 +460,8 @@ func (e *env) close() {
 }
 
 // commandContext returns a context cancelled on the first SIGINT/SIGTERM (so Helm actions end
-// their release as failed, not pending-*); a second signal exits 130 at once.
+// their release as failed, not pending-*); a second signal exits 130 at once, after the
+// registered exit cleanups (registerExitCleanup).
 // Call stop when the command returns.
 func commandContext(c *cli.Context) (ctx context.Context, stop func()) {
 	parent := c.Context
@@ -382,7 +484,7 @@ func commandContext(c *cli.Context) (ctx context.Context, stop func()) {
 		select {
 		case <-sigs:
 			debugf(c, "second signal: exit %d", ExitInterrupted)
-			os.Exit(ExitInterrupted)
+			exitNow(c, ExitInterrupted)
 		case <-done:
 		}
 	}()

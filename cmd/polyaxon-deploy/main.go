@@ -48,6 +48,8 @@ func commands() []*cli.Command {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
+	e := newEnv(stdout, stderr)
+	stdout, stderr = e.stdout, e.stderr
 	app := &cli.App{
 		Name:                 "polyaxon-deploy",
 		Usage:                "install, check and upgrade Polyaxon on Kubernetes",
@@ -56,7 +58,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,
-		Commands:             commands(),
+		// --set, -f and --set-file reach Helm's strvals parser whole, as with helm: urfave's
+		// comma splitting would break lists ({a,b}) and escaped commas.
+		DisableSliceFlagSeparator: true,
+		Commands:                  commands(),
 		// urfave would call os.Exit itself; run() maps errors to exit codes instead.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   onUsageError,
@@ -66,7 +71,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Metadata: map[string]any{},
 	}
-	app.Metadata[envKey] = &env{stdout: stdout, stderr: stderr}
+	app.Metadata[envKey] = e
 	for _, cmd := range app.Commands {
 		acceptClusterFlags(cmd)
 		setUsageHandler(cmd)
@@ -126,13 +131,14 @@ func finish(app *cli.App, err error) int {
 	}
 	var ee *exitError
 	if !(errors.As(err, &ee) && ee.err == nil) {
-		fmt.Fprintf(e.stderr, "Error: %v\n", err)
+		fmt.Fprintf(e.stderr, "Error: %s\n", e.scrub.String(err.Error()))
 	}
 	if logPath != "" {
 		fmt.Fprintf(e.stderr, "Debug log: %s\n", logPath)
 	}
 	if p := e.printer; p != nil && p.Structured() && !p.Printed() {
 		r := output.NewResult(e.command, output.StatusError).WithError(err)
+		r.Error = e.scrub.String(r.Error)
 		if code == ExitCheckFailed {
 			r.Status = output.StatusFailed
 		}

@@ -207,12 +207,22 @@ func TestVerifyRejectsDamage(t *testing.T) {
 		assert.Contains(t, err.Error(), "did not finish")
 	})
 	t.Run("restore refuses a damaged backup", func(t *testing.T) {
-		dir := copyBackup(t, m.Dir)
-		flipByte(t, dumpOf(dir), 100)
-		sc := &fakeScaler{}
-		_, err := Restore(ctx, localTarget(s, "damage", s.BinDir), dir, WithToolsDir(s.BinDir), WithScaler(sc))
-		require.ErrorIs(t, err, ErrChecksum)
-		assert.Zero(t, sc.downs, "nothing scaled before the backup verified")
+		// The dump is read once: damage the table of contents does not show is found at the
+		// end of the stream, before pg_restore's transaction can commit.
+		before, err := pgtest.Checksums(ctx, s, "damage")
+		require.NoError(t, err)
+		for _, off := range []int64{100, m.DumpSize / 2, m.DumpSize - 10} {
+			dir := copyBackup(t, m.Dir)
+			flipByte(t, dumpOf(dir), off)
+			sc := &fakeScaler{}
+			_, err := Restore(ctx, localTarget(s, "damage", s.BinDir), dir, WithToolsDir(s.BinDir), WithScaler(sc))
+			require.ErrorIs(t, err, ErrChecksum, "byte %d", off)
+			assert.Regexp(t, "nothing was (committed|changed)", err.Error(), "found before anything changed, or before the commit")
+			assert.Equal(t, sc.downs, sc.ups, "whatever was scaled down is scaled back")
+			got, err := pgtest.Checksums(ctx, s, "damage")
+			require.NoError(t, err)
+			assert.Equal(t, before, got, "byte %d: the database is unchanged", off)
+		}
 	})
 }
 

@@ -79,6 +79,20 @@ func newDecoder(r io.Reader, codec string) (io.ReadCloser, error) {
 	return nil, fmt.Errorf("unknown compression codec %q in manifest (known: %s, %s): use a newer polyaxon-deploy", codec, CodecZstd, CodecNone)
 }
 
+// newSyncDecoder is newDecoder without read-ahead: for reading only the head of a stream, and
+// for a restore, whose pace is set by the database (a decoder on one goroutine is still many
+// times faster than PostgreSQL ingests; more would only compete with it for the CPU).
+func newSyncDecoder(r io.Reader, codec string) (io.ReadCloser, error) {
+	if codec != CodecZstd {
+		return newDecoder(r, codec)
+	}
+	d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	return zstdReadCloser{d}, nil
+}
+
 type zstdReadCloser struct{ *zstd.Decoder }
 
 func (z zstdReadCloser) Close() error { z.Decoder.Close(); return nil }

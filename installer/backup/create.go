@@ -54,10 +54,10 @@ func QueryServer(ctx context.Context, t Target) (*ServerInfo, error) {
 // output directory and returns its manifest (Manifest.Dir is the
 // directory). Options: WithOutputDir, WithRelease, WithSecrets,
 // WithCompression, WithDumpCompression, WithDumpArgs, WithLogger,
-// WithProgress, WithClock.
+// WithProgress, WithClock, WithCleanupRegistry.
 //
-// On any failure the directory is removed: no partial dump is left behind,
-// and a dump counts only when pg_dump exited 0.
+// On any failure, cancellation or panic the directory is removed: no partial
+// dump is left behind, and a dump counts only when pg_dump exited 0.
 func Create(ctx context.Context, src Target, opts ...Option) (_ *Manifest, err error) {
 	cfg := newConfig(opts)
 	if err := checkCodec(cfg.compression); err != nil {
@@ -79,13 +79,21 @@ func Create(ctx context.Context, src Target, opts ...Option) (_ *Manifest, err e
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
+	// The directory goes on every way out but success: an error, a cancellation, a panic
+	// (this defer runs while it unwinds), and a process exit the caller runs cleanups for.
+	finished := false
 	defer func() {
-		if err != nil {
-			if rerr := os.RemoveAll(dir); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("removing unfinished backup %s: %w", dir, rerr))
-			}
+		if finished {
+			return
+		}
+		if rerr := os.RemoveAll(dir); rerr != nil && err != nil {
+			err = errors.Join(err, fmt.Errorf("removing unfinished backup %s: %w", dir, rerr))
 		}
 	}()
+	if cfg.registerCleanup != nil {
+		unregister := cfg.registerCleanup(func() { _ = os.RemoveAll(dir) })
+		defer unregister()
+	}
 
 	m := &Manifest{
 		FormatVersion:    FormatVersion,
@@ -148,6 +156,7 @@ func Create(ctx context.Context, src Target, opts ...Option) (_ *Manifest, err e
 	}
 	log.Info("backup written", "dir", dir, "dumpSize", m.DumpSize, "rawSize", m.RawSize,
 		"seconds", m.Duration().Seconds())
+	finished = true
 	return m, nil
 }
 

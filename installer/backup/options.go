@@ -45,6 +45,8 @@ type config struct {
 	runningApp      string
 	force           bool
 	restoreArgs     []string
+	targetRelease   ReleaseInfo
+	registerCleanup func(cleanup func()) (unregister func())
 }
 
 // Option configures Create, Verify and Restore; each documents which apply.
@@ -104,6 +106,13 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // It runs on the streaming path: a slow callback slows the dump.
 func WithProgress(f func(rawBytes int64)) Option { return func(c *config) { c.progress = f } }
 
+// WithCleanupRegistry hands Create's removal of its unfinished directory to register, for a
+// caller that may end the process before Create returns (a second Ctrl-C exits at once): it
+// runs the registered cleanups on its way out. Create unregisters when it returns.
+func WithCleanupRegistry(register func(cleanup func()) (unregister func())) Option {
+	return func(c *config) { c.registerCleanup = register }
+}
+
 // WithClock replaces time.Now (Create), for tests.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
@@ -126,8 +135,15 @@ func WithScaler(s Scaler) Option { return func(c *config) { c.scaler = s } }
 // backup taken from a newer one unless WithForce.
 func WithRunningAppVersion(v string) Option { return func(c *config) { c.runningApp = v } }
 
-// WithForce lets Restore accept a backup from a newer app version.
+// WithForce lets Restore accept a backup from a newer app version, or from another release
+// or namespace than WithTargetRelease's.
 func WithForce() Option { return func(c *config) { c.force = true } }
+
+// WithTargetRelease names the release and namespace Restore writes into: a backup whose
+// manifest names others is refused (ErrOtherRelease) unless WithForce.
+func WithTargetRelease(name, namespace string) Option {
+	return func(c *config) { c.targetRelease = ReleaseInfo{Name: name, Namespace: namespace} }
+}
 
 // DirEnv overrides DefaultDir.
 const DirEnv = "POLYAXON_DEPLOY_BACKUP_DIR"

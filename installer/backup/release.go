@@ -48,6 +48,7 @@ func RestoreRelease(ctx context.Context, k Kube, rel *Release, dir string, to Ta
 		err = errors.Join(err, cleanup(cctx))
 	}()
 	base := []Option{
+		WithTargetRelease(rel.Info.Name, rel.Info.Namespace),
 		WithRunningAppVersion(rel.Info.AppVersion),
 		WithScaler(&ReleaseScaler{Client: k.Client, Namespace: rel.Info.Namespace, Release: rel.Info.Name}),
 	}

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 
 // RestoreReport is what Restore did.
 type RestoreReport struct {
+	// Verify is what was checked before the restore: the table of contents (or, with
+	// WithFullCheck, a full Verify).
 	Verify *Report
 	// Tables are the dump's tables found in the database after the restore.
 	Tables []string
@@ -24,26 +28,52 @@ type RestoreReport struct {
 	Duration time.Duration
 }
 
-// Restore verifies the backup in dir, refuses one taken from a newer app
-// version than the running one (unless WithForce), scales the database
-// writers down (WithScaler), streams the decompressed dump into
-// pg_restore --clean --if-exists --single-transaction --no-owner on the
-// target, scales the writers back (also on failure) and checks that every
-// table of the dump exists. Options: WithScaler, WithRunningAppVersion,
-// WithForce, WithRestoreArgs, WithToolsDir, WithFullCheck, WithLogger.
+// ErrOtherRelease: the backup was taken from another release or namespace (see WithTargetRelease).
+var ErrOtherRelease = errors.New("backup of another release")
+
+// Restore replaces the target database's contents with the backup in dir.
+//
+// Before anything changes it checks the manifest, the dump's size, that the backup belongs to
+// the target release (WithTargetRelease; WithForce overrides), that it was not taken from a
+// newer app version than the running one (WithRunningAppVersion; WithForce overrides), and
+// reads the dump's table of contents. Then it scales the database writers down (WithScaler)
+// and reads the dump once: the bytes are hashed as they are decompressed into
+// pg_restore --clean --if-exists --single-transaction --no-owner. The last bytes are held back
+// until the sha256 and the codec's checksums match the manifest, so a damaged dump leaves
+// pg_restore waiting for the end of its one transaction, which is then rolled back: nothing is
+// committed. Writers are scaled back (also on failure) and every table of the dump must exist
+// afterwards. WithFullCheck verifies every data block first (a second read). Options:
+// WithTargetRelease, WithScaler, WithRunningAppVersion, WithForce, WithRestoreArgs,
+// WithToolsDir, WithFullCheck, WithLogger.
 //
 // Confirmation is the caller's business: Restore replaces the database.
 func Restore(ctx context.Context, target Target, dir string, opts ...Option) (_ *RestoreReport, err error) {
 	cfg := newConfig(opts)
 	log := cfg.logger
 	start := time.Now()
-	rep, err := Verify(ctx, dir, append([]Option{WithVerifyTarget(target)}, opts...)...)
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w: %w", ErrIncomplete, err)
+	}
+	dump, err := checkDumpFile(dir, m)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	m := rep.Manifest
+	if err := CheckOrigin(m, cfg.targetRelease.Name, cfg.targetRelease.Namespace); err != nil && !cfg.force {
+		return nil, fmt.Errorf("restore %s: %w", dir, err)
+	}
 	if err := CheckAppVersion(m.AppVersion, cfg.runningApp); err != nil && !cfg.force {
 		return nil, fmt.Errorf("restore %s: %w", dir, err)
+	}
+	var rep *Report
+	if cfg.full || selectsPart(cfg.restoreArgs) {
+		// A partial restore may stop reading before the end: verify the whole dump first.
+		rep, err = Verify(ctx, dir, append([]Option{WithVerifyTarget(target)}, opts...)...)
+	} else {
+		rep, err = readTOC(ctx, dir, dump, m, cfg, target)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
 	}
 
 	if cfg.scaler != nil {
@@ -65,24 +95,11 @@ func Restore(ctx context.Context, target Target, dir string, opts ...Option) (_ 
 		}()
 	}
 
-	f, err := os.Open(filepath.Join(dir, m.DumpFile))
-	if err != nil {
-		return nil, fmt.Errorf("restore %s: %w", dir, err)
-	}
-	defer f.Close()
-	dec, err := newDecoder(bufio.NewReaderSize(f, 1<<20), m.Compression.Codec)
-	if err != nil {
-		return nil, fmt.Errorf("restore %s: %w", dir, err)
-	}
-	defer dec.Close()
-
 	args := []string{"--clean", "--if-exists", "--single-transaction", "--exit-on-error", "--no-owner", "--no-password"}
 	args = append(args, cfg.restoreArgs...)
-	stderr := newTail(8192)
 	log.Info("restoring database", "dir", dir, "target", target.String(), "tables", len(rep.Tables))
-	if err := target.Run(ctx, "pg_restore", args, Stdio{Stdin: dec, Stderr: stderr}); err != nil {
-		return nil, fmt.Errorf("restore %s into %s: pg_restore failed; the restore ran in one transaction, so the database is unchanged: %w",
-			dir, target, withStderr(err, stderr))
+	if err := streamRestore(ctx, target, dump, m, args); err != nil {
+		return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
 	}
 
 	tables, err := existingTables(ctx, target)
@@ -109,6 +126,275 @@ func Restore(ctx context.Context, target Target, dir string, opts ...Option) (_ 
 	out := &RestoreReport{Verify: rep, Tables: rep.Tables, Rows: rows, Duration: time.Since(start)}
 	log.Info("database restored", "dir", dir, "tables", len(out.Tables), "seconds", out.Duration.Seconds())
 	return out, nil
+}
+
+// holdBack is how much of the decompressed dump pg_restore gets only once the whole file
+// checked out. pg_restore reads an archive to its last byte (the end marker of the last data
+// block) before it commits, so any tail will do; this one is a comfortable margin.
+const holdBack = 64 << 10
+
+const nothingCommitted = "the restore runs in one transaction and was rolled back: nothing was committed, the database is unchanged"
+
+// streamRestore feeds the dump to pg_restore in one pass, hashing what it reads, and lets
+// pg_restore see the end of the archive only when the sha256 matches the manifest.
+func streamRestore(ctx context.Context, target Target, dump string, m *Manifest, args []string) error {
+	f, err := openDump(dump)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	hash := sha256.New()
+	tee := io.TeeReader(bufio.NewReaderSize(f, 1<<20), hash)
+	dec, err := newSyncDecoder(tee, m.Compression.Codec)
+	if err != nil {
+		return err
+	}
+	defer dec.Close()
+
+	// An OS pipe, not an io.Pipe: a local pg_restore reads it directly, without a copying
+	// goroutine in between. Our end of it is closed once pg_restore is gone, so a write to a
+	// pg_restore that stopped early fails instead of blocking.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	widenPipe(pw)
+	stderr := newTail(8192)
+	done := make(chan error, 1)
+	go func() {
+		err := target.Run(ctx, "pg_restore", args, Stdio{Stdin: pr, Stderr: stderr})
+		_ = pr.Close()
+		done <- err
+	}()
+	// abort ends pg_restore's input before the end of the archive: it fails, and its one
+	// transaction is rolled back.
+	abort := func() { _ = pw.Close(); <-done }
+	out := &writeTracker{w: pw}
+	hold := &holdback{w: out, n: holdBack}
+	_, copyErr := io.CopyBuffer(hold, onlyReader{dec}, make([]byte, 256<<10))
+
+	toolFailed := func(err error) error {
+		return fmt.Errorf("pg_restore failed; %s: %w", nothingCommitted, withStderr(err, stderr))
+	}
+	// altered hashes the rest of the file after a failure: a dump that differs from its
+	// manifest is reported as altered, whatever tripped first on the damage.
+	altered := func(cause error) error {
+		if _, err := io.Copy(io.Discard, tee); err != nil {
+			return nil
+		}
+		if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
+			return fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup (%v); %s; %s",
+				ErrChecksum, m.DumpFile, sum, m.SHA256, cause, nothingCommitted, fixHint)
+		}
+		return nil
+	}
+	switch {
+	case out.err != nil:
+		// pg_restore stopped before the end of the archive: an error of its own.
+		_ = pw.Close()
+		err := <-done
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; %s: %w", nothingCommitted, ctx.Err())
+		}
+		if err == nil {
+			return fmt.Errorf("pg_restore finished before reading the whole dump, which was not verified yet: check the database")
+		}
+		if aerr := altered(withStderr(err, stderr)); aerr != nil {
+			return aerr
+		}
+		return toolFailed(err)
+	case copyErr != nil:
+		abort()
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; %s: %w", nothingCommitted, ctx.Err())
+		}
+		if aerr := altered(fmt.Errorf("%s: %w", m.Compression.Codec, copyErr)); aerr != nil {
+			return aerr
+		}
+		return fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, m.DumpFile, m.Compression.Codec, copyErr, nothingCommitted, fixHint)
+	}
+	// The decoder is at the end of its stream: hash whatever of the file it did not need.
+	if _, err := io.Copy(io.Discard, tee); err != nil {
+		abort()
+		return fmt.Errorf("reading %s: %w; %s", m.DumpFile, err, nothingCommitted)
+	}
+	if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
+		abort()
+		return fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup; %s; %s",
+			ErrChecksum, m.DumpFile, sum, m.SHA256, nothingCommitted, fixHint)
+	}
+	_ = hold.release() // a failure here is pg_restore's, reported below
+	_ = pw.Close()
+	if err := <-done; err != nil {
+		return toolFailed(err)
+	}
+	return nil
+}
+
+// writeTracker remembers the first write error (pg_restore gone).
+type writeTracker struct {
+	w   io.Writer
+	err error
+}
+
+func (t *writeTracker) Write(p []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	n, err := t.w.Write(p)
+	if err != nil {
+		t.err = err
+	}
+	return n, err
+}
+
+// onlyReader hides a decoder's WriteTo, so io.CopyBuffer goes through our buffer and writer.
+type onlyReader struct{ io.Reader }
+
+// holdback writes everything to w except the last n bytes, which release writes.
+type holdback struct {
+	w   io.Writer
+	n   int
+	buf []byte
+}
+
+func (h *holdback) Write(p []byte) (int, error) {
+	if len(p) < h.n {
+		h.buf = append(h.buf, p...)
+		if over := len(h.buf) - h.n; over > 0 {
+			if _, err := h.w.Write(h.buf[:over]); err != nil {
+				return 0, err
+			}
+			h.buf = h.buf[:copy(h.buf, h.buf[over:])]
+		}
+		return len(p), nil
+	}
+	// A chunk longer than the tail: the held bytes and all but its tail go out as they are,
+	// only its tail is copied.
+	if len(h.buf) > 0 {
+		if _, err := h.w.Write(h.buf); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := h.w.Write(p[:len(p)-h.n]); err != nil {
+		return 0, err
+	}
+	h.buf = append(h.buf[:0], p[len(p)-h.n:]...)
+	return len(p), nil
+}
+
+func (h *holdback) release() error {
+	_, err := h.w.Write(h.buf)
+	h.buf = nil
+	return err
+}
+
+// readTOC reads the dump's table of contents with pg_restore --list on the head of the dump
+// (pg_restore stops after it), with the pg_restore Verify would use: cheap, and before
+// anything changes. When it fails, the whole file is hashed so that an altered dump is
+// reported as such.
+func readTOC(ctx context.Context, dir, dump string, m *Manifest, cfg *config, target Target) (*Report, error) {
+	c := *cfg
+	c.verifyTarget = target
+	run, where, err := restoreRunner(&c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	listing, streamErr, toolErr := streamHead(ctx, dump, m.Compression.Codec, run, []string{"--list"})
+	if toolErr != nil && where == "local" && isTooOld(toolErr) {
+		cfg.logger.Info("local pg_restore too old for the dump, reading its table of contents on the target", "target", target.String())
+		run, where = targetRunner(target), target.String()
+		listing, streamErr, toolErr = streamHead(ctx, dump, m.Compression.Codec, run, []string{"--list"})
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%s: %w", dir, ctx.Err())
+	}
+	if streamErr != nil || toolErr != nil {
+		if err := Checksum(ctx, dir); errors.Is(err, ErrChecksum) {
+			return nil, fmt.Errorf("%w; nothing was changed", err)
+		}
+		if streamErr != nil {
+			return nil, fmt.Errorf("%s: %w: decompressing %s (%s): %w; %s", dir, ErrUnreadable, m.DumpFile, m.Compression.Codec, streamErr, fixHint)
+		}
+		return nil, fmt.Errorf("%s: %w: pg_restore --list (%s) cannot read the dump: %w%s", dir, ErrUnreadable, where, toolErr, versionHint(toolErr, m))
+	}
+	rep := &Report{Manifest: m}
+	parseListing(listing, rep)
+	if rep.Entries == 0 {
+		return nil, fmt.Errorf("%s: %w: pg_restore --list found no entries in the dump; %s", dir, ErrUnreadable, fixHint)
+	}
+	return rep, nil
+}
+
+// streamHead decodes the dump into the tool until the tool stops reading.
+func streamHead(ctx context.Context, dump, codec string, run toolRunner, args []string) (out []byte, streamErr, toolErr error) {
+	f, err := openDump(dump)
+	if err != nil {
+		return nil, err, nil
+	}
+	defer f.Close()
+	dec, err := newSyncDecoder(bufio.NewReaderSize(f, 64<<10), codec)
+	if err != nil {
+		return nil, err, nil
+	}
+	defer dec.Close()
+	var stdout bytes.Buffer
+	stderr := newTail(4096)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, args, pr, &stdout, stderr)
+		_ = pr.CloseWithError(errToolDone)
+		done <- err
+	}()
+	_, copyErr := io.CopyBuffer(pw, onlyReader{dec}, make([]byte, 32<<10))
+	if copyErr != nil && !errors.Is(copyErr, errToolDone) {
+		streamErr = copyErr
+		_ = pw.CloseWithError(copyErr)
+	} else {
+		_ = pw.Close()
+	}
+	if err := <-done; err != nil {
+		toolErr = withStderr(fmt.Errorf("pg_restore %s: %w", strings.Join(args, " "), err), stderr)
+	}
+	return stdout.Bytes(), streamErr, toolErr
+}
+
+// selectsPart reports pg_restore flags that restore only part of an archive: pg_restore may
+// then stop reading before the end, so the end cannot be held back until the hash is known.
+func selectsPart(args []string) bool {
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		switch name {
+		case "-a", "--data-only", "-s", "--schema-only", "-n", "--schema", "-N", "--exclude-schema", "-t", "--table",
+			"-T", "--trigger", "-I", "--index", "-P", "--function", "-L", "--use-list", "--section", "-l", "--list":
+			return true
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.ContainsAny(a[1:2], "asnNtTIPL") {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckOrigin returns ErrOtherRelease when a backup's manifest names another release or
+// namespace than the target's (what is unknown on either side is not compared).
+func CheckOrigin(m *Manifest, release, namespace string) error {
+	if release == "" || m.Release == "" {
+		return nil
+	}
+	if m.Release == release && (m.Namespace == "" || namespace == "" || m.Namespace == namespace) {
+		return nil
+	}
+	return fmt.Errorf("%w: it was taken from release %s in namespace %s, and the target is release %s in namespace %s: restoring it would replace this release's database with another's; check --release and -n, or pass --force to restore it anyway",
+		ErrOtherRelease, m.Release, orUnknown(m.Namespace), release, orUnknown(namespace))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
 }
 
 // CheckAppVersion returns an error when a backup taken at backupApp is

@@ -59,18 +59,9 @@ func Verify(ctx context.Context, dir string, opts ...Option) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w: %w", ErrIncomplete, err)
 	}
-	dump := filepath.Join(dir, m.DumpFile)
-	st, err := os.Stat(dump)
+	dump, err := checkDumpFile(dir, m)
 	if err != nil {
-		return nil, fmt.Errorf("verify %s: %w: dump file missing: %w; %s", dir, ErrIncomplete, err, fixHint)
-	}
-	if st.Size() != m.DumpSize {
-		what := "is truncated"
-		if st.Size() > m.DumpSize {
-			what = "has grown"
-		}
-		return nil, fmt.Errorf("verify %s: %w: %s is %d bytes but the manifest recorded %d: the file %s since the backup; %s",
-			dir, ErrTruncated, m.DumpFile, st.Size(), m.DumpSize, what, fixHint)
+		return nil, fmt.Errorf("verify %w", err)
 	}
 	run, where, err := restoreRunner(cfg)
 	if err != nil {
@@ -110,6 +101,65 @@ func Verify(ctx context.Context, dir string, opts ...Option) (*Report, error) {
 	}
 	cfg.logger.Info("backup verified", "dir", dir, "entries", rep.Entries, "tables", len(rep.Tables), "full", rep.Full, "pg_restore", where)
 	return rep, nil
+}
+
+// Checksum checks a backup's dump against its manifest without any PostgreSQL tool: present,
+// of the recorded size, with the recorded sha256 (the whole file is read). Errors wrap
+// ErrIncomplete, ErrTruncated or ErrChecksum.
+func Checksum(ctx context.Context, dir string) error {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrIncomplete, err)
+	}
+	dump, err := checkDumpFile(dir, m)
+	if err != nil {
+		return err
+	}
+	f, err := openDump(dump)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
+		return fmt.Errorf("%s: reading %s: %w", dir, m.DumpFile, err)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != m.SHA256 {
+		return fmt.Errorf("%s: %w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup; %s",
+			dir, ErrChecksum, m.DumpFile, sum, m.SHA256, fixHint)
+	}
+	return nil
+}
+
+// ctxReader stops a long read when ctx is cancelled.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// checkDumpFile returns the dump's path once it exists with the size the manifest recorded.
+func checkDumpFile(dir string, m *Manifest) (string, error) {
+	dump := filepath.Join(dir, m.DumpFile)
+	st, err := os.Stat(dump)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: dump file missing: %w; %s", dir, ErrIncomplete, err, fixHint)
+	}
+	if st.Size() != m.DumpSize {
+		what := "is truncated"
+		if st.Size() > m.DumpSize {
+			what = "has grown"
+		}
+		return "", fmt.Errorf("%s: %w: %s is %d bytes but the manifest recorded %d: the file %s since the backup; %s",
+			dir, ErrTruncated, m.DumpFile, st.Size(), m.DumpSize, what, fixHint)
+	}
+	return dump, nil
 }
 
 func isTooOld(err error) bool { return strings.Contains(err.Error(), "unsupported version") }
@@ -152,13 +202,16 @@ func targetRunner(t Target) toolRunner {
 
 var errToolDone = errors.New("pg_restore stopped reading")
 
+// openDump opens a dump file for reading (tests count what is read through it).
+var openDump = func(path string) (io.ReadCloser, error) { return os.Open(path) }
+
 // streamToTool decodes the dump file into the tool's stdin. Reading
 // continues to the end even when the tool stops early (pg_restore --list
 // reads only the table of contents), so the sha256 (hex, of the file) and
 // the codec's own checksums always cover the whole file. wantOut keeps the
 // tool's stdout.
 func streamToTool(ctx context.Context, dump, codec string, run toolRunner, args []string, wantOut bool) (out []byte, sum string, streamErr, toolErr error) {
-	f, err := os.Open(dump)
+	f, err := openDump(dump)
 	if err != nil {
 		return nil, "", err, nil
 	}

@@ -20,6 +20,7 @@
 //	ingress-class            the Ingress's class exists
 //	gateway-replicas         gateway.replicas meets the profile's minimum
 //	pod-security             every pod passes the profile's Pod Security level
+//	rbac-scope               warns when rbac.clusterScoped gives the runner rights in every namespace
 package preflight
 
 import (
@@ -99,6 +100,9 @@ func Checks(env *Env) []check.Check {
 		{ID: "pod-security", Category: "policy", Description: "every pod passes the profile's Pod Security level", Severity: check.Error,
 			Hint: "enable securityContext (securityContext.enabled=true) or fix the component named in the message",
 			Run:  env.checkPodSecurity},
+		{ID: "rbac-scope", Category: "policy", Description: "the runner's rights stay in the release's namespace", Severity: check.Warning,
+			Hint: "set rbac.clusterScoped=false unless runs must start in other namespaces; if they must, review the ClusterRoles' rules with your cluster admin",
+			Run:  env.checkRBACScope},
 		{ID: "kube-api", Category: "cluster", Description: "the Kubernetes API is reachable", Severity: check.Fatal,
 			Hint: "check --kubeconfig/--context (kubectl config get-contexts) and that the API server answers (kubectl version)",
 			Run:  env.checkAPI},

@@ -532,9 +532,35 @@ func ids(rep check.Report) []string {
 	return out
 }
 
+// rbac.clusterScoped=true gives the runner its rights in every namespace: check says so (a
+// warning: it fails nothing, except with --strict).
+func TestPreflightWarnsAboutClusterScopedRBAC(t *testing.T) {
+	run := func(rbac map[string]any) check.Result {
+		e := env(t, healthy(), true, restricted)
+		if rbac != nil {
+			e.Rendered.Values["rbac"] = rbac
+		}
+		rep := check.NewRunner(preflight.Checks(e)).Run(context.Background())
+		assert.False(t, rep.Failed(), "a warning, not a failure")
+		return byID(rep)["rbac-scope"]
+	}
+	r := run(map[string]any{"create": true, "clusterScoped": true})
+	assert.Equal(t, check.Warned, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "rbac.clusterScoped=true")
+	assert.Contains(t, r.Detail, "every namespace")
+	assert.Contains(t, r.Hint, "rbac.clusterScoped=false")
+	assert.Contains(t, r.Docs, "#check-rbac-scope")
+
+	r = run(map[string]any{"create": true, "clusterScoped": false})
+	assert.Equal(t, check.Passed, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "namespace polyaxon")
+	r = run(map[string]any{"create": false, "clusterScoped": true})
+	assert.Equal(t, check.Skipped, r.Status, r.Detail)
+}
+
 func TestIDsAreStable(t *testing.T) {
 	assert.Equal(t, []string{
-		"gateway-replicas", "pod-security", "kube-api", "kube-version", "release-state", "rbac", "crd-ownership", "dry-run",
+		"gateway-replicas", "pod-security", "rbac-scope", "kube-api", "kube-version", "release-state", "rbac", "crd-ownership", "dry-run",
 		"scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
 		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "ingress-class",
 	}, preflight.IDs())

@@ -1,10 +1,13 @@
 package release
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,7 +23,7 @@ import (
 // --reuse-values, which freezes the old chart's defaults into the release).
 //
 // Storage: one Secret per release, <release>-polyaxon-deploy-inputs, with one key per Helm
-// revision (revision-<N>.json). A Secret because -f files often carry passwords; one key per
+// revision (revision-<N>.json.gz: gzipped JSON; older versions wrote revision-<N>.json). A Secret because -f files often carry passwords; one key per
 // revision so that a rollback or a failed upgrade never leaves the stored inputs out of step with
 // the deployed revision: LoadInputs reads the entry of the deployed revision. The entry for a new
 // revision is written before Helm creates it, so a crash cannot lose the inputs of a revision
@@ -46,7 +49,35 @@ type ValuesFile struct {
 // the stored one; files and --set given now are applied after the stored ones (last wins, as in
 // the layering of a single run). reset drops the stored files and --set values. Layering
 // only adds: a stored --set is undone by a later --set of the same key, or by reset.
+//
+// A file (same name and content) or a --set given again is kept once, at its last place:
+// applying the same layer again makes its earlier application void, so the values are the
+// same, and `upgrade -f values.yaml` repeated does not grow the stored inputs.
 func (in Inputs) Layer(now Inputs, reset bool) Inputs {
+	out := in.layer(now, reset)
+	out.ValuesFiles = lastOfEach(out.ValuesFiles, func(f ValuesFile) ValuesFile { return f })
+	out.SetFile = lastOfEach(out.SetFile, func(f ValuesFile) ValuesFile { return f })
+	out.Set = lastOfEach(out.Set, func(s string) string { return s })
+	out.SetString = lastOfEach(out.SetString, func(s string) string { return s })
+	return out
+}
+
+// lastOfEach keeps the last occurrence of each item (by key), in order.
+func lastOfEach[T any, K comparable](items []T, key func(T) K) []T {
+	last := make(map[K]int, len(items))
+	for i, it := range items {
+		last[key(it)] = i
+	}
+	var out []T
+	for i, it := range items {
+		if last[key(it)] == i {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func (in Inputs) layer(now Inputs, reset bool) Inputs {
 	out := Inputs{Profile: in.Profile, ProfileFile: in.ProfileFile}
 	if !reset {
 		out.ValuesFiles = append(out.ValuesFiles, in.ValuesFiles...)
@@ -70,7 +101,10 @@ var ErrNoInputs = errors.New("no stored inputs")
 const (
 	inputsSecretSuffix = "-polyaxon-deploy-inputs"
 	inputsKeyPrefix    = "revision-"
-	inputsKeySuffix    = ".json"
+	// Entries are gzipped JSON (successive revisions repeat the same files, which compress to
+	// little); entries of older versions are plain JSON and still read.
+	inputsKeySuffix      = ".json.gz"
+	plainInputsKeySuffix = ".json"
 	// Secrets hold at most 1 MiB; stay well below it even with a large -f file.
 	maxInputsBytes = 900 << 10
 )
@@ -82,12 +116,58 @@ func inputsKey(revision int) string {
 	return inputsKeyPrefix + strconv.Itoa(revision) + inputsKeySuffix
 }
 
+func plainInputsKey(revision int) string {
+	return inputsKeyPrefix + strconv.Itoa(revision) + plainInputsKeySuffix
+}
+
+// revisionOfKey reads the revision of an entry's key, gzipped or plain.
 func revisionOfKey(k string) (int, bool) {
-	if !strings.HasPrefix(k, inputsKeyPrefix) || !strings.HasSuffix(k, inputsKeySuffix) {
+	if !strings.HasPrefix(k, inputsKeyPrefix) {
 		return 0, false
 	}
-	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(k, inputsKeyPrefix), inputsKeySuffix))
+	rest := strings.TrimPrefix(k, inputsKeyPrefix)
+	switch {
+	case strings.HasSuffix(rest, inputsKeySuffix):
+		rest = strings.TrimSuffix(rest, inputsKeySuffix)
+	case strings.HasSuffix(rest, plainInputsKeySuffix):
+		rest = strings.TrimSuffix(rest, plainInputsKeySuffix)
+	default:
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
 	return n, err == nil
+}
+
+// encodeInputs is gzipped JSON.
+func encodeInputs(in Inputs) ([]byte, error) {
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(raw); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeInputs reads an entry stored under key (gzipped or plain JSON).
+func decodeInputs(key string, data []byte) (Inputs, error) {
+	var in Inputs
+	if strings.HasSuffix(key, inputsKeySuffix) {
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return in, err
+		}
+		if data, err = io.ReadAll(zr); err != nil {
+			return in, err
+		}
+	}
+	return in, json.Unmarshal(data, &in)
 }
 
 // ToolLabels marks objects that polyaxon-deploy itself (not the chart) creates for a release.
@@ -102,9 +182,13 @@ func ToolLabels(release, component string) map[string]string {
 
 // SaveInputs stores in as the inputs of revision.
 func (c *Client) SaveInputs(ctx context.Context, revision int, in Inputs) error {
-	raw, err := json.Marshal(in)
+	raw, err := encodeInputs(in)
 	if err != nil {
 		return fmt.Errorf("encoding inputs: %w", err)
+	}
+	if len(raw) > maxInputsBytes {
+		return fmt.Errorf("the inputs of revision %d are %d KiB even compressed, more than a Secret can hold: "+
+			"give smaller values files, or upgrade with --reset-values and only the files you need", revision, len(raw)>>10)
 	}
 	name := InputsSecretName(c.name)
 	secrets := c.kube.CoreV1().Secrets(c.namespace)
@@ -126,6 +210,7 @@ func (c *Client) SaveInputs(ctx context.Context, revision int, in Inputs) error 
 			s.Data = map[string][]byte{}
 		}
 		s.Data[inputsKey(revision)] = raw
+		delete(s.Data, plainInputsKey(revision))
 		pruneInputs(s.Data, revision, c.maxHistory)
 		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 		return err
@@ -139,10 +224,14 @@ func (c *Client) SaveInputs(ctx context.Context, revision int, in Inputs) error 
 // pruneInputs keeps the newest maxHistory entries (all when maxHistory is 0), then drops the
 // oldest until the Secret fits; the entry just written is always kept.
 func pruneInputs(data map[string][]byte, keep, maxHistory int) {
+	keys := map[int][]string{}
 	var revs []int
 	for k := range data {
 		if n, ok := revisionOfKey(k); ok {
-			revs = append(revs, n)
+			if len(keys[n]) == 0 {
+				revs = append(revs, n)
+			}
+			keys[n] = append(keys[n], k)
 		}
 	}
 	sort.Ints(revs)
@@ -155,8 +244,10 @@ func pruneInputs(data map[string][]byte, keep, maxHistory int) {
 		if n == keep || (!tooMany && size <= maxInputsBytes) {
 			continue
 		}
-		size -= len(data[inputsKey(n)])
-		delete(data, inputsKey(n))
+		for _, k := range keys[n] {
+			size -= len(data[k])
+			delete(data, k)
+		}
 	}
 }
 
@@ -171,18 +262,19 @@ func (c *Client) InputsFor(ctx context.Context, revision int) (Inputs, int, erro
 	if err != nil {
 		return Inputs{}, 0, fmt.Errorf("reading Secret %s/%s: %w", c.namespace, name, err)
 	}
-	best := 0
+	best, bestKey := 0, ""
 	for k := range s.Data {
-		if n, ok := revisionOfKey(k); ok && n <= revision && n > best {
-			best = n
+		// A gzipped entry wins over a plain one of the same revision.
+		if n, ok := revisionOfKey(k); ok && n <= revision && (n > best || (n == best && k == inputsKey(n))) {
+			best, bestKey = n, k
 		}
 	}
 	if best == 0 {
 		return Inputs{}, 0, fmt.Errorf("release %s/%s: %w for revision %d or earlier", c.namespace, c.name, ErrNoInputs, revision)
 	}
-	var in Inputs
-	if err := json.Unmarshal(s.Data[inputsKey(best)], &in); err != nil {
-		return Inputs{}, 0, fmt.Errorf("decoding key %s of Secret %s/%s: %w", inputsKey(best), c.namespace, name, err)
+	in, err := decodeInputs(bestKey, s.Data[bestKey])
+	if err != nil {
+		return Inputs{}, 0, fmt.Errorf("decoding key %s of Secret %s/%s: %w", bestKey, c.namespace, name, err)
 	}
 	return in, best, nil
 }

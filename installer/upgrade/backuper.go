@@ -29,6 +29,9 @@ type ReleaseBackuper struct {
 	// NewProgress, when set, makes the dump's progress callback; it is called at the start of
 	// each backup, so a throttled callback counts from the dump, not from the upgrade's start.
 	NewProgress func() func(rawBytes int64)
+	// RegisterCleanup, when set, is handed the removal of an unfinished backup directory, for
+	// a caller that may exit before the backup returns (see backup.WithCleanupRegistry).
+	RegisterCleanup func(cleanup func()) (unregister func())
 }
 
 var _ Backuper = (*ReleaseBackuper)(nil)
@@ -46,6 +49,9 @@ func (b *ReleaseBackuper) Backup(ctx context.Context) (string, error) {
 	)
 	if b.NewProgress != nil {
 		opts = append(opts, backup.WithProgress(b.NewProgress()))
+	}
+	if b.RegisterCleanup != nil {
+		opts = append(opts, backup.WithCleanupRegistry(b.RegisterCleanup))
 	}
 	m, err := backup.Create(ctx, target, opts...)
 	if err != nil {
@@ -69,6 +75,7 @@ func (b *ReleaseBackuper) Restore(ctx context.Context, dir string) error {
 	defer func() { _ = cleanup(context.WithoutCancel(ctx)) }()
 	_, err = backup.Restore(ctx, target, dir, append(b.logOptions(),
 		backup.WithToolsDir(b.ToolsDir),
+		backup.WithTargetRelease(rel.Info.Name, rel.Info.Namespace),
 		backup.WithRunningAppVersion(rel.Info.AppVersion),
 		backup.WithScaler(&backup.ReleaseScaler{Client: b.Kube, Namespace: rel.Info.Namespace, Release: rel.Info.Name}),
 	)...)

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
 )
 
 // Legacy input migrations, applied to each layer (profile, each -f file, the --set layer)
@@ -355,13 +357,14 @@ func deletePath(m map[string]any, path string) {
 	}
 }
 
-// spelling renders value at a dotted path as nested YAML.
+// spelling renders value at a dotted path as nested YAML, secrets masked: warnings end up on
+// stderr, in results and in the debug log.
 func spelling(path string, value any) string {
 	nested := map[string]any{}
 	setPath(nested, path, value)
-	out, err := yaml.Marshal(nested)
+	out, err := yaml.Marshal(redact.Values(nested))
 	if err != nil {
-		return fmt.Sprintf("%s: %v", path, value)
+		return path + ": " + redact.Mask
 	}
 	return strings.TrimRight(string(out), "\n")
 }

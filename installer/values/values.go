@@ -17,6 +17,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/strvals"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
 )
 
 // Options are the user's value inputs, in the order given on the command line.
@@ -124,9 +126,14 @@ func readSetFile(arg string) strvals.RunesValueReader {
 	}
 }
 
+// setError names the argument with its secret values masked (the error goes to stderr, the
+// result and the debug log).
 func setError(flag, arg string, err error) error {
-	return fmt.Errorf("%s %q: %w (fix: use key=value with dots for nesting, e.g. %s gateway.replicas=2, %s 'allowedHosts={a.example.com,b.example.com}', %s 'tolerations.core[0].operator=Exists'; quote the argument in your shell)",
-		flag, arg, err, flag, flag, flag)
+	scrub := redact.NewScrubber()
+	scrub.Add(SetSecrets([]string{arg})...)
+	msg := scrub.String(err.Error())
+	return fmt.Errorf("%s %q: %s (fix: use key=value with dots for nesting, e.g. %s gateway.replicas=2, %s 'allowedHosts={a.example.com,b.example.com}', %s 'tolerations.core[0].operator=Exists'; quote the argument in your shell)",
+		flag, RedactSetArg(arg), msg, flag, flag, flag)
 }
 
 // Merge deep-merges src into a copy of dst: maps merge key by key, anything else (lists
