@@ -20,12 +20,12 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 )
 
-var (
-	coreComponents       = []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "migrations"}
-	dependencyComponents = []string{"postgresql", "rabbitmq", "redis"}
-)
+// The components, as the chart declares them (files/components.yaml).
+var components = contract.EmbeddedComponents()
 
 // podOf is a rendered pod template with the object it came from.
 type podOf struct {
@@ -67,20 +67,14 @@ func decodeStrict(t testing.TB, o *unstructured.Unstructured, into any) {
 		"%s %s does not decode strictly", o.GetKind(), o.GetName())
 }
 
-func isCore(component string) bool {
-	for _, c := range coreComponents {
-		if c == component {
-			return true
-		}
-	}
-	return false
-}
+func isCore(component string) bool { return components.IsCore(component) }
 
 // everything turns on every optional component so sweeps see every pod kind.
 var everything = map[string]any{
 	"rabbitmq": map[string]any{"enabled": true}, "redis": map[string]any{"enabled": true},
 	"scheduler": map[string]any{"enabled": true}, "worker": map[string]any{"enabled": true}, "beat": map[string]any{"enabled": true},
 	"migrations": map[string]any{"useHelmHooks": true}, "ingress": map[string]any{"enabled": true}, "networkPolicy": map[string]any{"enabled": true},
+	"auth": map[string]any{"enabled": true},
 }
 
 func TestEveryComponentRenders(t *testing.T) {
@@ -89,7 +83,7 @@ func TestEveryComponentRenders(t *testing.T) {
 	for _, p := range r.pods(t) {
 		seen[p.component] = true
 	}
-	for _, c := range append(append([]string{}, coreComponents...), dependencyComponents...) {
+	for _, c := range append(append([]string{}, components.Core...), components.Dependencies...) {
 		assert.True(t, seen[c], "no pod for component %s", c)
 	}
 	// Celery components need a broker: without one they are not rendered at all.
@@ -559,7 +553,7 @@ func TestOperatorWithoutAgent(t *testing.T) {
 // and the Celery processes expose no health endpoint the images document, so they have none:
 // their Deployments restart them when they exit.
 func TestResourcesAndProbes(t *testing.T) {
-	withoutProbes := map[string]bool{"operator": true, "scheduler": true, "worker": true, "beat": true, "migrations": true}
+	withoutProbes := map[string]bool{"operator": true, "scheduler": true, "worker": true, "beat": true, "migrations": true, "admin-user": true}
 	for _, p := range render(t, everything).pods(t) {
 		for _, c := range p.spec.Containers {
 			assert.False(t, c.Resources.Requests.Cpu().IsZero(), "%s/%s has no cpu request", p.name, c.Name)

@@ -16,13 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
 
-// coreComponents run on the core pool (chart contract), dependencies must stay off the run pools.
+// Core components run on the core pool, dependencies stay off the run pools (the chart's
+// declaration, files/components.yaml).
 var (
-	coreComponents       = []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "migrations", "admin-user"}
-	dependencyComponents = []string{"postgresql", "rabbitmq", "redis"}
+	coreComponents       = contract.EmbeddedComponents().Core
+	dependencyComponents = contract.EmbeddedComponents().Dependencies
 )
 
 // runCategoryPools is where the production profile sends each run category (profiles/production.yaml:

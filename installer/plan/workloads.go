@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 )
 
 // Pod sources.
@@ -22,10 +24,6 @@ const (
 	SourceCategory = "category"
 )
 
-// coreComponents take the `core` scheduling category (chart contract).
-var coreComponents = map[string]bool{
-	"gateway": true, "scheduler": true, "worker": true, "beat": true, "agent": true, "operator": true, "migrations": true,
-}
 
 // PodToPlace is one pod the plan places.
 type PodToPlace struct {
@@ -114,8 +112,8 @@ func PodsFromObjects(objs []runtime.Object) ([]PodToPlace, error) {
 		}
 		category := ""
 		switch {
-		case coreComponents[component] || kind == "Job" || kind == "CronJob":
-			category = "core"
+		case pod.Labels[contract.RoleLabel] == contract.CoreCategory || kind == "Job" || kind == "CronJob":
+			category = contract.CoreCategory
 		case component != "":
 			category = component
 		}

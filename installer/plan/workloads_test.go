@@ -15,15 +15,21 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
 
+// template is a pod template as the chart renders it: core components carry the role label the
+// chart sets from its component declaration.
 func template(component string, req map[string]string) corev1.PodTemplateSpec {
 	p := spec(component, req)
 	p.Labels = map[string]string{"app.kubernetes.io/component": component}
+	if contract.EmbeddedComponents().IsCore(component) {
+		p.Labels[contract.RoleLabel] = contract.CoreCategory
+	}
 	return corev1.PodTemplateSpec{ObjectMeta: p.ObjectMeta, Spec: p.Spec}
 }
 

@@ -52,7 +52,7 @@ spec:
   selector: {matchLabels: {app.kubernetes.io/name: polyaxon, app.kubernetes.io/instance: polyaxon, app.kubernetes.io/component: gateway}}
   template:
     metadata:
-      labels: {app.kubernetes.io/name: polyaxon, app.kubernetes.io/instance: polyaxon, app.kubernetes.io/component: gateway}
+      labels: {app.kubernetes.io/name: polyaxon, app.kubernetes.io/instance: polyaxon, app.kubernetes.io/component: gateway, polyaxon.com/role: core}
     spec:
       nodeSelector: {polyaxon: core}
       securityContext: {runAsNonRoot: true, runAsUser: 2222, runAsGroup: 2222, fsGroup: 2222, seccompProfile: {type: RuntimeDefault}}

@@ -16,9 +16,20 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
+
+// components is the chart's component declaration (the embedded chart's when none is given).
+func (e *Env) components() contract.Components {
+	if e.Chart != nil {
+		if c, err := contract.LoadComponents(e.Chart); err == nil {
+			return c
+		}
+	}
+	return contract.EmbeddedComponents()
+}
 
 // runs is the chart's run-category declaration (the embedded chart's when none is given).
 func (e *Env) runs() *runs.Declaration {
@@ -142,15 +153,13 @@ func (e *Env) objects() []runtime.Object {
 	return out
 }
 
-var dependencyComponents = map[string]bool{"postgresql": true, "rabbitmq": true, "redis": true}
-
 func (e *Env) schedulingChecks() []check.Check {
 	hint := "label a Ready node for this pool (kubectl label node NODE polyaxon=<pool>) or change the category's nodeSelectors/tolerations/affinity values; `polyaxon-deploy plan` shows the details"
 	checks := []check.Check{
 		{ID: "scheduling-core", Category: "scheduling", Description: "every core pod fits a Ready node", Severity: check.Error, Hint: hint,
 			Run: e.podsCheck(func(v PodVerdict) bool { return v.Category == "core" })},
 		{ID: "scheduling-dependencies", Category: "scheduling", Description: "Postgres, RabbitMQ and Redis pods fit a Ready node", Severity: check.Error, Hint: hint,
-			Run: e.podsCheck(func(v PodVerdict) bool { return v.Category != "core" && dependencyComponents[v.Component] })},
+			Run: e.podsCheck(func(v PodVerdict) bool { return v.Category != "core" && e.components().IsDependency(v.Component) })},
 	}
 	for _, cat := range e.runs().Names() {
 		cat := cat

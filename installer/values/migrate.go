@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
 )
 
@@ -32,8 +33,8 @@ import (
 // anyway because a profile written with `nodeSelectors:` plus a user file written with
 // `nodeSelector:` would otherwise set both, which the chart rejects.
 
-// Categories are the scheduling categories of the chart.
-var Categories = []string{"core", "experiments", "jobs", "builds", "tensorboards", "notebooks"}
+// Categories are the scheduling categories of the chart (declared in the chart itself).
+var Categories = contract.SchedulingCategories()
 
 var tolerationFields = map[string]bool{"key": true, "operator": true, "value": true, "effect": true, "tolerationSeconds": true}
 

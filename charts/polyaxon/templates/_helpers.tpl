@@ -56,8 +56,9 @@ polyaxon.com/role: core
 {{- end }}
 {{- end -}}
 
+{{/* The core components, from files/components.yaml (the one declaration), as a JSON list. */}}
 {{- define "polyaxon.coreComponents" -}}
-["gateway","scheduler","worker","beat","agent","operator","migrations"]
+{{- (.ctx | default .).Files.Get "files/components.yaml" | fromYaml | dig "core" list | toJson -}}
 {{- end -}}
 
 {{/* Image reference: (dict "ctx" $ "image" .Values.gateway.image "defaultTag" "x"). */}}

@@ -21,9 +21,5 @@ matchLabels:
 matchExpressions:
 - key: app.kubernetes.io/component
   operator: In
-  values: {{ include "polyaxon.networkPolicy.platformComponents" . }}
-{{- end -}}
-
-{{- define "polyaxon.networkPolicy.platformComponents" -}}
-[gateway, scheduler, worker, beat, agent, operator, migrations, admin-user]
+  values: {{ include "polyaxon.coreComponents" . }}
 {{- end -}}
