@@ -157,10 +157,13 @@ their pods do.
 {{- printf "%s-%s" .ctx.Release.Namespace (include "polyaxon.componentName" .) -}}
 {{- end -}}
 
-{{/* The Role (and, cluster-scoped, the ClusterRole) of a component. */}}
+{{/*
+The Role (and, cluster-scoped, the ClusterRole) of a component:
+(dict "ctx" $ "component" "agent" "rules" (include "polyaxon.rbac.rules.agent" $))
+*/}}
 {{- define "polyaxon.rbac.role" -}}
 {{- if include "polyaxon.rbac.enabled" . }}
-{{- $rules := include (printf "polyaxon.rbac.rules.%s" .component) .ctx | fromYamlArray }}
+{{- $rules := .rules | fromYamlArray }}
 {{- $namespaced := $rules }}
 {{- if include "polyaxon.rbac.clusterScoped" . }}
 {{- $namespaced = include "polyaxon.rbac.split" (dict "rules" $rules "namespacedOnly" true) | fromJsonArray }}
@@ -191,7 +194,7 @@ rules:
 {{- define "polyaxon.rbac.binding" -}}
 {{- if include "polyaxon.rbac.enabled" . }}
 {{- $subject := dict "kind" "ServiceAccount" "name" (include "polyaxon.serviceAccountName" .) "namespace" .ctx.Release.Namespace }}
-{{- $rules := include (printf "polyaxon.rbac.rules.%s" .component) .ctx | fromYamlArray }}
+{{- $rules := .rules | fromYamlArray }}
 {{- $namespaced := $rules }}
 {{- if include "polyaxon.rbac.clusterScoped" . }}
 {{- $namespaced = include "polyaxon.rbac.split" (dict "rules" $rules "namespacedOnly" true) | fromJsonArray }}
