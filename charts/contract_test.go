@@ -2,8 +2,10 @@ package charts_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 
@@ -42,7 +44,7 @@ func TestSchemaCategoriesFollowTheDeclaration(t *testing.T) {
 			continue
 		}
 		if !*update {
-			t.Errorf("values.schema.json %s lists categories %v, the chart declares %v: run go test ./charts/ -run TestSchemaCategories -update", key, keys(got), want)
+			t.Errorf("values.schema.json %s lists categories %v, the chart declares %v: run go test ./charts/ -run TestSchemaCategories -update", key, slices.Sorted(maps.Keys(got)), want)
 			continue
 		}
 		gen := map[string]any{}
@@ -82,19 +84,10 @@ func TestComponentsFollowTheDeclaration(t *testing.T) {
 }
 
 func sameKeys(m map[string]any, want []string) bool {
-	got := keys(m)
+	got := slices.Sorted(maps.Keys(m))
 	w := append([]string(nil), want...)
 	sort.Strings(w)
 	return assert.ObjectsAreEqual(got, w)
-}
-
-func keys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func nestedSlice(obj map[string]any, fields ...string) ([]any, bool, error) {

@@ -11,3 +11,7 @@ const Root = "polyaxon"
 //
 //go:embed all:polyaxon
 var FS embed.FS
+
+// ReadFile reads a file of the embedded chart by its path inside the chart (e.g.
+// "files/components.yaml").
+func ReadFile(name string) ([]byte, error) { return FS.ReadFile(Root + "/" + name) }

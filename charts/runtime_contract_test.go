@@ -4,10 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -188,7 +189,7 @@ func (c *runtimeContract) violations(t testing.TB, r rendered) []string {
 			where := fmt.Sprintf("%s %s container %s (%s)", p.kind, p.name, ctr.Name, process)
 			env := containerEnv(r.objects, ctr)
 			all = append(all, container{where, process, env})
-			for _, k := range sortedEnvKeys(env) {
+			for _, k := range slices.Sorted(maps.Keys(env)) {
 				if strings.HasPrefix(k, "POLYAXON_") && !readBy(c.readers[k], readers) {
 					out = append(out, fmt.Sprintf("%s: %s is read by no %s process (not in keys.tsv)", where, k, strings.Join(readers, "/")))
 				}
@@ -226,15 +227,6 @@ func readBy(readers map[string]string, any []string) bool {
 		}
 	}
 	return false
-}
-
-func sortedEnvKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 var (

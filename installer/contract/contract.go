@@ -5,8 +5,6 @@ package contract
 
 import (
 	"fmt"
-	"io/fs"
-	"path"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"sigs.k8s.io/yaml"
@@ -49,7 +47,7 @@ func LoadComponents(ch *chart.Chart) (Components, error) {
 
 // EmbeddedComponents is the declaration of the chart built into the binary.
 func EmbeddedComponents() Components {
-	data, err := fs.ReadFile(charts.FS, path.Join(charts.Root, ComponentsFile))
+	data, err := charts.ReadFile(ComponentsFile)
 	if err != nil {
 		panic("embedded chart has no " + ComponentsFile + ": " + err.Error())
 	}

@@ -24,7 +24,6 @@ const (
 	SourceCategory = "category"
 )
 
-
 // PodToPlace is one pod the plan places.
 type PodToPlace struct {
 	// Name as the pod would be called; for Deployments and ReplicaSets, whose real names carry

@@ -148,19 +148,14 @@ func (e *Env) storeClaim(ctx context.Context, name string) ([]corev1.PersistentV
 
 // sharedClassCan: can the claim's StorageClass give ReadWriteMany?
 func (e *Env) sharedClassCan(ctx context.Context, className *string, size int64, claim string) (string, error) {
-	cs, err := e.clientset()
+	classes, err := e.storageClasses(ctx)
 	if err != nil {
 		return "", err
 	}
-	list, err := cs.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", fmt.Errorf("listing StorageClasses: %w", err)
-	}
 	var sc *storagev1.StorageClass
-	for i := range list.Items {
-		c := &list.Items[i]
-		isDefault := c.Annotations[defaultSCAnnotation] == "true" || c.Annotations[betaDefaultSCAnnotation] == "true"
-		if (className == nil && isDefault) || (className != nil && c.Name == *className) {
+	for i := range classes {
+		c := &classes[i]
+		if (className == nil && isDefaultClass(*c)) || (className != nil && c.Name == *className) {
 			sc = c
 		}
 	}

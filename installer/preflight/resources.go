@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,6 +51,23 @@ const (
 	defaultICAnnotation     = "ingressclass.kubernetes.io/is-default-class"
 )
 
+func (e *Env) storageClasses(ctx context.Context) ([]storagev1.StorageClass, error) {
+	cs, err := e.clientset()
+	if err != nil {
+		return nil, err
+	}
+	list, err := cs.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing StorageClasses: %w", err)
+	}
+	return list.Items, nil
+}
+
+// isDefaultClass: the class claims without a storageClassName get (either annotation counts).
+func isDefaultClass(sc storagev1.StorageClass) bool {
+	return sc.Annotations[defaultSCAnnotation] == "true" || sc.Annotations[betaDefaultSCAnnotation] == "true"
+}
+
 // checkStorageClass: every claim (PVCs and StatefulSet volumeClaimTemplates) names an existing
 // StorageClass, or there is a default one for those that name none.
 func (e *Env) checkStorageClass(ctx context.Context) (string, error) {
@@ -71,19 +89,15 @@ func (e *Env) checkStorageClass(ctx context.Context) (string, error) {
 	if len(claims) == 0 {
 		return "", check.Skip("persistence is off: no volume claims")
 	}
-	cs, err := e.clientset()
+	classes, err := e.storageClasses(ctx)
 	if err != nil {
 		return "", err
 	}
-	list, err := cs.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", fmt.Errorf("listing StorageClasses: %w", err)
-	}
 	existing := map[string]bool{}
 	var defaults []string
-	for _, sc := range list.Items {
+	for _, sc := range classes {
 		existing[sc.Name] = true
-		if sc.Annotations[defaultSCAnnotation] == "true" || sc.Annotations[betaDefaultSCAnnotation] == "true" {
+		if isDefaultClass(sc) {
 			defaults = append(defaults, sc.Name)
 		}
 	}
