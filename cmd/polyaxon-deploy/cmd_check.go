@@ -40,7 +40,7 @@ func runCheck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := releaseOptions(c)
+	opts := clusterReleaseOptions(c)
 	opts.SkipKubeVersionCheck = true // the kube-version check reports it
 	rendered, err := render.Render(in.Chart, in.Values, opts)
 	if err != nil {

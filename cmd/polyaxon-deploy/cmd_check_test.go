@@ -16,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kversion "k8s.io/apimachinery/pkg/version"
-	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -43,7 +41,7 @@ func fakeNode(name, pool string, taints []corev1.Taint, gpu bool) *corev1.Node {
 func fakeSettings(t *testing.T, objs ...runtime.Object) *kube.Settings {
 	t.Helper()
 	cs := fake.NewClientset(objs...)
-	cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &kversion.Info{GitVersion: "v1.37.2"}
+	fakeServer(cs, "v1.37.2", true)
 	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview).DeepCopy()
 		r.Status.Allowed = true

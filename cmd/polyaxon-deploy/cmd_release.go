@@ -197,7 +197,7 @@ func runInstall(c *cli.Context) error {
 	ctx, stop := commandContext(c)
 	defer stop()
 
-	ropts := releaseOptions(c)
+	ropts := clusterReleaseOptions(c)
 	ropts.SkipKubeVersionCheck = true // the kube-version check reports it
 	rendered, err := render.Render(in.Chart, in.Values, ropts)
 	if err != nil {
@@ -323,7 +323,7 @@ func runUpgrade(c *cli.Context) error {
 	var checkReports []check.Report
 	checksFn := func(pre bool) func(context.Context) error {
 		return func(ctx context.Context) error {
-			opts := releaseOptions(c)
+			opts := clusterReleaseOptions(c)
 			opts.IsUpgrade = true
 			opts.SkipKubeVersionCheck = true // the kube-version check reports it
 			rendered, err := render.Render(in.Chart, in.Values, opts)
