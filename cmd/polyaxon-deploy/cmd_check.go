@@ -20,7 +20,8 @@ func checkCommand() *cli.Command {
 		UsageText: "polyaxon-deploy check [--pre] [--profile P] [-f FILE]... [--set k=v]... [--ignore ID]... [--strict] [-o table|json|yaml]",
 		Description: `With --pre, runs every preflight check an install or upgrade runs: API reachable,
 Kubernetes version, release state, RBAC (SelfSubjectAccessReview), CRD ownership,
-server-side dry-run, scheduling per category, GPU capacity, StorageClass, IngressClass,
+server-side dry-run, run placement and hardening (admission policies), distributed-run
+backends (their CRDs), scheduling per category, GPU capacity, StorageClass, IngressClass,
 the profile's policy (gateway replicas, Pod Security level). Without --pre, checks the
 installed release (deployed, workloads ready). Every failure is reported, not only the
 first. Progress goes to stderr; -o json|yaml prints the results on stdout.

@@ -219,7 +219,13 @@ func runInstall(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ps := podSecurityOf(in.Profile)
+	ps, psWarning, err := namespacePodSecurity(in, rendered, c.String(flagNamespace))
+	if err != nil {
+		return err
+	}
+	if psWarning != "" {
+		progress(c).Warn(psWarning)
+	}
 	opts := []release.ActionOption{release.WithInputs(raw), release.WithTimeout(timeoutOf(c, in.Profile)), release.WithPodSecurity(ps)}
 	if c.Bool(flagKeepFailed) {
 		opts = append(opts, release.WithKeepOnFailure())
@@ -232,7 +238,7 @@ func runInstall(c *cli.Context) error {
 		progress(c).OK("dry run: the release renders and validates; nothing was changed")
 		res := resultWithWarnings("install", in).WithChecks(rep).WithData(info)
 		fillRelease(res, info, in.Profile.Name)
-		return p.Print(res)
+		return p.Print(withWarning(res, psWarning))
 	}
 
 	// The Lease lives in the namespace: create it (with its Pod Security labels) first.
@@ -259,7 +265,7 @@ func runInstall(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res := resultWithWarnings("install", in).WithChecks(post).WithData(placementData{Info: info, Pods: pods})
+	res := withWarning(resultWithWarnings("install", in).WithChecks(post).WithData(placementData{Info: info, Pods: pods}), psWarning)
 	fillRelease(res, info, in.Profile.Name)
 	res.Notes = info.Notes
 	if err := p.Print(res); err != nil {
