@@ -85,9 +85,16 @@ func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render
 	if !pre {
 		checks = preflight.PostChecks(env)
 	}
+	// install and upgrade run both sets with one --ignore: an ID of either set is known (a
+	// pre-check ID must not fail the post-checks after the release was applied).
+	ignore := c.StringSlice(flagIgnore)
+	both := append(preflight.Checks(env), preflight.PostChecks(env)...)
+	if err := check.NewRunner(both, check.WithIgnore(ignore...)).Validate(); err != nil {
+		return check.Report{}, withExit(ExitUsage, fmt.Errorf("--ignore: %w", err))
+	}
 	obs := output.NewCheckObserver(progress(c))
 	runner := check.NewRunner(checks,
-		check.WithIgnore(c.StringSlice(flagIgnore)...),
+		check.WithIgnore(ignore...),
 		check.WithFatal(in.Profile.Policy.FatalChecks...),
 		check.WithObserver(check.ObserverFuncs{
 			OnStart: func(ch check.Check) { debugf(c, "check %s: start", ch.ID) },
@@ -96,11 +103,7 @@ func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render
 				obs.Finished(r)
 			},
 		}))
-	if err := runner.Validate(); err != nil {
-		return check.Report{}, withExit(ExitUsage, fmt.Errorf("--ignore: %w", err))
-	}
-	// The profile's ignored checks are applied after validation: they may name checks of the
-	// other set (pre vs installed).
+	// The profile's ignored checks may name checks of the other set too.
 	if ids := in.Profile.Policy.IgnoreChecks; len(ids) > 0 {
 		check.WithIgnore(ids...)(runner)
 	}

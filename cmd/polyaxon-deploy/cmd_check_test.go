@@ -156,3 +156,17 @@ func TestCheckInstalledRelease(t *testing.T) {
 	assert.Equal(t, "failed", st["release-deployed"])
 	assert.Equal(t, "skipped", st["workloads-ready"], "release-deployed is fatal")
 }
+
+// install and upgrade run the pre-checks and the post-checks with the same --ignore: an ID of
+// either set is accepted by both, so ignoring a pre-check cannot fail the post-checks after
+// the release was applied (which made an upgrade roll back).
+func TestIgnoreTakesIDsOfBothCheckSets(t *testing.T) {
+	r := runCLI(t, productionCluster(t), "check", "--pre", "--ignore", "workloads-ready", "-o", "json")
+	assert.Equal(t, ExitOK, r.code, r.stderr)
+	r = runCLI(t, productionCluster(t), "check", "--ignore", "scheduling-experiments", "-o", "json")
+	assert.NotEqual(t, ExitUsage, r.code, r.stderr)
+	assert.NotContains(t, r.stderr, "unknown check ID")
+	r = runCLI(t, productionCluster(t), "check", "--ignore", "scheduling-experimnts", "-o", "json")
+	assert.Equal(t, ExitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "unknown check ID(s) scheduling-experimnts")
+}
