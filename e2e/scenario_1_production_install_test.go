@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 )
 
 // coreComponents run on the core pool (chart contract), dependencies must stay off the run pools.
@@ -36,9 +35,10 @@ var runCategoryPools = map[string]string{
 
 // TestScenario1ProductionInstall: `polyaxon-deploy install --profile production` on a cluster
 // with core, experiments (GPU, tainted) and builds pools. Every workload becomes ready, core
-// pods run on core nodes, Postgres/RabbitMQ/Redis never on experiments/builds nodes, a pod
-// built from each run category's defaults in the runner ConfigMap lands on that category's
-// pool, and the namespace enforces Pod Security "restricted" with every pod admitted.
+// pods run on core nodes, Postgres/RabbitMQ/Redis never on experiments/builds nodes, the
+// canary of each run category (placed as the chart's admission policies place its runs) lands
+// on that category's pool, and the namespace enforces Pod Security "restricted" with every pod
+// admitted.
 func TestScenario1ProductionInstall(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
@@ -62,7 +62,8 @@ func TestScenario1ProductionInstall(t *testing.T) {
 		for _, d := range deps.Items {
 			names = append(names, d.Name)
 		}
-		assert.ElementsMatch(t, []string{"polyaxon-gateway", "polyaxon-scheduler", "polyaxon-worker", "polyaxon-beat", "polyaxon-agent", "polyaxon-operator"}, names)
+		// Celery's scheduler only: Polyaxon CE publishes no worker or beat image (profiles/production.yaml).
+		assert.ElementsMatch(t, []string{"polyaxon-gateway", "polyaxon-scheduler", "polyaxon-agent", "polyaxon-operator"}, names)
 		sts, err := cs.AppsV1().StatefulSets(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
 		require.NoError(t, err)
 		require.Len(t, sts.Items, 3, "postgresql, rabbitmq, redis")
@@ -103,7 +104,7 @@ func TestScenario1ProductionInstall(t *testing.T) {
 				t.Errorf("pod %s has unknown component %q", p.Name, comp)
 			}
 		}
-		for _, comp := range []string{"gateway", "scheduler", "worker", "beat", "agent", "operator", "postgresql", "rabbitmq", "redis"} {
+		for _, comp := range []string{"gateway", "scheduler", "agent", "operator", "postgresql", "rabbitmq", "redis"} {
 			assert.Truef(t, seen[comp], "no pod of component %s", comp)
 		}
 		// Two core nodes, two gateway replicas: an HA gateway has one on each.
@@ -113,40 +114,18 @@ func TestScenario1ProductionInstall(t *testing.T) {
 	})
 
 	t.Run("run categories land on their pools", func(t *testing.T) {
-		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctxT(t, time.Minute), "polyaxon-agent", metav1.GetOptions{})
-		require.NoError(t, err, "the runner ConfigMap")
+		// The canary creates one pod per category with the scheduling the chart's admission
+		// policies give it (scenario 8 creates Polyaxon-shaped run pods and checks the
+		// policies themselves) and reports where the real scheduler put it.
+		var pr plan.Result
+		c.deploy(t, "plan", "--canary", "--no-release", "-o", "json").requireExit(t, 0).data(t, &pr)
 		pools := nodePools(t, cs)
-		for cat := range runCategoryPools {
-			spec := corev1.PodSpec{}
-			decodeKey(t, cm.Data, "POLYAXON_NODE_SELECTOR_"+cat, &spec.NodeSelector)
-			decodeKey(t, cm.Data, "POLYAXON_TOLERATIONS_"+cat, &spec.Tolerations)
-			aff := &corev1.Affinity{}
-			decodeKey(t, cm.Data, "POLYAXON_AFFINITY_"+cat, aff)
-			if aff.NodeAffinity != nil || aff.PodAffinity != nil || aff.PodAntiAffinity != nil {
-				spec.Affinity = aff
-			}
-			name := "probe-" + strings.ToLower(cat)
-			_, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), restrictedPod(name, spec), metav1.CreateOptions{})
-			require.NoError(t, err, "create probe %s (restricted Pod Security)", name)
-			t.Cleanup(func() {
-				_ = cs.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
-			})
+		require.Len(t, pr.Canary, len(runCategoryPools))
+		for _, can := range pr.Canary {
+			assert.Truef(t, can.Scheduled, "canary %s: %s %s", can.Category, can.Reason, can.Message)
+			assert.Equalf(t, runCategoryPools[strings.ToUpper(can.Category)], pools[can.Node], "a %s run landed on %s", can.Category, can.Node)
+			assert.True(t, can.Deleted, "canary %s deleted", can.Pod)
 		}
-		for cat, want := range runCategoryPools {
-			name := "probe-" + strings.ToLower(cat)
-			var node string
-			waitFor(t, time.Minute, "probe "+name+" scheduled", func(ctx context.Context) (bool, string, error) {
-				p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					return false, err.Error(), nil
-				}
-				node = p.Spec.NodeName
-				return node != "", unschedulableReason(p), nil
-			})
-			assert.Equalf(t, want, pools[node], "a %s run with the runner's defaults landed on %s", cat, node)
-		}
-		// The user-facing canary agrees (it schedules from the rendered values).
-		c.deploy(t, "plan", "--canary", "--no-release", "-o", "json").requireExit(t, 0)
 	})
 
 	t.Run("namespace enforces restricted and every pod was admitted", func(t *testing.T) {
@@ -206,11 +185,4 @@ func unschedulableReason(p *corev1.Pod) string {
 		}
 	}
 	return "pending"
-}
-
-func decodeKey(t *testing.T, data map[string]string, key string, v any) {
-	t.Helper()
-	s, ok := data[key]
-	require.Truef(t, ok, "runner ConfigMap has no key %s", key)
-	require.NoError(t, json.Unmarshal([]byte(s), v), fmt.Sprintf("runner ConfigMap key %s = %s", key, s))
 }

@@ -108,7 +108,8 @@ func WithKubeVersion(v string) CreateOption {
 	return func(o *CreateOptions) { o.KubeVersion = v }
 }
 
-// WithPersistentVolumes sets the supply of static volumes (default 32 of 50Gi).
+// WithPersistentVolumes sets the supply of static volumes (default 32 of 200Gi: the production
+// profile's artifacts claim asks for 100Gi).
 func WithPersistentVolumes(count int, size resource.Quantity) CreateOption {
 	return func(o *CreateOptions) { o.PersistentVolumes, o.VolumeSize = count, size }
 }
@@ -128,7 +129,7 @@ func buildOptions(opts []CreateOption) CreateOptions {
 	o := CreateOptions{
 		NodePools:         DefaultNodePools(),
 		PersistentVolumes: 32,
-		VolumeSize:        resource.MustParse("50Gi"),
+		VolumeSize:        resource.MustParse("200Gi"),
 		Timeout:           5 * time.Minute,
 	}
 	for _, f := range opts {
