@@ -32,7 +32,9 @@ const noExperimentsToleration = "tolerations.experiments=null"
 // server's result is what `plan` and `check` predict offline (installer/admission over the
 // policies `render` prints). Then an upgrade takes the experiments toleration away: `plan` and
 // `check` say beforehand that experiments no longer fit, and afterwards a new experiment pod is
-// Unschedulable while the other categories still land.
+// Unschedulable while the other categories still land. Last, a release without the policies
+// (runs.admissionPolicies.enabled=false) installs with the namespace at enforce=baseline
+// (warn and audit restricted), says so, and admits run pods as Polyaxon sends them.
 func TestScenario8RunPods(t *testing.T) {
 	c := runsCluster(t, "runs")
 	ns := nsInstall
@@ -195,5 +197,37 @@ func TestScenario8RunPods(t *testing.T) {
 		require.NoError(t, err)
 		bound := waitBound(t, cs, ns, created.Name)
 		assert.Equal(t, cluster.PoolExperiments, pools[bound.Spec.NodeName])
+	})
+
+	t.Run("without the policies install enforces baseline and runs are admitted where they say", func(t *testing.T) {
+		const unplaced = "unplaced"
+		r := c.deploy(t, "install", "--profile", "production", "-n", unplaced, "--set", "runs.admissionPolicies.enabled=false", "-o", "json").requireExit(t, 0)
+		res := r.result(t)
+		assert.Contains(t, strings.Join(res.Warnings, "\n"), `namespace unplaced enforces Pod Security "baseline" (warn and audit "restricted")`)
+		assert.Contains(t, r.Stderr, "the API server places run pods per category and hardens them [run-placement]")
+		assert.Contains(t, r.Stderr, "runs.admissionPolicies.enabled is false")
+		nsObj, err := cs.CoreV1().Namespaces().Get(ctxT(t, time.Minute), unplaced, metav1.GetOptions{})
+		require.NoError(t, err)
+		for label, want := range map[string]string{"enforce": "baseline", "warn": "restricted", "audit": "restricted"} {
+			assert.Equal(t, want, nsObj.Labels["pod-security.kubernetes.io/"+label], label)
+		}
+		policies, err := cs.AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctxT(t, time.Minute), metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, p := range policies.Items {
+			assert.False(t, strings.HasPrefix(p.Name, unplaced+"-"), "no policy for %s: %s", unplaced, p.Name)
+		}
+
+		// A build run is admitted as Polyaxon sends it, with restricted's warning, and is
+		// placed by nothing but the scheduler: not on the tainted experiments pool.
+		warnings.take()
+		created, err := cs.CoreV1().Pods(unplaced).Create(ctxT(t, time.Minute), loadRunPod(t, "build.yaml", unplaced), metav1.CreateOptions{})
+		require.NoError(t, err, "admitted by baseline")
+		w := warnings.take()
+		require.Len(t, w, 1)
+		assert.Contains(t, w[0], `would violate PodSecurity "restricted:latest"`)
+		assert.Empty(t, created.Spec.NodeSelector)
+		assert.Equal(t, &corev1.PodSecurityContext{}, created.Spec.SecurityContext, "not hardened")
+		bound := waitBound(t, cs, unplaced, created.Name)
+		assert.NotEqual(t, cluster.PoolExperiments, pools[bound.Spec.NodeName])
 	})
 }
