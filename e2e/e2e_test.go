@@ -11,7 +11,9 @@
 // PostgreSQL client programs on this machine against a database of one real PostgreSQL
 // server started by installer/pgtest, so backups take the installer's real exec path and the
 // data can be compared. Scenarios 5 and 6 change cluster-wide things (no core nodes, no
-// default StorageClass) and get clusters of their own.
+// default StorageClass) and get clusters of their own, as do 8 (run pods and the admission
+// policies, cluster-scoped) and 9 (the Kubeflow training operator and its CRDs, built by
+// e2e/scripts/build-training-operator.sh on first use).
 package e2e
 
 import (
@@ -36,7 +38,6 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -793,24 +794,6 @@ func requireNothingCreated(t *testing.T, c *testCluster, before snapshot) {
 // ---------------------------------------------------------------- pods
 
 // restrictedSecurity makes a probe container pass Pod Security "restricted".
-func restrictedPod(name string, spec corev1.PodSpec) *corev1.Pod {
-	spec.SecurityContext = &corev1.PodSecurityContext{
-		RunAsNonRoot:   ptrTo(true),
-		RunAsUser:      ptrTo(int64(2222)),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-	spec.Containers = []corev1.Container{{
-		Name:  "probe",
-		Image: "busybox:1.36",
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptrTo(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
-	}}
-	spec.RestartPolicy = corev1.RestartPolicyNever
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"polyaxon-deploy.test/probe": "true"}}, Spec: spec}
-}
-
 func ptrTo[T any](v T) *T { return &v }
 
 // newReplicaSets returns, per Deployment of ns, the ReplicaSet whose pods run image tag version.

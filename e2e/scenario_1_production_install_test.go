@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +15,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 )
 
 // Core components run on the core pool, dependencies stay off the run pools (the chart's
@@ -39,9 +37,10 @@ var runCategoryPools = map[string]string{
 
 // TestScenario1ProductionInstall: `polyaxon-deploy install --profile production` on a cluster
 // with core, experiments (GPU, tainted) and builds pools. Every workload becomes ready, core
-// pods run on core nodes, Postgres/RabbitMQ/Redis never on experiments/builds nodes, a pod
-// built from each run category's defaults in the runner ConfigMap lands on that category's
-// pool, and the namespace enforces Pod Security "restricted" with every pod admitted.
+// pods run on core nodes, Postgres/RabbitMQ/Redis never on experiments/builds nodes, the
+// canary of each run category (placed as the chart's admission policies place its runs) lands
+// on that category's pool, and the namespace enforces Pod Security "restricted" with every pod
+// admitted.
 func TestScenario1ProductionInstall(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
@@ -65,6 +64,7 @@ func TestScenario1ProductionInstall(t *testing.T) {
 		for _, d := range deps.Items {
 			names = append(names, d.Name)
 		}
+		// Celery's scheduler only: Polyaxon CE publishes no worker or beat image (profiles/production.yaml).
 		assert.ElementsMatch(t, []string{"polyaxon-gateway", "polyaxon-scheduler", "polyaxon-agent", "polyaxon-operator"}, names)
 		sts, err := cs.AppsV1().StatefulSets(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
 		require.NoError(t, err)
@@ -116,36 +116,18 @@ func TestScenario1ProductionInstall(t *testing.T) {
 	})
 
 	t.Run("run categories land on their pools", func(t *testing.T) {
-		// A run pod of each category as Polyaxon creates it: its run labels and no scheduling or
-		// securityContext of its own. The API server's admission policies place and harden it;
-		// the namespace's restricted Pod Security then admits it.
+		// The canary creates one pod per category with the scheduling the chart's admission
+		// policies give it (scenario 8 creates Polyaxon-shaped run pods and checks the
+		// policies themselves) and reports where the real scheduler put it.
+		var pr plan.Result
+		c.deploy(t, "plan", "--canary", "--no-release", "-o", "json").requireExit(t, 0).data(t, &pr)
 		pools := nodePools(t, cs)
-		decl := runs.Embedded()
-		for cat := range runCategoryPools {
-			name := "probe-" + strings.ToLower(cat)
-			pod := decl.Pod(strings.ToLower(cat), ns)
-			pod.GenerateName, pod.Name = "", name
-			_, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), pod, metav1.CreateOptions{})
-			require.NoError(t, err, "create run pod %s (restricted Pod Security)", name)
-			t.Cleanup(func() {
-				_ = cs.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
-			})
+		require.Len(t, pr.Canary, len(runCategoryPools))
+		for _, can := range pr.Canary {
+			assert.Truef(t, can.Scheduled, "canary %s: %s %s", can.Category, can.Reason, can.Message)
+			assert.Equalf(t, runCategoryPools[strings.ToUpper(can.Category)], pools[can.Node], "a %s run landed on %s", can.Category, can.Node)
+			assert.True(t, can.Deleted, "canary %s deleted", can.Pod)
 		}
-		for cat, want := range runCategoryPools {
-			name := "probe-" + strings.ToLower(cat)
-			var node string
-			waitFor(t, time.Minute, "probe "+name+" scheduled", func(ctx context.Context) (bool, string, error) {
-				p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					return false, err.Error(), nil
-				}
-				node = p.Spec.NodeName
-				return node != "", unschedulableReason(p), nil
-			})
-			assert.Equalf(t, want, pools[node], "a %s run landed on %s", cat, node)
-		}
-		// The user-facing canary agrees (it schedules what the policies give each category).
-		c.deploy(t, "plan", "--canary", "--no-release", "-o", "json").requireExit(t, 0)
 	})
 
 	t.Run("namespace enforces restricted and every pod was admitted", func(t *testing.T) {
@@ -205,11 +187,4 @@ func unschedulableReason(p *corev1.Pod) string {
 		}
 	}
 	return "pending"
-}
-
-func decodeKey(t *testing.T, data map[string]string, key string, v any) {
-	t.Helper()
-	s, ok := data[key]
-	require.Truef(t, ok, "runner ConfigMap has no key %s", key)
-	require.NoError(t, json.Unmarshal([]byte(s), v), fmt.Sprintf("runner ConfigMap key %s = %s", key, s))
 }

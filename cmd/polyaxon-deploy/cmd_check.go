@@ -20,7 +20,8 @@ func checkCommand() *cli.Command {
 		UsageText: "polyaxon-deploy check [--pre] [--profile P] [-f FILE]... [--set k=v]... [--ignore ID]... [--strict] [-o table|json|yaml]",
 		Description: `With --pre, runs every preflight check an install or upgrade runs: API reachable,
 Kubernetes version, release state, RBAC (SelfSubjectAccessReview), CRD ownership,
-server-side dry-run, scheduling per category, GPU capacity, StorageClass, IngressClass,
+server-side dry-run, run placement and hardening (admission policies), distributed-run
+backends (their CRDs), scheduling per category, GPU capacity, StorageClass, IngressClass,
 the profile's policy (gateway replicas, Pod Security level). Without --pre, checks the
 installed release (deployed, workloads ready). Every failure is reported, not only the
 first. Progress goes to stderr; -o json|yaml prints the results on stdout.
@@ -40,7 +41,7 @@ func runCheck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := releaseOptions(c)
+	opts := clusterReleaseOptions(c)
 	opts.SkipKubeVersionCheck = true // the kube-version check reports it
 	rendered, err := render.Render(in.Chart, in.Values, opts)
 	if err != nil {
@@ -85,9 +86,16 @@ func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render
 	if !pre {
 		checks = preflight.PostChecks(env)
 	}
+	// install and upgrade run both sets with one --ignore: an ID of either set is known (a
+	// pre-check ID must not fail the post-checks after the release was applied).
+	ignore := listFlag(c, flagIgnore)
+	both := append(preflight.Checks(env), preflight.PostChecks(env)...)
+	if err := check.NewRunner(both, check.WithIgnore(ignore...)).Validate(); err != nil {
+		return check.Report{}, withExit(ExitUsage, fmt.Errorf("--ignore: %w", err))
+	}
 	obs := output.NewCheckObserver(progress(c))
 	runner := check.NewRunner(checks,
-		check.WithIgnore(listFlag(c, flagIgnore)...),
+		check.WithIgnore(ignore...),
 		check.WithFatal(in.Profile.Policy.FatalChecks...),
 		check.WithObserver(check.ObserverFuncs{
 			OnStart: func(ch check.Check) { debugf(c, "check %s: start", ch.ID) },
@@ -96,11 +104,7 @@ func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render
 				obs.Finished(r)
 			},
 		}))
-	if err := runner.Validate(); err != nil {
-		return check.Report{}, withExit(ExitUsage, fmt.Errorf("--ignore: %w", err))
-	}
-	// The profile's ignored checks are applied after validation: they may name checks of the
-	// other set (pre vs installed).
+	// The profile's ignored checks may name checks of the other set too.
 	if ids := in.Profile.Policy.IgnoreChecks; len(ids) > 0 {
 		check.WithIgnore(ids...)(runner)
 	}

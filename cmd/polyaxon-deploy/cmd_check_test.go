@@ -16,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kversion "k8s.io/apimachinery/pkg/version"
-	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -48,7 +46,7 @@ func fakeSettings(t *testing.T, objs ...runtime.Object) *kube.Settings {
 // fakeSettingsOn is fakeSettings on a given clientset (e.g. a release fixture's).
 func fakeSettingsOn(t *testing.T, cs *fake.Clientset) *kube.Settings {
 	t.Helper()
-	cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &kversion.Info{GitVersion: "v1.37.2"}
+	fakeServer(cs, "v1.37.2", true)
 	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview).DeepCopy()
 		r.Status.Allowed = true
@@ -162,4 +160,18 @@ func TestCheckInstalledRelease(t *testing.T) {
 	_, st := parseCheck(t, r.stdout)
 	assert.Equal(t, "failed", st["release-deployed"])
 	assert.Equal(t, "skipped", st["workloads-ready"], "release-deployed is fatal")
+}
+
+// install and upgrade run the pre-checks and the post-checks with the same --ignore: an ID of
+// either set is accepted by both, so ignoring a pre-check cannot fail the post-checks after
+// the release was applied (which made an upgrade roll back).
+func TestIgnoreTakesIDsOfBothCheckSets(t *testing.T) {
+	r := runCLI(t, productionCluster(t), "check", "--pre", "--ignore", "workloads-ready", "-o", "json")
+	assert.Equal(t, ExitOK, r.code, r.stderr)
+	r = runCLI(t, productionCluster(t), "check", "--ignore", "scheduling-experiments", "-o", "json")
+	assert.NotEqual(t, ExitUsage, r.code, r.stderr)
+	assert.NotContains(t, r.stderr, "unknown check ID")
+	r = runCLI(t, productionCluster(t), "check", "--ignore", "scheduling-experimnts", "-o", "json")
+	assert.Equal(t, ExitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "unknown check ID(s) scheduling-experimnts")
 }

@@ -81,7 +81,7 @@ func runPlan(c *cli.Context) error {
 		return err
 	}
 	warnInputs(c, in)
-	rendered, err := render.Render(in.Chart, in.Values, releaseOptions(c))
+	rendered, err := render.Render(in.Chart, in.Values, clusterReleaseOptions(c))
 	if err != nil {
 		return err
 	}

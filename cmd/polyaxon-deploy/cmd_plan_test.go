@@ -32,6 +32,7 @@ func planTestNode(name string, cpu, memGi, gpus int64, pool string, taints ...co
 func runPlanCommand(t *testing.T, nodes []corev1.Node, args ...string) (int, string, string) {
 	t.Helper()
 	cs, _ := plantest.FakeAPI(nodes, nil)
+	fakeServer(cs, "v1.37.2", true)
 	settings := kube.NewSettings("", "", "polyaxon", kube.WithClientset(cs))
 	var out, errb bytes.Buffer
 	app := newApp(&out, &errb)

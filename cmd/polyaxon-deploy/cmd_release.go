@@ -198,7 +198,7 @@ func runInstall(c *cli.Context) error {
 	ctx, stop := commandContext(c)
 	defer stop()
 
-	ropts := releaseOptions(c)
+	ropts := clusterReleaseOptions(c)
 	ropts.SkipKubeVersionCheck = true // the kube-version check reports it
 	rendered, err := render.Render(in.Chart, in.Values, ropts)
 	if err != nil {
@@ -221,7 +221,13 @@ func runInstall(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ps := podSecurityOf(in.Profile)
+	ps, psWarning, err := namespacePodSecurity(in, rendered, c.String(flagNamespace))
+	if err != nil {
+		return err
+	}
+	if psWarning != "" {
+		progress(c).Warn(psWarning)
+	}
 	opts := []release.ActionOption{release.WithInputs(raw), release.WithTimeout(timeoutOf(c, in.Profile)), release.WithPodSecurity(ps)}
 	if c.Bool(flagKeepFailed) {
 		opts = append(opts, release.WithKeepOnFailure())
@@ -234,7 +240,7 @@ func runInstall(c *cli.Context) error {
 		progress(c).OK("dry run: the release renders and validates; nothing was changed")
 		res := resultWithWarnings("install", in).WithChecks(rep).WithData(info)
 		fillRelease(res, info, in.Profile.Name)
-		return p.Print(res)
+		return p.Print(withWarning(res, psWarning))
 	}
 
 	// The Lease lives in the namespace: create it (with its Pod Security labels) first.
@@ -261,7 +267,7 @@ func runInstall(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res := resultWithWarnings("install", in).WithChecks(post).WithData(placementData{Info: info, Pods: pods})
+	res := withWarning(resultWithWarnings("install", in).WithChecks(post).WithData(placementData{Info: info, Pods: pods}), psWarning)
 	fillRelease(res, info, in.Profile.Name)
 	res.Notes = info.Notes
 	if err := p.Print(res); err != nil {
@@ -330,7 +336,7 @@ func runUpgrade(c *cli.Context) error {
 	var checkReports []check.Report
 	checksFn := func(pre bool) func(context.Context) error {
 		return func(ctx context.Context) error {
-			opts := releaseOptions(c)
+			opts := clusterReleaseOptions(c)
 			opts.IsUpgrade = true
 			opts.SkipKubeVersionCheck = true // the kube-version check reports it
 			rendered, err := render.Render(in.Chart, in.Values, opts)

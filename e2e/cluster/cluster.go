@@ -108,7 +108,8 @@ func WithKubeVersion(v string) CreateOption {
 	return func(o *CreateOptions) { o.KubeVersion = v }
 }
 
-// WithPersistentVolumes sets the supply of static volumes (default 32 of 200Gi: the production artifacts store asks for 100Gi).
+// WithPersistentVolumes sets the supply of static volumes (default 32 of 200Gi: the production
+// profile's artifacts claim asks for 100Gi).
 func WithPersistentVolumes(count int, size resource.Quantity) CreateOption {
 	return func(o *CreateOptions) { o.PersistentVolumes, o.VolumeSize = count, size }
 }

@@ -11,6 +11,8 @@
 //	rbac                     SelfSubjectAccessReview allows every verb on every kind the release creates
 //	crd-ownership            polyaxon.com CRDs are not owned by another release
 //	dry-run                  a server-side dry-run of every rendered object is accepted
+//	run-placement            run pods are placed per category and hardened by admission policies (warning)
+//	distributed-backends     the CRDs of every enabled operators.* backend are served
 //	scheduling-core          every core pod fits a Ready node (labels, taints, resources)
 //	scheduling-dependencies  Postgres, RabbitMQ and Redis pods fit a Ready node
 //	scheduling-<category>    a run of experiments|jobs|builds|tensorboards|notebooks can start
@@ -121,6 +123,12 @@ func Checks(env *Env) []check.Check {
 		{ID: "dry-run", Category: "validation", Description: "the API server accepts every object (server-side dry-run)", Severity: check.Error,
 			Hint: "fix the values named in the message; an admission webhook or policy may also reject objects (see its message)",
 			Run:  env.checkDryRun},
+		{ID: "run-placement", Category: "runs", Description: "the API server places run pods per category and hardens them", Severity: check.Warning,
+			Hint: "use Kubernetes 1.36 or later with admissionregistration.k8s.io/v1 served, and runs.admissionPolicies.enabled=true; until then set each run's own environment.nodeSelector/tolerations",
+			Run:  env.checkRunPlacement},
+		{ID: "distributed-backends", Category: "runs", Description: "the custom resources of every enabled distributed backend are served", Severity: check.Error,
+			Hint: "install the backend's operator (it brings its CRDs), or switch the backend off (operators.<name>=false)",
+			Run:  env.checkDistributedBackends},
 	}
 	checks = append(checks, env.schedulingChecks()...)
 	checks = append(checks,

@@ -150,6 +150,30 @@ kind: MutatingAdmissionPolicyBinding
 metadata: {name: polyaxon-runs-builds}
 spec: {policyName: polyaxon-runs-builds}
 ---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: polyaxon-runs-security}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  matchConditions:
+  - name: run
+    expression: 'object.metadata.?labels.orValue({})[?"app.kubernetes.io/part-of"].orValue("") == "polyaxon-runs"'
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        [JSONPatch{op: "add", path: "/spec/securityContext", value: {"runAsNonRoot": dyn(true), "runAsUser": dyn(2222), "seccompProfile": dyn({"type": "RuntimeDefault"})}}]
+        + object.spec.containers.transformList(i, c, true, JSONPatch{op: "add", path: "/spec/containers/" + string(i) + "/securityContext",
+            value: {"allowPrivilegeEscalation": dyn(false), "capabilities": dyn({"drop": ["ALL"]})}})
+        + object.spec.?initContainers.orValue([]).transformList(i, c, true, JSONPatch{op: "add", path: "/spec/initContainers/" + string(i) + "/securityContext",
+            value: {"allowPrivilegeEscalation": dyn(false), "capabilities": dyn({"drop": ["ALL"]})}})
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: polyaxon-runs-security}
+spec: {policyName: polyaxon-runs-security}
+---
 ---
 apiVersion: networking.k8s.io/v1
 kind: Ingress
@@ -362,7 +386,8 @@ func TestPreflightHealthyCluster(t *testing.T) {
 		"ingresses/polyaxon/polyaxon-gateway",
 		"mutatingadmissionpolicies//polyaxon-runs-experiments", "mutatingadmissionpolicybindings//polyaxon-runs-experiments",
 		"mutatingadmissionpolicies//polyaxon-runs-jobs", "mutatingadmissionpolicybindings//polyaxon-runs-jobs",
-		"mutatingadmissionpolicies//polyaxon-runs-builds", "mutatingadmissionpolicybindings//polyaxon-runs-builds"}, c.applies)
+		"mutatingadmissionpolicies//polyaxon-runs-builds", "mutatingadmissionpolicybindings//polyaxon-runs-builds",
+		"mutatingadmissionpolicies//polyaxon-runs-security", "mutatingadmissionpolicybindings//polyaxon-runs-security"}, c.applies)
 }
 
 // Everything wrong at once: every failure is reported, each with its own detail.
@@ -561,7 +586,7 @@ func TestPreflightWarnsAboutClusterScopedRBAC(t *testing.T) {
 func TestIDsAreStable(t *testing.T) {
 	assert.Equal(t, []string{
 		"gateway-replicas", "pod-security", "rbac-scope", "kube-api", "kube-version", "release-state", "rbac", "crd-ownership", "dry-run",
-		"scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
+		"run-placement", "distributed-backends", "scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
 		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "ingress-class",
 	}, preflight.IDs())
 }

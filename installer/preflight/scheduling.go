@@ -104,9 +104,6 @@ func (PlanScheduler) Evaluate(ctx context.Context, cs kubernetes.Interface, in S
 	for _, c := range res.Categories {
 		v := verdictOf(c.Result)
 		v.Category = c.Category
-		if !v.Fits && v.Message != "" && c.Scheduling != "" {
-			v.Message += " (scheduling: " + c.Scheduling + ")"
-		}
 		out.Categories[c.Category] = v
 	}
 	return out, nil
@@ -142,19 +139,15 @@ func (e *Env) scheduling(ctx context.Context) (*SchedulingResult, error) {
 
 // objects returns the rendered objects, typed where the scheme knows the kind.
 func (e *Env) objects() []runtime.Object {
-	var out []runtime.Object
-	for _, m := range e.manifests() {
-		if m.Typed != nil {
-			out = append(out, m.Typed)
-		} else {
-			out = append(out, m.Object)
-		}
+	if e.Rendered == nil {
+		return nil
 	}
-	return out
+	return renderedObjects(e.Rendered)
 }
 
 func (e *Env) schedulingChecks() []check.Check {
 	hint := "label a Ready node for this pool (kubectl label node NODE polyaxon=<pool>) or change the category's nodeSelectors/tolerations/affinity values; `polyaxon-deploy plan` shows the details"
+	runHint := "label Ready nodes with what the category looks for (kubectl label node NODE KEY=VALUE), add the toleration of their taint (tolerations.<category>), or change nodeSelectors.<category>/affinity.<category>; `polyaxon-deploy plan` shows the details"
 	checks := []check.Check{
 		{ID: "scheduling-core", Category: "scheduling", Description: "every core pod fits a Ready node", Severity: check.Error, Hint: hint,
 			Run: e.podsCheck(func(v PodVerdict) bool { return v.Category == "core" })},
@@ -164,7 +157,7 @@ func (e *Env) schedulingChecks() []check.Check {
 	for _, cat := range e.runs().Names() {
 		cat := cat
 		checks = append(checks, check.Check{
-			ID: "scheduling-" + cat, Category: "scheduling", Severity: check.Error, Hint: hint,
+			ID: "scheduling-" + cat, Category: "scheduling", Severity: check.Error, Hint: runHint,
 			Description: fmt.Sprintf("runs of category %s can start on a Ready node", cat),
 			Run: func(ctx context.Context) (string, error) {
 				res, err := e.scheduling(ctx)
@@ -181,7 +174,7 @@ func (e *Env) schedulingChecks() []check.Check {
 				case v.Fits:
 					return "", check.Warnf("may not fit: %s", v.Message)
 				}
-				return "", errors.New(orDefault(v.Message, "no Ready node fits"))
+				return "", errors.New(e.categoryFailure(ctx, cat, orDefault(v.Message, "no Ready node fits")))
 			},
 		})
 	}

@@ -80,6 +80,9 @@ type Options struct {
 	KubeVersion string
 	// APIVersions adds group/versions (or group/version/Kind) to .Capabilities.APIVersions.
 	APIVersions []string
+	// Cluster, when set, is a real cluster's capabilities (ClusterCapabilities): they replace
+	// KubeVersion and the offline version set, as in Helm's own install and upgrade.
+	Cluster *Cluster
 	// RESTConfig, when set, lets `lookup` read the cluster, so secrets generated at install
 	// are found and reused on upgrade. Without it lookups return nothing.
 	RESTConfig *rest.Config
@@ -99,6 +102,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Revision == 0 {
 		o.Revision = 1
+	}
+	if o.Cluster != nil {
+		o.KubeVersion = o.Cluster.KubeVersion.Version
 	}
 	if o.KubeVersion == "" {
 		o.KubeVersion = DefaultKubeVersion
@@ -359,23 +365,6 @@ func kubeVersionOK(constraint, v string) bool {
 
 // KubeVersionOK is exported for the kube-version preflight check.
 func KubeVersionOK(constraint, version string) bool { return kubeVersionOK(constraint, version) }
-
-func capabilities(opts Options) (*chartutil.Capabilities, error) {
-	kv, err := chartutil.ParseKubeVersion(opts.KubeVersion)
-	if err != nil {
-		return nil, fmt.Errorf("kube version %q: %w", opts.KubeVersion, err)
-	}
-	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = *kv
-	extra := opts.APIVersions
-	if len(extra) == 0 {
-		extra = defaultKinds(kv)
-	}
-	if len(extra) > 0 {
-		caps.APIVersions = append(append(chartutil.VersionSet{}, caps.APIVersions...), extra...)
-	}
-	return caps, nil
-}
 
 // mutatingPolicyKinds are served, and on by default, from Kubernetes 1.36 (GA). The chart
 // checks for them as a cluster's discovery lists them ("group/version/Kind"); Helm's offline

@@ -19,9 +19,9 @@ An auxiliary container as the agent reads it: the image and its tag apart (Polya
 {{- end -}}
 
 {{/*
-POLYAXON_AGENT_DEFAULT_SCHEDULING: the one default the agent applies to every run (a run's own
-environment wins field by field). It is the `jobs` category's: runs that no category policy
-matches are placed like jobs.
+POLYAXON_AGENT_DEFAULT_SCHEDULING: Polyaxon 2.15 applies it to its cleanup operations only (haupt
+db/managers/agents.py), not to runs: runs are placed by the chart's admission policies. It is the
+`jobs` category's, as is every run pod no other category claims.
 */}}
 {{- define "polyaxon.runs.defaultScheduling" -}}
 {{- $s := include "polyaxon.scheduling.resolve" (dict "ctx" . "category" "jobs") | fromJson -}}
