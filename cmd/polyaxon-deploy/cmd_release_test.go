@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
@@ -99,7 +100,7 @@ func TestReleaseExitCodes(t *testing.T) {
 	assert.Equal(t, ExitCheckFailed, exitCode(releaseExit(fmt.Errorf("wrapped: %w", &checksFailedError{}))))
 	assert.Equal(t, ExitUsage, exitCode(releaseExit(&upgrade.PolicyError{Msg: "x"})))
 	assert.Equal(t, ExitInterrupted, exitCode(releaseExit(&release.InterruptedError{Op: "upgrade", Err: context.Canceled})))
-	assert.Equal(t, ExitInterrupted, exitCode(releaseExit(&upgrade.Error{Phase: "apply", Err: context.Canceled})))
+	assert.Equal(t, ExitInterrupted, exitCode(releaseExit(&phase.Error{Phase: "apply", Err: context.Canceled})))
 	assert.Equal(t, ExitError, exitCode(releaseExit(errors.New("boom"))))
 }
 

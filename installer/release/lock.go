@@ -76,6 +76,9 @@ func NewLock(kube kubernetes.Interface, namespace, release string, opts ...LockO
 // Lock returns the lock of this client's release.
 func (c *Client) Lock(opts ...LockOption) *Lock { return NewLock(c.kube, c.namespace, c.name, opts...) }
 
+// Name is the name of the Lease.
+func (l *Lock) Name() string { return l.name }
+
 // Identity is the holder identity this lock writes into the Lease.
 func (l *Lock) Identity() string { return l.identity }
 

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 	rt "github.com/polyaxon-deploy/polyaxon-deploy/installer/release/releasetest"
 )
 
@@ -51,7 +52,7 @@ func TestPipelineRefusesPostgresPasswordChange(t *testing.T) {
 	s := newSetup(t)
 	withPGSecret(s, "old-password", "new-password")
 	_, err := Run(context.Background(), s.o)
-	var pe *Error
+	var pe *phase.Error
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, PhaseGuard, pe.Phase)
 	var pwe *PasswordChangeError

@@ -1,3 +1,8 @@
+// Package upgrade is the upgrade's phase pipeline: lock, checks, inspect the release, guard
+// versions, back up, verify, (Postgres major switch and restore), migrate, apply (helm upgrade
+// with wait), post-checks. When a phase fails, the cleanups of the completed ones bring the
+// cluster back to where it was: the release at its previous revision, the database restorable
+// or restored (see installer/phase).
 package upgrade
 
 import (
@@ -16,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
@@ -79,7 +85,7 @@ type Options struct {
 
 	// Out receives human progress (the diff, what cleanups did); Observer phase events.
 	Out      io.Writer
-	Observer Observer
+	Observer phase.Observer
 
 	LockOptions []release.LockOption
 	// PollInterval paces the Postgres switch's waits (default 2s).
@@ -94,15 +100,15 @@ type MajorChange struct {
 
 // Result is the upgrade's report (-o json|yaml).
 type Result struct {
-	Release          *release.Info   `json:"release,omitempty"`
-	PreviousRevision int             `json:"previousRevision,omitempty"`
-	Diff             release.Diff    `json:"diff"`
-	BackupDir        string          `json:"backupDir,omitempty"`
-	Migration        *migrate.Result `json:"migration,omitempty"`
-	PostgresMajor    *MajorChange    `json:"postgresMajorUpgrade,omitempty"`
-	Warnings         []string        `json:"warnings,omitempty"`
-	DryRun           bool            `json:"dryRun,omitempty"`
-	Phases           []PhaseReport   `json:"phases"`
+	Release          *release.Info       `json:"release,omitempty"`
+	PreviousRevision int                 `json:"previousRevision,omitempty"`
+	Diff             release.Diff        `json:"diff"`
+	BackupDir        string              `json:"backupDir,omitempty"`
+	Migration        *migrate.Result     `json:"migration,omitempty"`
+	PostgresMajor    *MajorChange        `json:"postgresMajorUpgrade,omitempty"`
+	Warnings         []string            `json:"warnings,omitempty"`
+	DryRun           bool                `json:"dryRun,omitempty"`
+	Phases           []phase.PhaseReport `json:"phases"`
 }
 
 // PolicyError is a refused option combination, caught before anything runs.
@@ -112,7 +118,7 @@ func (e *PolicyError) Error() string { return e.Msg }
 
 // Phase titles (stable: tests and the e2e suite refer to them).
 const (
-	PhaseLock       = "lock"
+	PhaseLock       = phase.TitleLock
 	PhaseChecks     = "checks"
 	PhaseInspect    = "inspect release"
 	PhaseGuard      = "version guard"
@@ -133,8 +139,6 @@ type pipeline struct {
 	cancel context.CancelCauseFunc
 	sts    *statefulSets
 
-	held       *release.Held
-	startRev   int                  // newest revision when the lock was taken
 	base       *helmrelease.Release // the revision the cluster runs (deployed, else newest)
 	lastRev    int                  // newest revision before this run
 	checkpoint *helmrelease.Release // last good revision: the rollback target
@@ -178,14 +182,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	obs := o.Observer
 	if obs == nil {
-		obs = TextObserver{W: out}
+		obs = phase.TextObserver{W: out}
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	p := &pipeline{o: o, out: out, runCtx: runCtx, cancel: cancel, res: &Result{DryRun: o.DryRun}}
 	p.sts = &statefulSets{kube: o.Release.Kube(), namespace: o.Release.Namespace(), release: o.Release.Name(), timeout: o.Timeout, poll: o.PollInterval}
 
-	m := &Manager{Phases: p.phases(), Observer: obs, CleanupTimeout: o.Timeout}
+	m := &phase.Manager{Phases: p.phases(), Observer: obs, CleanupTimeout: o.Timeout}
 	err := m.Run(runCtx)
 	p.res.Phases = m.Report()
 	return p.res, err
@@ -193,73 +197,35 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 func (p *pipeline) printf(format string, args ...any) { fmt.Fprintf(p.out, format+"\n", args...) }
 
-func (p *pipeline) phases() []Phase {
-	ph := []Phase{}
+func (p *pipeline) phases() []phase.Phase {
+	ph := []phase.Phase{}
 	if !p.o.DryRun {
-		ph = append(ph, &phaseFunc{title: PhaseLock, run: p.lock, finalize: p.unlock})
+		ph = append(ph, &phase.Lock{Lock: p.o.Release.Lock(p.o.LockOptions...), Revisions: p.o.Release, Abort: p.cancel,
+			Why: "upgrade interrupted; marked failed by polyaxon-deploy", Say: func(msg string) { p.printf("%s", msg) }})
 	}
 	ph = append(ph,
-		&phaseFunc{title: PhaseChecks, run: p.checks, skip: func() (bool, string) { return p.o.Checks == nil, "no checks configured" }},
-		&phaseFunc{title: PhaseInspect, run: p.inspect},
-		&phaseFunc{title: PhaseGuard, run: p.guard},
+		&phase.Func{Name: PhaseChecks, Do: p.checks, SkipIf: func() (bool, string) { return p.o.Checks == nil, "no checks configured" }},
+		&phase.Func{Name: PhaseInspect, Do: p.inspect},
+		&phase.Func{Name: PhaseGuard, Do: p.guard},
 	)
 	if p.o.DryRun {
 		return ph
 	}
 	return append(ph,
-		&phaseFunc{title: PhaseBackup, run: p.backup, cleanup: p.undoBackup, skip: p.skipBackup},
-		&phaseFunc{title: PhaseVerify, run: p.verify, skip: func() (bool, string) { return p.backupDir == "", "no backup taken" }},
-		&phaseFunc{title: PhaseCheckpoint, run: p.markCheckpoint, cleanup: p.rollback},
-		&phaseFunc{title: PhasePGSwitch, run: p.switchPostgres, cleanup: p.undoSwitchPostgres, skip: p.skipUnlessMajor},
-		&phaseFunc{title: PhasePGRestore, run: p.restorePostgres, skip: p.skipUnlessMajor},
-		&phaseFunc{title: PhaseMigrate, run: p.migrate, skip: func() (bool, string) {
+		&phase.Func{Name: PhaseBackup, Do: p.backup, Undo: p.undoBackup, SkipIf: p.skipBackup},
+		&phase.Func{Name: PhaseVerify, Do: p.verify, SkipIf: func() (bool, string) { return p.backupDir == "", "no backup taken" }},
+		&phase.Func{Name: PhaseCheckpoint, Do: p.markCheckpoint, Undo: p.rollback},
+		&phase.Func{Name: PhasePGSwitch, Do: p.switchPostgres, Undo: p.undoSwitchPostgres, SkipIf: p.skipUnlessMajor},
+		&phase.Func{Name: PhasePGRestore, Do: p.restorePostgres, SkipIf: p.skipUnlessMajor},
+		&phase.Func{Name: PhaseMigrate, Do: p.migrate, SkipIf: func() (bool, string) {
 			return p.o.MigrationJob == nil, "no installer-run migration Job (chart hooks or none)"
 		}},
-		&phaseFunc{title: PhaseApply, run: p.apply},
-		&phaseFunc{title: PhasePostChecks, run: p.postChecks, skip: func() (bool, string) { return p.o.PostChecks == nil, "no post-checks configured" }},
+		&phase.Func{Name: PhaseApply, Do: p.apply},
+		&phase.Func{Name: PhasePostChecks, Do: p.postChecks, SkipIf: func() (bool, string) { return p.o.PostChecks == nil, "no post-checks configured" }},
 	)
 }
 
 func (p *pipeline) interrupted() bool { return p.runCtx.Err() != nil }
-
-// --- lock
-
-func (p *pipeline) lock(ctx context.Context) error {
-	held, err := p.o.Release.Lock(p.o.LockOptions...).Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	p.held = held
-	if cur, err := p.o.Release.Current(ctx); err == nil {
-		p.startRev = cur.Version
-	}
-	go func() {
-		select {
-		case <-held.Lost():
-			p.cancel(release.ErrLockLost)
-		case <-p.runCtx.Done():
-		}
-	}()
-	return nil
-}
-
-// unlock marks a revision this run created and left pending as failed (helm's background work
-// after a cancellation may not have), then releases the lock. A revision that was pending
-// before the run is a crashed run's: `recover` deals with it.
-func (p *pipeline) unlock(ctx context.Context) error {
-	var errs []error
-	if cur, err := p.o.Release.Current(ctx); err == nil && cur.Version > p.startRev {
-		if rev, err := p.o.Release.FailPending(ctx, "upgrade interrupted; marked failed by polyaxon-deploy"); err != nil {
-			errs = append(errs, err)
-		} else if rev > 0 {
-			p.printf("revision %d was left pending: marked failed", rev)
-		}
-	}
-	if err := p.held.Release(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
 
 // --- checks
 

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	rt "github.com/polyaxon-deploy/polyaxon-deploy/installer/release/releasetest"
 )
@@ -143,7 +144,7 @@ func TestPipelineFailedMigrationLeavesReleaseAndSaysHowToRestore(t *testing.T) {
 	s := newSetup(t)
 	s.m.err = errors.New("migration Job polyaxon/polyaxon-migrate-2-16-0 failed: relation exists")
 	_, err := Run(context.Background(), s.o)
-	var pe *Error
+	var pe *phase.Error
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, PhaseMigrate, pe.Phase)
 	assert.Contains(t, err.Error(), "relation exists")
@@ -172,7 +173,7 @@ func TestPipelineFailedHelmUpgradeRollsBackThenRestores(t *testing.T) {
 	s.o.RestoreOnFailure = true
 	s.f.Kube.WaitErrors[2] = errors.New("Deployment polyaxon-gateway not ready")
 	_, err := Run(context.Background(), s.o)
-	var pe *Error
+	var pe *phase.Error
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, PhaseApply, pe.Phase)
 	assert.Contains(t, err.Error(), "Deployment polyaxon-gateway not ready")
@@ -191,7 +192,7 @@ func TestPipelineFailedPostChecksRollBack(t *testing.T) {
 	s := newSetup(t)
 	s.o.PostChecks = func(context.Context) error { return errors.New("gateway not ready") }
 	_, err := Run(context.Background(), s.o)
-	var pe *Error
+	var pe *phase.Error
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, PhasePostChecks, pe.Phase)
 	assert.Contains(t, err.Error(), "rolled back to revision 1")
@@ -268,7 +269,7 @@ func TestPipelineVersionGuardStopsBeforeBackup(t *testing.T) {
 	s := newSetup(t)
 	s.o.Chart = rt.Chart("1.9.0", "2.14.0", nil)
 	_, err := Run(context.Background(), s.o)
-	var pe *Error
+	var pe *phase.Error
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, PhaseGuard, pe.Phase)
 	var ve *VersionError
@@ -420,7 +421,7 @@ func TestPipelinePostgresMajorUpgradeFailureReturnsToOldServer(t *testing.T) {
 	seen, stop := stsController(t, s)
 	defer stop()
 	_, err := Run(context.Background(), s.o)
-	var pe *Error
+	var pe *phase.Error
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, PhasePGRestore, pe.Phase)
 	assert.Contains(t, err.Error(), "Postgres 16 is running again on its volume (the new Postgres 17 volume, a copy made by this run, was deleted)")

@@ -1,52 +1,36 @@
-package upgrade
+package phase
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase/phasetest"
 )
 
-// recorder is an Observer that keeps events in order.
-type recorder struct {
-	mu     sync.Mutex
-	events []string
-}
+// recorder keeps the events in order.
+type recorder struct{ phasetest.Recorder }
 
-func (r *recorder) add(e string) { r.mu.Lock(); r.events = append(r.events, e); r.mu.Unlock() }
-func (r *recorder) Events() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.events...)
-}
-func (r *recorder) PhaseStarted(t string)    { r.add("start " + t) }
-func (r *recorder) PhaseSkipped(t, _ string) { r.add("skip " + t) }
-func (r *recorder) PhaseFinished(t string, err error, _ time.Duration) {
-	if err != nil {
-		r.add("fail " + t)
-	}
-}
-func (r *recorder) CleanupFinished(t, did string, err error) { r.add("cleanup " + t) }
+func (r *recorder) add(e string) { r.Add(e) }
 
-func step(rec *recorder, title string, fail error) *phaseFunc {
-	return &phaseFunc{
-		title:    title,
-		run:      func(context.Context) error { return fail },
-		cleanup:  func(context.Context) (string, error) { rec.add("undo " + title); return "undid " + title, nil },
-		finalize: func(context.Context) error { rec.add("final " + title); return nil },
+func step(rec *recorder, title string, fail error) *Func {
+	return &Func{
+		Name:    title,
+		Do:      func(context.Context) error { return fail },
+		Undo:    func(context.Context) (string, error) { rec.add("undo " + title); return "undid " + title, nil },
+		Finally: func(context.Context) error { rec.add("final " + title); return nil },
 	}
 }
 
 func TestManagerCleansUpCompletedPhasesInReverse(t *testing.T) {
 	rec := &recorder{}
 	skipped := step(rec, "skipped", nil)
-	skipped.skip = func() (bool, string) { return true, "not needed" }
+	skipped.SkipIf = func() (bool, string) { return true, "not needed" }
 	m := &Manager{Observer: rec, Phases: []Phase{
 		step(rec, "a", nil), step(rec, "b", nil), skipped, step(rec, "c", errors.New("boom")), step(rec, "d", nil),
 	}}
@@ -80,8 +64,8 @@ func TestManagerStopsWhenCancelledAndCleansUpWithFreshContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var cleanupCtxErr error
 	a := step(rec, "a", nil)
-	a.run = func(context.Context) error { cancel(); return nil }
-	a.cleanup = func(ctx context.Context) (string, error) { cleanupCtxErr = ctx.Err(); return "", nil }
+	a.Do = func(context.Context) error { cancel(); return nil }
+	a.Undo = func(ctx context.Context) (string, error) { cleanupCtxErr = ctx.Err(); return "", nil }
 	m := &Manager{Observer: rec, Phases: []Phase{a, step(rec, "b", nil)}}
 	err := m.Run(ctx)
 	var pe *Error
@@ -95,8 +79,8 @@ func TestManagerStopsWhenCancelledAndCleansUpWithFreshContext(t *testing.T) {
 func TestManagerReportsCleanupAndFinalizerFailures(t *testing.T) {
 	rec := &recorder{}
 	a := step(rec, "a", nil)
-	a.cleanup = func(context.Context) (string, error) { return "", fmt.Errorf("cannot undo") }
-	a.finalize = func(context.Context) error { return fmt.Errorf("lock not released") }
+	a.Undo = func(context.Context) (string, error) { return "", fmt.Errorf("cannot undo") }
+	a.Finally = func(context.Context) error { return fmt.Errorf("lock not released") }
 	m := &Manager{Observer: rec, Phases: []Phase{a, step(rec, "b", errors.New("boom"))}}
 	err := m.Run(context.Background())
 	require.Error(t, err)

@@ -1,10 +1,9 @@
-// Package upgrade runs an upgrade as an ordered list of phases (k0sctl style): lock, checks,
-// inspect the release, guard versions, back up, verify, (Postgres major switch and restore),
-// migrate, apply (helm upgrade with wait), post-checks. A phase that fails stops the list; the
-// cleanups of the phases already completed then run in reverse order, so the cluster returns to
-// where it was (the release at its previous revision, the database restorable or restored),
-// and finalizers (releasing the lock) always run.
-package upgrade
+// Package phase runs a release action as an ordered list of phases (k0sctl style). Every action
+// on a release (install, upgrade, rollback, uninstall, recover, backup, restore) is such a list,
+// starting with the Lock phase. A phase that fails stops the list; the cleanups of the phases
+// already completed then run in reverse order, so the cluster returns to where it was, and
+// finalizers (releasing the lock) always run. The manager never prints: an Observer is told.
+package phase
 
 import (
 	"context"
@@ -191,35 +190,39 @@ func (m *Manager) Run(ctx context.Context) error {
 	return errors.Join(ferrs...)
 }
 
-// phaseFunc adapts closures to the phase interfaces (the pipeline's phases share one state).
-type phaseFunc struct {
-	title    string
-	run      func(ctx context.Context) error
-	cleanup  func(ctx context.Context) (string, error)
-	finalize func(ctx context.Context) error
-	skip     func() (bool, string)
+// Func adapts closures to the phase interfaces, for pipelines whose phases share one state.
+// Only Do is required.
+type Func struct {
+	Name    string
+	Do      func(ctx context.Context) error
+	Undo    func(ctx context.Context) (string, error)
+	Finally func(ctx context.Context) error
+	SkipIf  func() (bool, string)
 }
 
-func (p *phaseFunc) Title() string                 { return p.title }
-func (p *phaseFunc) Run(ctx context.Context) error { return p.run(ctx) }
+func (p *Func) Title() string                 { return p.Name }
+func (p *Func) Run(ctx context.Context) error { return p.Do(ctx) }
 
-func (p *phaseFunc) Cleanup(ctx context.Context) (string, error) {
-	if p.cleanup == nil {
+// Cleanup implements Cleaner.
+func (p *Func) Cleanup(ctx context.Context) (string, error) {
+	if p.Undo == nil {
 		return "", nil
 	}
-	return p.cleanup(ctx)
+	return p.Undo(ctx)
 }
 
-func (p *phaseFunc) Finalize(ctx context.Context) error {
-	if p.finalize == nil {
+// Finalize implements Finalizer.
+func (p *Func) Finalize(ctx context.Context) error {
+	if p.Finally == nil {
 		return nil
 	}
-	return p.finalize(ctx)
+	return p.Finally(ctx)
 }
 
-func (p *phaseFunc) Skip() (bool, string) {
-	if p.skip == nil {
+// Skip implements Skipper.
+func (p *Func) Skip() (bool, string) {
+	if p.SkipIf == nil {
 		return false, ""
 	}
-	return p.skip()
+	return p.SkipIf()
 }
