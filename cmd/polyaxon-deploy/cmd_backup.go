@@ -274,7 +274,7 @@ func runBackupVerify(c *cli.Context) error {
 	}
 	ctx, stop := commandContext(c)
 	defer stop()
-	opts := []backup.Option{backup.WithToolsDir(c.String(flagPGBinDir)), backup.WithLogger(debugLogger(c))}
+	opts := []backup.VerifyOption{backup.WithToolsDir(c.String(flagPGBinDir)), backup.WithLogger(debugLogger(c))}
 	if c.Bool(flagFull) {
 		opts = append(opts, backup.WithFullCheck())
 	}
@@ -383,7 +383,7 @@ func runRestore(c *cli.Context) error {
 			progress(c).Warn(cerr.Error())
 		}
 	}()
-	opts := []backup.Option{
+	opts := []backup.RestoreOption{
 		backup.WithToolsDir(c.String(flagPGBinDir)),
 		backup.WithLogger(debugLogger(c)),
 		backup.WithTargetRelease(rel.Info.Name, rel.Info.Namespace),

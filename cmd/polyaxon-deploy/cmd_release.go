@@ -228,7 +228,7 @@ func runInstall(c *cli.Context) error {
 	if psWarning != "" {
 		progress(c).Warn(psWarning)
 	}
-	opts := []release.ActionOption{release.WithInputs(raw), release.WithTimeout(timeoutOf(c, in.Profile)), release.WithPodSecurity(ps)}
+	opts := []release.InstallOption{release.WithInputs(raw), release.WithTimeout(timeoutOf(c, in.Profile)), release.WithPodSecurity(ps)}
 	if c.Bool(flagKeepFailed) {
 		opts = append(opts, release.WithKeepOnFailure())
 	}
@@ -623,7 +623,7 @@ func runUninstall(c *cli.Context) error {
 	} else if err != nil && !errors.Is(err, release.ErrNotInstalled) {
 		return err
 	}
-	opts := []release.ActionOption{release.WithTimeout(timeoutOf(c, nil))}
+	opts := []release.UninstallOption{release.WithTimeout(timeoutOf(c, nil))}
 	if purge {
 		vols, err := rc.Volumes(ctx)
 		if err != nil {

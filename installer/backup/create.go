@@ -58,7 +58,7 @@ func QueryServer(ctx context.Context, t Target) (*ServerInfo, error) {
 //
 // On any failure, cancellation or panic the directory is removed: no partial
 // dump is left behind, and a dump counts only when pg_dump exited 0.
-func Create(ctx context.Context, src Target, opts ...Option) (_ *Manifest, err error) {
+func Create(ctx context.Context, src Target, opts ...CreateOption) (_ *Manifest, err error) {
 	cfg := newConfig(opts)
 	if err := checkCodec(cfg.compression); err != nil {
 		return nil, fmt.Errorf("backup: %w", err)

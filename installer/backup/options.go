@@ -49,10 +49,16 @@ type config struct {
 	registerCleanup func(cleanup func()) (unregister func())
 }
 
-// Option configures Create, Verify and Restore; each documents which apply.
-type Option func(*config)
+// Create, Verify and Restore each take options of their own type (kind's CreateOption): an
+// option is of the types of the operations it applies to, so passing one to an operation it
+// does not apply to does not compile.
+type (
+	CreateOption  interface{ apply(*config); create() }
+	VerifyOption  interface{ apply(*config); verify() }
+	RestoreOption interface{ apply(*config); restore() }
+)
 
-func newConfig(opts []Option) *config {
+func newConfig[O interface{ apply(*config) }](opts []O) *config {
 	c := &config{
 		outputDir:   DefaultDir(),
 		compression: Compression{Codec: DefaultCodec, Level: DefaultLevel},
@@ -60,7 +66,7 @@ func newConfig(opts []Option) *config {
 		now:         time.Now,
 	}
 	for _, o := range opts {
-		o(c)
+		o.apply(c)
 	}
 	if c.dumpCompression == "" {
 		c.dumpCompression = "0"
@@ -71,78 +77,152 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
+// setter is the body of every option; the markers below say which operations take it.
+type setter func(*config)
+
+func (s setter) apply(c *config) { s(c) }
+
+type (
+	forCreate  struct{}
+	forVerify  struct{}
+	forRestore struct{}
+)
+
+func (forCreate) create()   {}
+func (forVerify) verify()   {}
+func (forRestore) restore() {}
+
+// Option types by the operations they apply to.
+type (
+	// CreateOnly options: WithOutputDir, WithRelease, WithSecrets, WithCompression,
+	// WithDumpCompression, WithDumpArgs, WithProgress, WithCleanupRegistry, WithClock.
+	CreateOnly struct {
+		setter
+		forCreate
+	}
+	// VerifyOnly options: WithVerifyTarget (Restore verifies on its own target).
+	VerifyOnly struct {
+		setter
+		forVerify
+	}
+	// RestoreOnly options: WithRestoreArgs, WithScaler, WithRunningAppVersion, WithForce,
+	// WithTargetRelease.
+	RestoreOnly struct {
+		setter
+		forRestore
+	}
+	// ReadOption options read a dump: WithToolsDir, WithFullCheck (Verify, Restore).
+	ReadOption struct {
+		setter
+		forVerify
+		forRestore
+	}
+	// AnyOption options apply to all three: WithLogger.
+	AnyOption struct {
+		setter
+		forCreate
+		forVerify
+		forRestore
+	}
+)
+
 // WithOutputDir is where Create puts backup directories (default DefaultDir()).
-func WithOutputDir(dir string) Option { return func(c *config) { c.outputDir = dir } }
+func WithOutputDir(dir string) CreateOnly {
+	return CreateOnly{setter: func(c *config) { c.outputDir = dir }}
+}
 
 // WithRelease records the release in the manifest and names the directory.
-func WithRelease(r ReleaseInfo) Option { return func(c *config) { c.release = r } }
+func WithRelease(r ReleaseInfo) CreateOnly {
+	return CreateOnly{setter: func(c *config) { c.release = r }}
+}
 
 // WithSecrets makes Create save the release's Secrets as secrets.json (0600).
-func WithSecrets(f SecretsFunc) Option { return func(c *config) { c.secrets = f } }
-
-// WithCompression selects the codec and level applied on our side (Create).
-func WithCompression(codec string, level int) Option {
-	return func(c *config) { c.compression = Compression{Codec: codec, Level: level} }
+func WithSecrets(f SecretsFunc) CreateOnly {
+	return CreateOnly{setter: func(c *config) { c.secrets = f }}
 }
 
-// WithDumpCompression passes --compress=v to pg_dump (Create). Default "0"
-// with the zstd codec (we compress), pg_dump's default with codec none.
-func WithDumpCompression(v string) Option { return func(c *config) { c.dumpCompression = v } }
-
-// WithDumpArgs adds pg_dump flags (Create), e.g. --exclude-table-data=x.
-func WithDumpArgs(args ...string) Option {
-	return func(c *config) { c.dumpArgs = append(c.dumpArgs, args...) }
+// WithCompression selects the codec and level applied on our side.
+func WithCompression(codec string, level int) CreateOnly {
+	return CreateOnly{setter: func(c *config) { c.compression = Compression{Codec: codec, Level: level} }}
 }
 
-// WithRestoreArgs adds pg_restore flags (Restore).
-func WithRestoreArgs(args ...string) Option {
-	return func(c *config) { c.restoreArgs = append(c.restoreArgs, args...) }
+// WithDumpCompression passes --compress=v to pg_dump. Default "0" with the zstd codec (we
+// compress), pg_dump's default with codec none.
+func WithDumpCompression(v string) CreateOnly {
+	return CreateOnly{setter: func(c *config) { c.dumpCompression = v }}
 }
 
-// WithLogger sets the logger (all). Nothing secret is ever logged.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+// WithDumpArgs adds pg_dump flags, e.g. --exclude-table-data=x.
+func WithDumpArgs(args ...string) CreateOnly {
+	return CreateOnly{setter: func(c *config) { c.dumpArgs = append(c.dumpArgs, args...) }}
+}
 
-// WithProgress is called with the bytes pg_dump produced so far (Create).
-// It runs on the streaming path: a slow callback slows the dump.
-func WithProgress(f func(rawBytes int64)) Option { return func(c *config) { c.progress = f } }
+// WithRestoreArgs adds pg_restore flags.
+func WithRestoreArgs(args ...string) RestoreOnly {
+	return RestoreOnly{setter: func(c *config) { c.restoreArgs = append(c.restoreArgs, args...) }}
+}
+
+// WithLogger sets the logger. Nothing secret is ever logged.
+func WithLogger(l *slog.Logger) AnyOption {
+	return AnyOption{setter: func(c *config) { c.logger = l }}
+}
+
+// WithProgress is called with the bytes pg_dump produced so far. It runs on the streaming
+// path: a slow callback slows the dump.
+func WithProgress(f func(rawBytes int64)) CreateOnly {
+	return CreateOnly{setter: func(c *config) { c.progress = f }}
+}
 
 // WithCleanupRegistry hands Create's removal of its unfinished directory to register, for a
 // caller that may end the process before Create returns (a second Ctrl-C exits at once): it
 // runs the registered cleanups on its way out. Create unregisters when it returns.
-func WithCleanupRegistry(register func(cleanup func()) (unregister func())) Option {
-	return func(c *config) { c.registerCleanup = register }
+func WithCleanupRegistry(register func(cleanup func()) (unregister func())) CreateOnly {
+	return CreateOnly{setter: func(c *config) { c.registerCleanup = register }}
 }
 
-// WithClock replaces time.Now (Create), for tests.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+// WithClock replaces time.Now, for tests.
+func WithClock(now func() time.Time) CreateOnly {
+	return CreateOnly{setter: func(c *config) { c.now = now }}
+}
 
-// WithToolsDir runs the local pg_restore used by Verify from dir.
-func WithToolsDir(dir string) Option { return func(c *config) { c.toolsDir = dir } }
+// WithToolsDir runs the local pg_restore from dir.
+func WithToolsDir(dir string) ReadOption {
+	return ReadOption{setter: func(c *config) { c.toolsDir = dir }}
+}
 
-// WithVerifyTarget lets Verify run pg_restore on t (e.g. the database pod,
-// whose client matches the server) when the local one is missing or too
-// old for the dump. Restore sets it to its target.
-func WithVerifyTarget(t Target) Option { return func(c *config) { c.verifyTarget = t } }
+// WithVerifyTarget lets Verify run pg_restore on t (e.g. the database pod, whose client
+// matches the server) when the local one is missing or too old for the dump.
+func WithVerifyTarget(t Target) VerifyOnly {
+	return VerifyOnly{setter: func(c *config) { c.verifyTarget = t }}
+}
 
-// WithFullCheck makes Verify also read every data block (pg_restore into
-// /dev/null), not only the table of contents.
-func WithFullCheck() Option { return func(c *config) { c.full = true } }
+// WithFullCheck also reads every data block (pg_restore into /dev/null), not only the table
+// of contents; Restore does it before restoring (a second read).
+func WithFullCheck() ReadOption {
+	return ReadOption{setter: func(c *config) { c.full = true }}
+}
 
 // WithScaler scales the database writers down during Restore.
-func WithScaler(s Scaler) Option { return func(c *config) { c.scaler = s } }
+func WithScaler(s Scaler) RestoreOnly {
+	return RestoreOnly{setter: func(c *config) { c.scaler = s }}
+}
 
-// WithRunningAppVersion is the app version now deployed: Restore refuses a
-// backup taken from a newer one unless WithForce.
-func WithRunningAppVersion(v string) Option { return func(c *config) { c.runningApp = v } }
+// WithRunningAppVersion is the app version now deployed: Restore refuses a backup taken from
+// a newer one unless WithForce.
+func WithRunningAppVersion(v string) RestoreOnly {
+	return RestoreOnly{setter: func(c *config) { c.runningApp = v }}
+}
 
 // WithForce lets Restore accept a backup from a newer app version, or from another release
 // or namespace than WithTargetRelease's.
-func WithForce() Option { return func(c *config) { c.force = true } }
+func WithForce() RestoreOnly {
+	return RestoreOnly{setter: func(c *config) { c.force = true }}
+}
 
 // WithTargetRelease names the release and namespace Restore writes into: a backup whose
 // manifest names others is refused (ErrOtherRelease) unless WithForce.
-func WithTargetRelease(name, namespace string) Option {
-	return func(c *config) { c.targetRelease = ReleaseInfo{Name: name, Namespace: namespace} }
+func WithTargetRelease(name, namespace string) RestoreOnly {
+	return RestoreOnly{setter: func(c *config) { c.targetRelease = ReleaseInfo{Name: name, Namespace: namespace} }}
 }
 
 // DirEnv overrides DefaultDir.

@@ -47,7 +47,7 @@ var ErrOtherRelease = errors.New("backup of another release")
 // WithToolsDir, WithFullCheck, WithLogger.
 //
 // Confirmation is the caller's business: Restore replaces the database.
-func Restore(ctx context.Context, target Target, dir string, opts ...Option) (_ *RestoreReport, err error) {
+func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOption) (_ *RestoreReport, err error) {
 	cfg := newConfig(opts)
 	log := cfg.logger
 	start := time.Now()
@@ -68,7 +68,9 @@ func Restore(ctx context.Context, target Target, dir string, opts ...Option) (_ 
 	var rep *Report
 	if cfg.full || selectsPart(cfg.restoreArgs) {
 		// A partial restore may stop reading before the end: verify the whole dump first.
-		rep, err = Verify(ctx, dir, append([]Option{WithVerifyTarget(target)}, opts...)...)
+		c := *cfg
+		c.verifyTarget = target
+		rep, err = verify(ctx, dir, &c)
 	} else {
 		rep, err = readTOC(ctx, dir, dump, m, cfg, target)
 	}

@@ -51,12 +51,12 @@ type restoreFixture struct {
 	target       *LocalTarget
 }
 
-func newRestoreFixture(t *testing.T, name string, opts ...Option) *restoreFixture {
+func newRestoreFixture(t *testing.T, name string, opts ...CreateOption) *restoreFixture {
 	t.Helper()
 	ctx := context.Background()
 	s, want := sharedServer(t)
 	dst := name + "_dst"
-	m, err := Create(ctx, localTarget(s, s.Database, s.BinDir), append([]Option{WithOutputDir(t.TempDir()),
+	m, err := Create(ctx, localTarget(s, s.Database, s.BinDir), append([]CreateOption{WithOutputDir(t.TempDir()),
 		WithRelease(ReleaseInfo{Name: "polyaxon", Namespace: "ns1", AppVersion: "2.15.1"})}, opts...)...)
 	require.NoError(t, err)
 	require.NoError(t, s.CreateDatabase(ctx, dst))

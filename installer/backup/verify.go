@@ -53,8 +53,11 @@ type Report struct {
 // machine; when it is missing or older than the dump's pg_dump and
 // WithVerifyTarget is given, it runs on that target instead. Options:
 // WithToolsDir, WithVerifyTarget, WithFullCheck, WithLogger.
-func Verify(ctx context.Context, dir string, opts ...Option) (*Report, error) {
-	cfg := newConfig(opts)
+func Verify(ctx context.Context, dir string, opts ...VerifyOption) (*Report, error) {
+	return verify(ctx, dir, newConfig(opts))
+}
+
+func verify(ctx context.Context, dir string, cfg *config) (*Report, error) {
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w: %w", ErrIncomplete, err)

@@ -18,7 +18,7 @@ import (
 // PersistentVolumeClaims and Secrets this attempt created (those that existed before, e.g. kept
 // by an earlier uninstall, are never touched), unless WithKeepOnFailure. A cancelled install is
 // recorded failed and left in place: running install again replaces it.
-func (c *Client) Install(ctx context.Context, ch *chart.Chart, vals map[string]any, opts ...ActionOption) (*Info, error) {
+func (c *Client) Install(ctx context.Context, ch *chart.Chart, vals map[string]any, opts ...InstallOption) (*Info, error) {
 	o := buildActionOptions(opts)
 	h, err := c.history()
 	if err != nil {

@@ -5,9 +5,16 @@ import "time"
 // DefaultTimeout bounds each Helm wait when the profile sets none.
 const DefaultTimeout = 10 * time.Minute
 
-// ActionOption configures one action (install, upgrade, rollback, uninstall, recover).
-// Options that do not apply to an action are ignored by it.
-type ActionOption func(*actionOptions)
+// Each action takes options of its own type (kind's CreateOption): an option is of the types
+// of the actions it applies to, so passing one to an action it does not apply to does not
+// compile.
+type (
+	InstallOption   interface{ apply(*actionOptions); install() }
+	UpgradeOption   interface{ apply(*actionOptions); upgrade() }
+	RollbackOption  interface{ apply(*actionOptions); rollback() }
+	UninstallOption interface{ apply(*actionOptions); uninstall() }
+	RecoverOption   interface{ apply(*actionOptions); recover() }
+)
 
 type actionOptions struct {
 	timeout       time.Duration
@@ -20,44 +27,123 @@ type actionOptions struct {
 	description   string
 }
 
-func buildActionOptions(opts []ActionOption) actionOptions {
+func buildActionOptions[O interface{ apply(*actionOptions) }](opts []O) actionOptions {
 	o := actionOptions{timeout: DefaultTimeout}
 	for _, opt := range opts {
-		opt(&o)
+		opt.apply(&o)
 	}
 	return o
 }
 
+// setter is the body of every option; the markers below say which actions take it.
+type setter func(*actionOptions)
+
+func (s setter) apply(o *actionOptions) { s(o) }
+
+type (
+	forInstall   struct{}
+	forUpgrade   struct{}
+	forRollback  struct{}
+	forUninstall struct{}
+	forRecover   struct{}
+)
+
+func (forInstall) install()     {}
+func (forUpgrade) upgrade()     {}
+func (forRollback) rollback()   {}
+func (forUninstall) uninstall() {}
+func (forRecover) recover()     {}
+
+// Option types, named after what they set.
+type (
+	TimeoutOption struct {
+		setter
+		forInstall
+		forUpgrade
+		forRollback
+		forUninstall
+		forRecover
+	}
+	DryRunOption struct {
+		setter
+		forInstall
+		forUpgrade
+		forRollback
+		forUninstall
+		forRecover
+	}
+	DescriptionOption struct {
+		setter
+		forInstall
+		forUpgrade
+		forRollback
+		forUninstall
+	}
+	InputsOption struct {
+		setter
+		forInstall
+		forUpgrade
+	}
+	PodSecurityOption struct {
+		setter
+		forInstall
+	}
+	KeepOnFailureOption struct {
+		setter
+		forInstall
+	}
+	NoRollbackOption struct {
+		setter
+		forUpgrade
+	}
+	PurgeDataOption struct {
+		setter
+		forUninstall
+	}
+)
+
 // WithTimeout bounds the wait for the release's workloads (and jobs) to be ready.
-func WithTimeout(d time.Duration) ActionOption {
-	return func(o *actionOptions) {
+func WithTimeout(d time.Duration) TimeoutOption {
+	return TimeoutOption{setter: func(o *actionOptions) {
 		if d > 0 {
 			o.timeout = d
 		}
-	}
+	}}
 }
 
-// WithInputs stores the user's inputs with the new revision (install, upgrade).
-func WithInputs(in Inputs) ActionOption { return func(o *actionOptions) { o.inputs = &in } }
-
-// WithPodSecurity labels the namespace before installing (install).
-func WithPodSecurity(ps PodSecurity) ActionOption {
-	return func(o *actionOptions) { o.podSecurity = &ps }
+// WithDryRun renders and validates without changing the cluster.
+func WithDryRun() DryRunOption {
+	return DryRunOption{setter: func(o *actionOptions) { o.dryRun = true }}
 }
-
-// WithDryRun renders and validates without changing the cluster (install, upgrade, rollback).
-func WithDryRun() ActionOption { return func(o *actionOptions) { o.dryRun = true } }
-
-// WithKeepOnFailure keeps a failed install in place for inspection instead of removing it (install).
-func WithKeepOnFailure() ActionOption { return func(o *actionOptions) { o.keepOnFailure = true } }
-
-// WithoutRollback leaves a failed upgrade failed instead of rolling back (upgrade; the upgrade
-// pipeline uses it when it handles the rollback itself).
-func WithoutRollback() ActionOption { return func(o *actionOptions) { o.noRollback = true } }
-
-// WithPurgeData also deletes the release's PersistentVolumeClaims and kept Secrets (uninstall).
-// The caller asks for confirmation first.
-func WithPurgeData() ActionOption { return func(o *actionOptions) { o.purgeData = true } }
 
 // WithDescription sets the revision's description shown by history.
-func WithDescription(d string) ActionOption { return func(o *actionOptions) { o.description = d } }
+func WithDescription(d string) DescriptionOption {
+	return DescriptionOption{setter: func(o *actionOptions) { o.description = d }}
+}
+
+// WithInputs stores the user's inputs with the new revision.
+func WithInputs(in Inputs) InputsOption {
+	return InputsOption{setter: func(o *actionOptions) { o.inputs = &in }}
+}
+
+// WithPodSecurity labels the namespace before installing.
+func WithPodSecurity(ps PodSecurity) PodSecurityOption {
+	return PodSecurityOption{setter: func(o *actionOptions) { o.podSecurity = &ps }}
+}
+
+// WithKeepOnFailure keeps a failed install in place for inspection instead of removing it.
+func WithKeepOnFailure() KeepOnFailureOption {
+	return KeepOnFailureOption{setter: func(o *actionOptions) { o.keepOnFailure = true }}
+}
+
+// WithoutRollback leaves a failed upgrade failed instead of rolling back (the upgrade
+// pipeline uses it when it handles the rollback itself).
+func WithoutRollback() NoRollbackOption {
+	return NoRollbackOption{setter: func(o *actionOptions) { o.noRollback = true }}
+}
+
+// WithPurgeData also deletes the release's PersistentVolumeClaims and kept Secrets. The caller
+// asks for confirmation first.
+func WithPurgeData() PurgeDataOption {
+	return PurgeDataOption{setter: func(o *actionOptions) { o.purgeData = true }}
+}

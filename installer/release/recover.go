@@ -37,7 +37,7 @@ func (c *Client) Pending(ctx context.Context) (*helmrelease.Release, error) {
 // revision; a pending install with no good revision is uninstalled (volumes kept). The caller
 // holds the release lock, so no polyaxon-deploy run can own the pending revision; it confirms
 // with the user because a plain helm process might.
-func (c *Client) Recover(ctx context.Context, opts ...ActionOption) (*RecoverResult, error) {
+func (c *Client) Recover(ctx context.Context, opts ...RecoverOption) (*RecoverResult, error) {
 	o := buildActionOptions(opts)
 	res := &RecoverResult{Release: c.name, Action: "none"}
 	pending, err := c.Pending(ctx)

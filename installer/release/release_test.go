@@ -416,7 +416,7 @@ func TestUninstallKeepsVolumesUnlessPurged(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: rt.Namespace}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 
-		var opts []release.ActionOption
+		var opts []release.UninstallOption
 		if purge {
 			opts = append(opts, release.WithPurgeData())
 		}

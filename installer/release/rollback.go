@@ -34,7 +34,7 @@ func (c *Client) RollbackTarget(ctx context.Context) (*helmrelease.Release, erro
 // the inputs of that revision with the new one so that the next upgrade starts from them.
 // The database is not rolled back: a revision whose migrations ran stays migrated (restore a
 // backup for that).
-func (c *Client) Rollback(ctx context.Context, revision int, opts ...ActionOption) (*Info, error) {
+func (c *Client) Rollback(ctx context.Context, revision int, opts ...RollbackOption) (*Info, error) {
 	o := buildActionOptions(opts)
 	last, err := c.last()
 	if err != nil {

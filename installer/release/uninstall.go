@@ -71,7 +71,7 @@ func (c *Client) Volumes(ctx context.Context) ([]string, error) {
 // backups are local files, never touched); WithPurgeData deletes the release's
 // PersistentVolumeClaims and its remaining Secrets too (the caller confirms first). With
 // WithPurgeData and no release left, it purges what an earlier uninstall kept.
-func (c *Client) Uninstall(ctx context.Context, opts ...ActionOption) (*UninstallResult, error) {
+func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*UninstallResult, error) {
 	o := buildActionOptions(opts)
 	res := &UninstallResult{Release: c.name}
 	h, err := c.history()

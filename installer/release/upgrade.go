@@ -22,7 +22,7 @@ type UpgradeResult struct {
 // WithoutRollback) and returns an *UpgradeFailedError saying so. When ctx is cancelled the new
 // revision is recorded failed, never left pending-upgrade, and no rollback is attempted: the user
 // asked to stop; the error says how to roll back.
-func (c *Client) Upgrade(ctx context.Context, ch *chart.Chart, vals map[string]any, opts ...ActionOption) (*UpgradeResult, error) {
+func (c *Client) Upgrade(ctx context.Context, ch *chart.Chart, vals map[string]any, opts ...UpgradeOption) (*UpgradeResult, error) {
 	o := buildActionOptions(opts)
 	last, err := c.last()
 	if err != nil {

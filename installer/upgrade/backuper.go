@@ -42,11 +42,12 @@ func (b *ReleaseBackuper) Backup(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer func() { _ = cleanup(context.WithoutCancel(ctx)) }()
-	opts := append(b.logOptions(),
+	opts := []backup.CreateOption{
+		backup.WithLogger(b.logger()),
 		backup.WithOutputDir(b.Dir),
 		backup.WithRelease(rel.Info),
 		backup.WithSecrets(backup.ReleaseSecrets(b.Kube, rel.Info.Namespace, rel.Info.Name)),
-	)
+	}
 	if b.NewProgress != nil {
 		opts = append(opts, backup.WithProgress(b.NewProgress()))
 	}
@@ -61,7 +62,7 @@ func (b *ReleaseBackuper) Backup(ctx context.Context) (string, error) {
 }
 
 func (b *ReleaseBackuper) Verify(ctx context.Context, dir string) error {
-	_, err := backup.Verify(ctx, dir, append(b.logOptions(), backup.WithToolsDir(b.ToolsDir))...)
+	_, err := backup.Verify(ctx, dir, backup.WithLogger(b.logger()), backup.WithToolsDir(b.ToolsDir))
 	return err
 }
 
@@ -73,18 +74,19 @@ func (b *ReleaseBackuper) Restore(ctx context.Context, dir string) error {
 		return err
 	}
 	defer func() { _ = cleanup(context.WithoutCancel(ctx)) }()
-	_, err = backup.Restore(ctx, target, dir, append(b.logOptions(),
+	_, err = backup.Restore(ctx, target, dir,
+		backup.WithLogger(b.logger()),
 		backup.WithToolsDir(b.ToolsDir),
 		backup.WithTargetRelease(rel.Info.Name, rel.Info.Namespace),
 		backup.WithRunningAppVersion(rel.Info.AppVersion),
 		backup.WithScaler(&backup.ReleaseScaler{Client: b.Kube, Namespace: rel.Info.Namespace, Release: rel.Info.Name}),
-	)...)
+	)
 	return err
 }
 
-func (b *ReleaseBackuper) logOptions() []backup.Option {
+func (b *ReleaseBackuper) logger() *slog.Logger {
 	if b.Logger == nil {
-		return nil
+		return slog.New(slog.DiscardHandler)
 	}
-	return []backup.Option{backup.WithLogger(b.Logger)}
+	return b.Logger
 }
