@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/kube"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
@@ -62,18 +63,18 @@ func TestNamespacePodSecurityFollowsRunHardening(t *testing.T) {
 	require.NoError(t, err)
 	ch, err := render.LoadFS(charts.FS, charts.Root)
 	require.NoError(t, err)
-	in := &inputs{Chart: ch, Profile: prof, Values: prof.Values}
+	in := &action.Inputs{Chart: ch, Profile: prof, Values: prof.Values}
 	renderFor := func(version string) *render.Result {
 		res, err := render.Render(ch, prof.Values, render.Options{ReleaseName: "polyaxon", Namespace: "polyaxon", KubeVersion: version})
 		require.NoError(t, err)
 		return res
 	}
-	ps, warning, err := namespacePodSecurity(in, renderFor("v1.37.2"), "polyaxon")
+	ps, warning, err := action.NamespacePodSecurity(in, renderFor("v1.37.2"), "polyaxon")
 	require.NoError(t, err)
 	assert.Equal(t, release.PodSecurity{Enforce: "restricted", Audit: "restricted", Warn: "restricted"}, ps)
 	assert.Empty(t, warning)
 
-	ps, warning, err = namespacePodSecurity(in, renderFor("v1.35.4"), "polyaxon")
+	ps, warning, err = action.NamespacePodSecurity(in, renderFor("v1.35.4"), "polyaxon")
 	require.NoError(t, err)
 	assert.Equal(t, release.PodSecurity{Enforce: "baseline", Audit: "restricted", Warn: "restricted"}, ps)
 	assert.Contains(t, warning, `namespace polyaxon enforces Pod Security "baseline" (warn and audit "restricted")`)

@@ -49,7 +49,7 @@ func chartOptions(c *cli.Context) chartsource.Options {
 			InsecureSkipTLSVerify: c.Bool(flagInsecureTLS),
 			PlainHTTP:             c.Bool(flagPlainHTTP),
 		},
-		Log: debugWriter{c},
+		Log: debugWriter{c, "log"},
 	}
 }
 

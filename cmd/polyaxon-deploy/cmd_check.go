@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/preflight"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 func checkCommand() *cli.Command {
@@ -41,19 +37,12 @@ func runCheck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := clusterReleaseOptions(c)
-	opts.SkipKubeVersionCheck = true // the kube-version check reports it
-	rendered, err := render.Render(in.Chart, in.Values, opts)
-	if err != nil {
-		return err
-	}
-	noteRenderedSecrets(c, rendered.All())
 	ctx, stop := commandContext(c)
 	defer stop()
-
-	rep, err := runChecks(ctx, c, in, rendered, c.Bool("pre"))
+	a := &action.Check{Env: actionEnv(c), Checks: checksOf(c), Inputs: in, Render: clusterReleaseOptions(c), Pre: c.Bool("pre")}
+	rep, err := a.Run(ctx)
 	if err != nil {
-		return err
+		return releaseExit(err)
 	}
 	res := resultWithWarnings("check", in).WithChecks(rep)
 	res.Release.Name, res.Release.Namespace = c.String(flagRelease), c.String(flagNamespace)
@@ -67,48 +56,9 @@ func runCheck(c *cli.Context) error {
 	return checksExit(c, rep, len(in.Warnings) > 0)
 }
 
-// runChecks runs the preflight checks (pre) or the installed-release checks for a rendered
-// release, with the profile policy and --ignore, printing progress on stderr. install and
-// upgrade call it too. The returned error is a usage error for an unknown --ignore ID.
-func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render.Result, pre bool) (check.Report, error) {
-	env := &preflight.Env{
-		Release:   c.String(flagRelease),
-		Namespace: c.String(flagNamespace),
-		Chart:     in.Chart,
-		Rendered:  rendered,
-		Policy:    in.Profile.Policy,
-		Clients:   kubeSettings(c),
-	}
-	if c.Command.Name != "check" {
-		env.SettleTime = 30 * time.Second // post-checks right after install/upgrade
-	}
-	checks := preflight.Checks(env)
-	if !pre {
-		checks = preflight.PostChecks(env)
-	}
-	// install and upgrade run both sets with one --ignore: an ID of either set is known (a
-	// pre-check ID must not fail the post-checks after the release was applied).
-	ignore := listFlag(c, flagIgnore)
-	both := append(preflight.Checks(env), preflight.PostChecks(env)...)
-	if err := check.NewRunner(both, check.WithIgnore(ignore...)).Validate(); err != nil {
-		return check.Report{}, withExit(ExitUsage, fmt.Errorf("--ignore: %w", err))
-	}
-	obs := output.NewCheckObserver(progress(c))
-	runner := check.NewRunner(checks,
-		check.WithIgnore(ignore...),
-		check.WithFatal(in.Profile.Policy.FatalChecks...),
-		check.WithObserver(check.ObserverFuncs{
-			OnStart: func(ch check.Check) { debugf(c, "check %s: start", ch.ID) },
-			OnFinish: func(r check.Result) {
-				debugf(c, "check %s: %s (%s) %s", r.ID, r.Status, r.Duration, r.Detail)
-				obs.Finished(r)
-			},
-		}))
-	// The profile's ignored checks may name checks of the other set too.
-	if ids := in.Profile.Policy.IgnoreChecks; len(ids) > 0 {
-		check.WithIgnore(ids...)(runner)
-	}
-	return runner.Run(ctx), nil
+// checksOf says how this command's checks run: on its cluster, with its --ignore.
+func checksOf(c *cli.Context) action.Checks {
+	return action.Checks{Release: c.String(flagRelease), Namespace: c.String(flagNamespace), Clients: kubeSettings(c), Ignore: listFlag(c, flagIgnore)}
 }
 
 // checksExit maps a report to the exit code: 3 if a check failed, 4 for warnings with
@@ -116,20 +66,9 @@ func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render
 func checksExit(c *cli.Context, rep check.Report, inputWarnings bool) error {
 	switch {
 	case rep.Failed():
-		return withExit(ExitCheckFailed, fmt.Errorf("%d check(s) failed: %s", len(rep.Failures()), failedIDs(rep)))
+		return withExit(ExitCheckFailed, fmt.Errorf("%d check(s) failed: %s", len(rep.Failures()), action.FailedIDs(rep)))
 	case c.Bool(flagStrict) && (rep.Warned() || inputWarnings):
 		return withExit(ExitWarnings, fmt.Errorf("warnings with --strict"))
 	}
 	return nil
-}
-
-func failedIDs(rep check.Report) string {
-	s := ""
-	for i, r := range rep.Failures() {
-		if i > 0 {
-			s += ", "
-		}
-		s += r.ID
-	}
-	return s
 }

@@ -85,7 +85,7 @@ func runPlan(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	noteRenderedSecrets(c, rendered.All())
+	envOf(c).scrub.Add(render.SecretValues(rendered.All())...)
 	objs := renderedObjects(rendered)
 	release, ns := c.String(flagRelease), c.String(flagNamespace)
 

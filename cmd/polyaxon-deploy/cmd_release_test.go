@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
@@ -50,24 +51,22 @@ func TestStoredInputsRebuildWithoutTheOriginalFiles(t *testing.T) {
 		}
 		assert.Empty(t, now.Profile, "an upgrade without --profile keeps the stored one")
 		merged := raw.Layer(now, false)
-		in, cleanup, err := buildInputs(c, merged)
+		in, err := buildInputs(c, merged)
 		if err != nil {
 			return err
 		}
-		defer cleanup()
 		assert.Equal(t, "development", in.Profile.Name)
 		v, _ := values.Lookup(in.Values, "gateway.replicas")
 		assert.EqualValues(t, 5, v)
 		v, _ = values.Lookup(in.Values, "gateway.pdb.enabled")
 		assert.Equal(t, true, v)
-		assert.Equal(t, []string{f}, in.ValueOptions.ValueFiles, "messages and output name the user's file")
+		assert.Equal(t, f, in.Given.ValuesFiles[0].Name, "messages and output name the user's file")
 
 		reset := raw.Layer(now, true)
-		in2, cleanup2, err := buildInputs(c, reset)
+		in2, err := buildInputs(c, reset)
 		if err != nil {
 			return err
 		}
-		defer cleanup2()
 		v, _ = values.Lookup(in2.Values, "gateway.pdb.enabled")
 		assert.NotEqual(t, true, v, "--reset-values drops the stored --set")
 		return nil
@@ -77,7 +76,7 @@ func TestStoredInputsRebuildWithoutTheOriginalFiles(t *testing.T) {
 func TestStoredInputErrorsNameTheOriginalFile(t *testing.T) {
 	raw := release.Inputs{Profile: "production", ValuesFiles: []release.ValuesFile{{Name: "/home/me/broken.yaml", Content: "gateway: [\n"}}}
 	err := withInputFlags(t, nil, func(c *cli.Context) error {
-		_, _, err := buildInputs(c, raw)
+		_, err := buildInputs(c, raw)
 		return err
 	})
 	require.Error(t, err)
@@ -97,7 +96,7 @@ func TestReadInputsMissingFileNamesTheFix(t *testing.T) {
 
 func TestReleaseExitCodes(t *testing.T) {
 	assert.Nil(t, releaseExit(nil))
-	assert.Equal(t, ExitCheckFailed, exitCode(releaseExit(fmt.Errorf("wrapped: %w", &checksFailedError{}))))
+	assert.Equal(t, ExitCheckFailed, exitCode(releaseExit(fmt.Errorf("wrapped: %w", &action.ChecksFailedError{}))))
 	assert.Equal(t, ExitUsage, exitCode(releaseExit(&upgrade.PolicyError{Msg: "x"})))
 	assert.Equal(t, ExitInterrupted, exitCode(releaseExit(&release.InterruptedError{Op: "upgrade", Err: context.Canceled})))
 	assert.Equal(t, ExitInterrupted, exitCode(releaseExit(&phase.Error{Phase: "apply", Err: context.Canceled})))
@@ -123,12 +122,11 @@ func TestUpgradeBackupHonoursTheBackupFlags(t *testing.T) {
 	var out, errb bytes.Buffer
 	app := newApp(&out, &errb)
 	cmd := upgradeCommand()
-	var b *upgrade.ReleaseBackuper
-	cmd.Action = func(c *cli.Context) error { b = upgradeBackuper(c, nil); return nil }
+	var b action.Database
+	cmd.Action = func(c *cli.Context) (err error) { b, err = databaseOf(c); return err }
 	app.Commands = []*cli.Command{cmd}
 	require.NoError(t, app.RunContext(context.Background(),
 		[]string{"polyaxon-deploy", "upgrade", "--backup-dir", "/srv/backups", "--pg-bin-dir", "/usr/lib/postgresql/17/bin"}), errb.String())
-	require.NotNil(t, b)
 	assert.Equal(t, "/srv/backups", b.Dir, "the pre-upgrade backup goes where --dir says")
 	assert.Equal(t, "/usr/lib/postgresql/17/bin", b.ToolsDir, "verify and restore use the --pg-bin-dir tools")
 }

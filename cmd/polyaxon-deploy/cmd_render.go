@@ -94,7 +94,7 @@ func runRender(c *cli.Context) error {
 		manifests, notes = res.All(), res.Notes
 	}
 	debugf(c, "rendered %d objects from chart %s (%s), profile %s", len(manifests), in.Chart.Metadata.Version, in.ChartSource, in.Profile.Name)
-	noteRenderedSecrets(c, manifests)
+	envOf(c).scrub.Add(render.SecretValues(manifests)...)
 	merged, err := render.MergedValues(in.Chart, in.Values)
 	if err != nil {
 		return err
@@ -124,20 +124,6 @@ func runRender(c *cli.Context) error {
 	}
 	r.Notes = notes
 	return p.Print(r)
-}
-
-// resultWithWarnings starts a result carrying the input migration warnings.
-func resultWithWarnings(command string, in *inputs) *output.Result {
-	r := output.NewResult(command, output.StatusOK)
-	for _, w := range in.Warnings {
-		r.Warnings = append(r.Warnings, w.String())
-	}
-	if len(r.Warnings) > 0 {
-		r.Status = output.StatusWarning
-	}
-	r.Release = &output.Release{Profile: in.Profile.Name, Chart: in.Chart.Metadata.Name + "-" + in.Chart.Metadata.Version,
-		ChartVersion: in.Chart.Metadata.Version, AppVersion: in.Chart.Metadata.AppVersion}
-	return r
 }
 
 func trimDoc(s string) string {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log"
 	"os"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -90,7 +89,7 @@ func setUsageHandler(cmd *cli.Command) {
 		// Libraries (Helm's values coalescing among them) write warnings with the standard
 		// logger; they belong in the debug log, not between our progress lines.
 		log.SetFlags(0)
-		log.SetOutput(debugWriter{c})
+		log.SetOutput(debugWriter{c, "log"})
 		if before != nil {
 			return before(c)
 		}
@@ -99,14 +98,6 @@ func setUsageHandler(cmd *cli.Command) {
 	for _, sub := range cmd.Subcommands {
 		setUsageHandler(sub)
 	}
-}
-
-// debugWriter sends standard-logger output to the command's debug log.
-type debugWriter struct{ c *cli.Context }
-
-func (w debugWriter) Write(p []byte) (int, error) {
-	debugf(w.c, "log: %s", strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 func onUsageError(c *cli.Context, err error, _ bool) error {

@@ -53,9 +53,18 @@ type config struct {
 // option is of the types of the operations it applies to, so passing one to an operation it
 // does not apply to does not compile.
 type (
-	CreateOption  interface{ apply(*config); create() }
-	VerifyOption  interface{ apply(*config); verify() }
-	RestoreOption interface{ apply(*config); restore() }
+	CreateOption interface {
+		apply(*config)
+		create()
+	}
+	VerifyOption interface {
+		apply(*config)
+		verify()
+	}
+	RestoreOption interface {
+		apply(*config)
+		restore()
+	}
 )
 
 func newConfig[O interface{ apply(*config) }](opts []O) *config {

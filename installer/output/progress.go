@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 )
@@ -111,5 +112,35 @@ func (o *CheckObserver) Finished(r check.Result) {
 			msg += "\n  see " + r.Docs
 		}
 		o.p.line(mark, msg)
+	}
+}
+
+// PhaseObserver prints a phase pipeline's progress (installer/phase): each phase as it starts
+// and ends, and what the cleanups did after a failure.
+type PhaseObserver struct{ p *Progress }
+
+// NewPhaseObserver prints phase events to p.
+func NewPhaseObserver(p *Progress) PhaseObserver { return PhaseObserver{p: p} }
+
+func (o PhaseObserver) PhaseStarted(title string) { o.p.Step(title) }
+
+func (o PhaseObserver) PhaseSkipped(title, reason string) {
+	o.p.Step(fmt.Sprintf("%s: skipped (%s)", title, reason))
+}
+
+func (o PhaseObserver) PhaseFinished(title string, err error, took time.Duration) {
+	if err != nil {
+		o.p.Fail(fmt.Sprintf("%s failed after %s", title, took.Round(time.Millisecond)))
+		return
+	}
+	o.p.OK(fmt.Sprintf("%s (%s)", title, took.Round(time.Millisecond)))
+}
+
+func (o PhaseObserver) CleanupFinished(title, did string, err error) {
+	switch {
+	case err != nil:
+		o.p.Fail(fmt.Sprintf("undoing %s failed: %v", title, err))
+	case did != "":
+		o.p.Warn(did)
 	}
 }

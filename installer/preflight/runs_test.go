@@ -32,7 +32,7 @@ func renderProduction(t *testing.T, opts render.Options, sets ...string) *render
 	require.NoError(t, err)
 	prof, err := profile.Load("production")
 	require.NoError(t, err)
-	vals, _, err := values.Build(prof.Name, prof.Values, values.Options{Values: sets})
+	vals, _, err := values.BuildFiles(prof.Name, prof.Values, values.Options{Values: sets})
 	require.NoError(t, err)
 	opts.ReleaseName, opts.Namespace = "polyaxon", ns
 	res, err := render.Render(ch, vals, opts)

@@ -124,14 +124,20 @@ func Load(nameOrPath string) (*Profile, error) {
 			return nil, fmt.Errorf("profile file %s: %w (fix: check the path, or use one of the built-in profiles: %s)",
 				nameOrPath, unwrapPathErr(err), strings.Join(Names(), ", "))
 		}
-		p, err := Parse(strings.TrimSuffix(strings.TrimSuffix(path.Base(nameOrPath), ".yaml"), ".yml"), data)
-		if err != nil {
-			return nil, err
-		}
-		p.Source = nameOrPath
-		return p, nil
+		return ParseFile(nameOrPath, data)
 	}
 	return LoadFS(profiles.FS, nameOrPath)
+}
+
+// ParseFile decodes the contents of a profile file (read now, or stored with a release): the
+// profile is named after the file, and its Source is the file's path.
+func ParseFile(file string, data []byte) (*Profile, error) {
+	p, err := Parse(strings.TrimSuffix(strings.TrimSuffix(path.Base(file), ".yaml"), ".yml"), data)
+	if err != nil {
+		return nil, err
+	}
+	p.Source = file
+	return p, nil
 }
 
 // LoadFS returns the profile name from fsys (name.yaml at its root).

@@ -9,11 +9,26 @@ const DefaultTimeout = 10 * time.Minute
 // of the actions it applies to, so passing one to an action it does not apply to does not
 // compile.
 type (
-	InstallOption   interface{ apply(*actionOptions); install() }
-	UpgradeOption   interface{ apply(*actionOptions); upgrade() }
-	RollbackOption  interface{ apply(*actionOptions); rollback() }
-	UninstallOption interface{ apply(*actionOptions); uninstall() }
-	RecoverOption   interface{ apply(*actionOptions); recover() }
+	InstallOption interface {
+		apply(*actionOptions)
+		install()
+	}
+	UpgradeOption interface {
+		apply(*actionOptions)
+		upgrade()
+	}
+	RollbackOption interface {
+		apply(*actionOptions)
+		rollback()
+	}
+	UninstallOption interface {
+		apply(*actionOptions)
+		uninstall()
+	}
+	RecoverOption interface {
+		apply(*actionOptions)
+		recover()
+	}
 )
 
 type actionOptions struct {
@@ -54,9 +69,10 @@ func (forRollback) rollback()   {}
 func (forUninstall) uninstall() {}
 func (forRecover) recover()     {}
 
-// Option types, named after what they set.
+// Option types, named after the actions they apply to.
 type (
-	TimeoutOption struct {
+	// AnyOption options apply to every action: WithTimeout, WithDryRun.
+	AnyOption struct {
 		setter
 		forInstall
 		forUpgrade
@@ -64,47 +80,41 @@ type (
 		forUninstall
 		forRecover
 	}
-	DryRunOption struct {
-		setter
-		forInstall
-		forUpgrade
-		forRollback
-		forUninstall
-		forRecover
-	}
-	DescriptionOption struct {
+	// RevisionOption options apply to the actions that write a revision of their own:
+	// WithDescription.
+	RevisionOption struct {
 		setter
 		forInstall
 		forUpgrade
 		forRollback
 		forUninstall
 	}
+	// InputsOption options apply to the actions that apply new inputs: WithInputs.
 	InputsOption struct {
 		setter
 		forInstall
 		forUpgrade
 	}
-	PodSecurityOption struct {
+	// InstallOnly options: WithPodSecurity, WithKeepOnFailure.
+	InstallOnly struct {
 		setter
 		forInstall
 	}
-	KeepOnFailureOption struct {
-		setter
-		forInstall
-	}
-	NoRollbackOption struct {
+	// UpgradeOnly options: WithoutRollback.
+	UpgradeOnly struct {
 		setter
 		forUpgrade
 	}
-	PurgeDataOption struct {
+	// UninstallOnly options: WithPurgeData.
+	UninstallOnly struct {
 		setter
 		forUninstall
 	}
 )
 
 // WithTimeout bounds the wait for the release's workloads (and jobs) to be ready.
-func WithTimeout(d time.Duration) TimeoutOption {
-	return TimeoutOption{setter: func(o *actionOptions) {
+func WithTimeout(d time.Duration) AnyOption {
+	return AnyOption{setter: func(o *actionOptions) {
 		if d > 0 {
 			o.timeout = d
 		}
@@ -112,13 +122,13 @@ func WithTimeout(d time.Duration) TimeoutOption {
 }
 
 // WithDryRun renders and validates without changing the cluster.
-func WithDryRun() DryRunOption {
-	return DryRunOption{setter: func(o *actionOptions) { o.dryRun = true }}
+func WithDryRun() AnyOption {
+	return AnyOption{setter: func(o *actionOptions) { o.dryRun = true }}
 }
 
 // WithDescription sets the revision's description shown by history.
-func WithDescription(d string) DescriptionOption {
-	return DescriptionOption{setter: func(o *actionOptions) { o.description = d }}
+func WithDescription(d string) RevisionOption {
+	return RevisionOption{setter: func(o *actionOptions) { o.description = d }}
 }
 
 // WithInputs stores the user's inputs with the new revision.
@@ -127,23 +137,23 @@ func WithInputs(in Inputs) InputsOption {
 }
 
 // WithPodSecurity labels the namespace before installing.
-func WithPodSecurity(ps PodSecurity) PodSecurityOption {
-	return PodSecurityOption{setter: func(o *actionOptions) { o.podSecurity = &ps }}
+func WithPodSecurity(ps PodSecurity) InstallOnly {
+	return InstallOnly{setter: func(o *actionOptions) { o.podSecurity = &ps }}
 }
 
 // WithKeepOnFailure keeps a failed install in place for inspection instead of removing it.
-func WithKeepOnFailure() KeepOnFailureOption {
-	return KeepOnFailureOption{setter: func(o *actionOptions) { o.keepOnFailure = true }}
+func WithKeepOnFailure() InstallOnly {
+	return InstallOnly{setter: func(o *actionOptions) { o.keepOnFailure = true }}
 }
 
 // WithoutRollback leaves a failed upgrade failed instead of rolling back (the upgrade
 // pipeline uses it when it handles the rollback itself).
-func WithoutRollback() NoRollbackOption {
-	return NoRollbackOption{setter: func(o *actionOptions) { o.noRollback = true }}
+func WithoutRollback() UpgradeOnly {
+	return UpgradeOnly{setter: func(o *actionOptions) { o.noRollback = true }}
 }
 
 // WithPurgeData also deletes the release's PersistentVolumeClaims and kept Secrets. The caller
 // asks for confirmation first.
-func WithPurgeData() PurgeDataOption {
-	return PurgeDataOption{setter: func(o *actionOptions) { o.purgeData = true }}
+func WithPurgeData() UninstallOnly {
+	return UninstallOnly{setter: func(o *actionOptions) { o.purgeData = true }}
 }

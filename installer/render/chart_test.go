@@ -38,7 +38,7 @@ func TestEmbeddedChartProfilesAndSeeds(t *testing.T) {
 		require.NoError(t, err)
 		for _, files := range inputs {
 			t.Run(name+"/"+strings.Join(files, ","), func(t *testing.T) {
-				vals, _, err := values.Build(p.Name, p.Values, values.Options{ValueFiles: files})
+				vals, _, err := values.BuildFiles(p.Name, p.Values, values.Options{ValueFiles: files})
 				require.NoError(t, err)
 				res, err := render.Render(ch, vals, render.Options{})
 				require.NoError(t, err)

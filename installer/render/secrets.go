@@ -1,11 +1,43 @@
 package render
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strings"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
+
+// SecretValues are the values that land in the rendered Secrets (generated passwords
+// included): anything printed outside the Secret itself is a leak, so a redact.Scrubber learns
+// them. Keys that name an identity (a user name, a host) are left out: masking "polyaxon"
+// everywhere would hide nothing and garble every message.
+func SecretValues(ms []Manifest) []string {
+	var out []string
+	for _, m := range ms {
+		if m.Kind() != "Secret" || m.Object == nil {
+			continue
+		}
+		if data, ok := m.Object.Object["data"].(map[string]any); ok {
+			for k, v := range data {
+				if s, ok := v.(string); ok && !redact.IsIdentityKey(k) {
+					if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+						out = append(out, string(b))
+					}
+				}
+			}
+		}
+		if data, ok := m.Object.Object["stringData"].(map[string]any); ok {
+			for k, v := range data {
+				if s, ok := v.(string); ok && !redact.IsIdentityKey(k) {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return out
+}
 
 // A generated secret: the chart fills a Secret with random values unless the user gives them
 // (or names an existing Secret). With cluster access the chart reads the values back

@@ -23,7 +23,7 @@ func embeddedRelease(t *testing.T, sets ...string) (*chart.Chart, map[string]any
 	require.NoError(t, err)
 	p, err := profile.Load("production")
 	require.NoError(t, err)
-	vals, _, err := values.Build(p.Name, p.Values, values.Options{Values: sets})
+	vals, _, err := values.BuildFiles(p.Name, p.Values, values.Options{Values: sets})
 	require.NoError(t, err)
 	return ch, vals
 }

@@ -129,7 +129,7 @@ func TestMigrateRejects(t *testing.T) {
 func TestBuildMixedSpellingsAcrossLayers(t *testing.T) {
 	profile := parse(t, "nodeSelectors: {core: {polyaxon: core}, builds: {polyaxon: builds}}\n")
 	f := writeFile(t, "guide.yaml", "nodeSelector:\n  core: {polyaxon: platform}\n")
-	got, warns, err := values.Build("production", profile, values.Options{ValueFiles: []string{f}, Values: []string{"nodeSelector.jobs.pool=jobs"}})
+	got, warns, err := values.BuildFiles("production", profile, values.Options{ValueFiles: []string{f}, Values: []string{"nodeSelector.jobs.pool=jobs"}})
 	require.NoError(t, err)
 	_, has := got["nodeSelector"]
 	assert.False(t, has)

@@ -38,14 +38,14 @@ func TestRedactSetArg(t *testing.T) {
 // parse is quoted masked.
 func TestBuildNeverQuotesSecrets(t *testing.T) {
 	f := writeFile(t, "legacy.yaml", "postgresql:\n  postgresPassword: hunter22\n")
-	vals, warns, err := values.Build("p", nil, values.Options{ValueFiles: []string{f}})
+	vals, warns, err := values.BuildFiles("p", nil, values.Options{ValueFiles: []string{f}})
 	require.NoError(t, err)
 	assert.Equal(t, "hunter22", get(t, vals, "postgresql.auth.password"), "the value itself is migrated")
 	require.Len(t, warns, 1)
 	assert.NotContains(t, warns[0].String(), "hunter22")
 	assert.Contains(t, warns[0].String(), "password: <redacted>")
 
-	_, _, err = values.Build("p", nil, values.Options{Values: []string{"postgresql.auth.password=hunter22,gateway.replicas"}})
+	_, _, err = values.BuildFiles("p", nil, values.Options{Values: []string{"postgresql.auth.password=hunter22,gateway.replicas"}})
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "hunter22")
 	assert.Contains(t, err.Error(), "postgresql.auth.password=<redacted>")

@@ -21,36 +21,42 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
 )
 
-// Options are the user's value inputs, in the order given on the command line.
-// Stored as-is with a release so an upgrade re-renders from them.
-type Options struct {
-	ValueFiles   []string `json:"valueFiles,omitempty"`   // -f/--values
-	Values       []string `json:"values,omitempty"`       // --set
-	StringValues []string `json:"stringValues,omitempty"` // --set-string
-	FileValues   []string `json:"fileValues,omitempty"`   // --set-file key=path
+// File is one values document and the name messages give it: the path the user wrote ("-" for
+// stdin); for --set-file, the key. Stored inputs replay as Files, so their messages name the
+// user's file, not wherever the contents are kept.
+type File struct {
+	Name string
+	Data []byte
 }
 
-// Empty reports whether no user input was given.
-func (o Options) Empty() bool {
-	return len(o.ValueFiles)+len(o.Values)+len(o.StringValues)+len(o.FileValues) == 0
+// Layers are what Build merges, last wins:
+//
+//	Profile < each of Files in order < Set < SetString < SetFiles
+type Layers struct {
+	// ProfileName names the profile layer in messages ("profile NAME").
+	ProfileName string
+	Profile     map[string]any
+	Files       []File   // -f/--values
+	Set         []string // --set
+	SetString   []string // --set-string
+	SetFiles    []File   // --set-file key=path: Name is the key, Data the file's content
 }
 
-// Build returns profile < files < sets, migrated, plus the migration warnings.
-// profileName is only used in messages.
-func Build(profileName string, profileValues map[string]any, opts Options) (map[string]any, []Warning, error) {
+// Build returns the layers merged, each migrated first, plus the migration warnings.
+func Build(l Layers) (map[string]any, []Warning, error) {
 	var warnings []Warning
-	base, w, err := Migrate("profile "+profileName, DeepCopy(profileValues))
+	base, w, err := Migrate("profile "+l.ProfileName, DeepCopy(l.Profile))
 	if err != nil {
 		return nil, nil, err
 	}
 	warnings = append(warnings, w...)
 
-	for _, path := range opts.ValueFiles {
-		layer, err := ReadFile(path)
+	for _, f := range l.Files {
+		layer, err := parseFile(f)
 		if err != nil {
 			return nil, nil, err
 		}
-		layer, w, err := Migrate(path, layer)
+		layer, w, err := Migrate(f.Name, layer)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -62,19 +68,20 @@ func Build(profileName string, profileValues map[string]any, opts Options) (map[
 	// then migrated and merged like a file. Unlike helm, an index (a[0]=x) addresses the list
 	// given on the command line, not a list from a file: lists are always replaced whole.
 	sets := map[string]any{}
-	for _, s := range opts.Values {
+	for _, s := range l.Set {
 		if err := strvals.ParseInto(s, sets); err != nil {
 			return nil, nil, setError("--set", s, err)
 		}
 	}
-	for _, s := range opts.StringValues {
+	for _, s := range l.SetString {
 		if err := strvals.ParseIntoString(s, sets); err != nil {
 			return nil, nil, setError("--set-string", s, err)
 		}
 	}
-	for _, s := range opts.FileValues {
-		if err := strvals.ParseIntoFile(s, sets, readSetFile(s)); err != nil {
-			return nil, nil, setError("--set-file", s, err)
+	for _, f := range l.SetFiles {
+		content := func([]rune) (any, error) { return string(f.Data), nil }
+		if err := strvals.ParseIntoFile(f.Name+"=-", sets, content); err != nil {
+			return nil, nil, setError("--set-file", f.Name+"=(file)", err)
 		}
 	}
 	if len(sets) > 0 {
@@ -88,8 +95,78 @@ func Build(profileName string, profileValues map[string]any, opts Options) (map[
 	return base, warnings, nil
 }
 
+func parseFile(f File) (map[string]any, error) {
+	vals, err := chartutil.ReadValues(f.Data)
+	if err != nil {
+		return nil, fmt.Errorf("values file %s: not valid YAML: %w", f.Name, err)
+	}
+	return vals, nil
+}
+
+// Options are the user's value inputs as paths, in the order given on the command line.
+type Options struct {
+	ValueFiles   []string `json:"valueFiles,omitempty"`   // -f/--values
+	Values       []string `json:"values,omitempty"`       // --set
+	StringValues []string `json:"stringValues,omitempty"` // --set-string
+	FileValues   []string `json:"fileValues,omitempty"`   // --set-file key=path
+}
+
+// Empty reports whether no user input was given.
+func (o Options) Empty() bool {
+	return len(o.ValueFiles)+len(o.Values)+len(o.StringValues)+len(o.FileValues) == 0
+}
+
+// Layers reads the files o names (- is stdin) into layers over a profile's values. Errors name
+// the path and the fix.
+func (o Options) Layers(profileName string, profile map[string]any) (Layers, error) {
+	l := Layers{ProfileName: profileName, Profile: profile, Set: o.Values, SetString: o.StringValues}
+	for _, path := range o.ValueFiles {
+		data, err := readFile(path)
+		if err != nil {
+			return l, err
+		}
+		l.Files = append(l.Files, File{Name: path, Data: data})
+	}
+	for _, arg := range o.FileValues {
+		pairs, err := SplitSetArg(arg)
+		if err != nil {
+			return l, setError("--set-file", arg, err)
+		}
+		for _, p := range pairs {
+			path := Unescape(p.Value)
+			data, err := os.ReadFile(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				err = fmt.Errorf("file %s not found", path)
+			}
+			if err != nil {
+				return l, setError("--set-file", arg, err)
+			}
+			l.SetFiles = append(l.SetFiles, File{Name: p.Key, Data: data})
+		}
+	}
+	return l, nil
+}
+
+// BuildFiles is Build over the files o names: the profile, then o's layers.
+func BuildFiles(profileName string, profile map[string]any, o Options) (map[string]any, []Warning, error) {
+	l, err := o.Layers(profileName, profile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Build(l)
+}
+
 // ReadFile reads one values file (- is stdin) the way Helm does.
 func ReadFile(path string) (map[string]any, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseFile(File{Name: path, Data: data})
+}
+
+// readFile reads a values file's bytes (- is stdin); errors name the path and the fix.
+func readFile(path string) ([]byte, error) {
 	var data []byte
 	var err error
 	if strings.TrimSpace(path) == "-" {
@@ -97,34 +174,16 @@ func ReadFile(path string) (map[string]any, error) {
 	} else {
 		data, err = os.ReadFile(path)
 	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("values file %s: not found (fix: check the -f path; it is relative to the current directory)", path)
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("values file %s: not found (fix: check the -f path; it is relative to the current directory)", path)
-		}
 		return nil, fmt.Errorf("values file %s: %w", path, err)
 	}
-	vals, err := chartutil.ReadValues(data)
-	if err != nil {
-		return nil, fmt.Errorf("values file %s: not valid YAML: %w", path, err)
-	}
-	return vals, nil
+	return data, nil
 }
 
 var readAllStdin = func() ([]byte, error) { return io.ReadAll(os.Stdin) }
-
-func readSetFile(arg string) strvals.RunesValueReader {
-	return func(rs []rune) (any, error) {
-		path := string(rs)
-		data, err := os.ReadFile(path)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("file %s not found", path)
-			}
-			return nil, err
-		}
-		return string(data), nil
-	}
-}
 
 // setError names the argument with its secret values masked (the error goes to stderr, the
 // result and the debug log).

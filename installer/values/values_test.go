@@ -33,7 +33,7 @@ func TestBuildLayeringLastWins(t *testing.T) {
 	}
 	f1 := writeFile(t, "one.yaml", "gateway:\n  replicas: 3\nlogLevel: DEBUG\nallowedHosts: [a, b]\n")
 	f2 := writeFile(t, "two.yaml", "gateway:\n  replicas: 4\nallowedHosts: [c]\n")
-	got, warns, err := values.Build("production", profile, values.Options{
+	got, warns, err := values.BuildFiles("production", profile, values.Options{
 		ValueFiles:   []string{f1, f2},
 		Values:       []string{"gateway.replicas=5", "timeZone=Europe/Paris"},
 		StringValues: []string{"logLevel=42"},
@@ -52,17 +52,17 @@ func TestBuildLayeringLastWins(t *testing.T) {
 func TestBuildLaterFileWins(t *testing.T) {
 	f1 := writeFile(t, "one.yaml", "gateway: {replicas: 3}\n")
 	f2 := writeFile(t, "two.yaml", "gateway: {replicas: 7}\n")
-	got, _, err := values.Build("p", nil, values.Options{ValueFiles: []string{f1, f2}})
+	got, _, err := values.BuildFiles("p", nil, values.Options{ValueFiles: []string{f1, f2}})
 	require.NoError(t, err)
 	assert.EqualValues(t, 7, get(t, got, "gateway.replicas"))
-	got, _, err = values.Build("p", nil, values.Options{ValueFiles: []string{f2, f1}})
+	got, _, err = values.BuildFiles("p", nil, values.Options{ValueFiles: []string{f2, f1}})
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, get(t, got, "gateway.replicas"))
 }
 
 func TestBuildSetFileAndNull(t *testing.T) {
 	content := writeFile(t, "ca.pem", "-----BEGIN CERTIFICATE-----\n")
-	got, _, err := values.Build("p", map[string]any{"ssl": map[string]any{"enabled": true}}, values.Options{
+	got, _, err := values.BuildFiles("p", map[string]any{"ssl": map[string]any{"enabled": true}}, values.Options{
 		FileValues: []string{"ssl.ca=" + content},
 		Values:     []string{"ssl.enabled=null"},
 	})
@@ -93,7 +93,7 @@ func TestBuildErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := values.Build("p", nil, tc.opts)
+			_, _, err := values.BuildFiles("p", nil, tc.opts)
 			require.Error(t, err)
 			for _, m := range tc.wantMsg {
 				assert.Contains(t, err.Error(), m)
@@ -111,8 +111,26 @@ func TestSeedsAccepted(t *testing.T) {
 			continue // a run topology for `plan`, not values
 		}
 		t.Run(filepath.Base(s), func(t *testing.T) {
-			_, _, err := values.Build("production", nil, values.Options{ValueFiles: []string{s}})
+			_, _, err := values.BuildFiles("production", nil, values.Options{ValueFiles: []string{s}})
 			require.NoError(t, err)
 		})
 	}
+}
+
+// Layers are bytes with the names the user knows: nothing is read from disk, and errors and
+// warnings name the user's file, whatever holds its contents now (a release's stored inputs).
+func TestBuildLayersOfBytesNameTheUsersFiles(t *testing.T) {
+	got, warns, err := values.Build(values.Layers{
+		ProfileName: "p",
+		Files:       []values.File{{Name: "/home/me/old.yaml", Data: []byte("rbac:\n  enabled: true\n")}},
+		SetFiles:    []values.File{{Name: "ssl.ca", Data: []byte("-----BEGIN CERTIFICATE-----\n")}},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "-----BEGIN CERTIFICATE-----\n", get(t, got, "ssl.ca"), "--set-file from its content")
+	require.Len(t, warns, 1)
+	assert.Equal(t, "/home/me/old.yaml", warns[0].Source)
+
+	_, _, err = values.Build(values.Layers{Files: []values.File{{Name: "/home/me/broken.yaml", Data: []byte("gateway: [\n")}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "values file /home/me/broken.yaml: not valid YAML")
 }

@@ -147,7 +147,7 @@ func (r renderSpec) write(ch *chart.Chart, dir string) ([]string, error) {
 	if r.valuesFile != "" {
 		opts.ValueFiles = []string{r.valuesFile}
 	}
-	vals, _, err := values.Build(p.Name, p.Values, opts)
+	vals, _, err := values.BuildFiles(p.Name, p.Values, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,22 +1,28 @@
-package main
+package action
 
 import (
 	"fmt"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/preflight"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
 
-// namespacePodSecurity is the profile's Pod Security for the release namespace, except that
+// PodSecurityOf is the profile's Pod Security level for the release namespace.
+func PodSecurityOf(p *profile.Profile) release.PodSecurity {
+	l := p.Policy.PodSecurityLevel
+	return release.PodSecurity{Enforce: l, Audit: l, Warn: l}
+}
+
+// NamespacePodSecurity is the profile's Pod Security for the release namespace, except that
 // enforce drops to "baseline" when the rendered release does not harden run pods (no admission
 // policies: Kubernetes before 1.36, or runs.admissionPolicies.enabled=false): "restricted"
 // would refuse every Polyaxon run. warn and audit keep the profile's level. The returned
 // warning (empty when nothing was lowered) is for the user.
-func namespacePodSecurity(in *inputs, rendered *render.Result, namespace string) (release.PodSecurity, string, error) {
-	ps := podSecurityOf(in.Profile)
+func NamespacePodSecurity(in *Inputs, rendered *render.Result, namespace string) (release.PodSecurity, string, error) {
+	ps := PodSecurityOf(in.Profile)
 	decl, err := runs.Load(in.Chart)
 	if err != nil {
 		return ps, "", err
@@ -29,15 +35,4 @@ func namespacePodSecurity(in *inputs, rendered *render.Result, namespace string)
 		namespace, enforce, ps.Enforce, ps.Enforce)
 	ps.Enforce = enforce
 	return ps, warning, nil
-}
-
-// withWarning adds a warning (when not empty) to a result.
-func withWarning(r *output.Result, warning string) *output.Result {
-	if warning != "" {
-		r.Warnings = append(r.Warnings, warning)
-		if r.Status == output.StatusOK {
-			r.Status = output.StatusWarning
-		}
-	}
-	return r
 }

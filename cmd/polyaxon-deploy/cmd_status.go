@@ -1,0 +1,137 @@
+package main
+
+// Reading an installed release: status and history.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+)
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "show the release's newest revision, its state and notes",
+		UsageText: "polyaxon-deploy status [-n NS] [--release NAME] [-o table|json|yaml]",
+		Flags:     joinFlags(clusterFlags(), outputFlags()),
+		Action:    runStatus,
+	}
+}
+
+func historyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "history",
+		Usage:     "list the release's revisions",
+		UsageText: "polyaxon-deploy history [--max N] [-n NS] [--release NAME] [-o table|json|yaml]",
+		Flags: joinFlags(clusterFlags(), outputFlags(), []cli.Flag{
+			&cli.IntFlag{Name: flagMax, Value: 0, Usage: "show only the newest N revisions (0: all)", Category: "Release"},
+		}),
+		Action: runHistory,
+	}
+}
+
+// statusData is the status payload with a table form: the release, then where its pods run.
+type statusData struct {
+	*release.Status
+	Pods []release.PodPlacement `json:"pods"`
+}
+
+var placementHeader = []string{"POD", "COMPONENT", "NODE", "POOL", "STATE"}
+
+func (d statusData) Table() ([]string, [][]string) {
+	s := d.Status
+	rows := [][]string{
+		{"release", s.Name},
+		{"namespace", s.Namespace},
+		{"revision", strconv.Itoa(s.Revision)},
+		{"status", s.Info.Status},
+		{"chart", s.Chart + "-" + s.ChartVersion},
+		{"polyaxon", s.AppVersion},
+		{"profile", s.Profile},
+		{"updated", s.Updated.Format(time.RFC3339)},
+		{"description", s.Description},
+	}
+	if s.DeployedRevision > 0 && s.DeployedRevision != s.Revision {
+		rows = append(rows, []string{"deployed revision", strconv.Itoa(s.DeployedRevision)})
+	}
+	if s.Hint != "" {
+		rows = append(rows, []string{"hint", s.Hint})
+	}
+	if len(d.Pods) > 0 {
+		// An empty line ends the two-column block, so the pod table aligns on its own.
+		rows = append(rows, []string{}, placementHeader)
+		rows = append(rows, release.PlacementRows(d.Pods)...)
+	}
+	return []string{"FIELD", "VALUE"}, rows
+}
+
+func runStatus(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageErrorf("status takes no arguments")
+	}
+	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
+		st, err := rc.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		status := output.StatusOK
+		if st.Pending || st.Info.Status != "deployed" {
+			status = output.StatusFailed
+		}
+		pods, err := rc.Placement(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res := output.NewResult("status", status).WithData(statusData{Status: st, Pods: pods})
+		info := st.Info
+		fillRelease(res, &info, st.Profile)
+		res.Notes = st.Notes
+		if status == output.StatusOK {
+			return res, nil
+		}
+		// Scripts and CI gate on the exit code: a pending or failed release is not "ok".
+		msg := fmt.Sprintf("release %s is %s", st.Name, st.Info.Status)
+		if st.Hint != "" {
+			msg += ": " + st.Hint
+		}
+		return res, withExit(ExitError, errors.New(msg))
+	})
+}
+
+// historyData is the history payload with a table form.
+type historyData []release.Info
+
+func (h historyData) Table() ([]string, [][]string) {
+	rows := [][]string{}
+	for _, r := range h {
+		rows = append(rows, []string{strconv.Itoa(r.Revision), r.Updated.Format(time.RFC3339), r.Status,
+			r.Chart + "-" + r.ChartVersion, r.AppVersion, r.Description})
+	}
+	return []string{"REVISION", "UPDATED", "STATUS", "CHART", "POLYAXON", "DESCRIPTION"}, rows
+}
+
+func runHistory(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageErrorf("history takes no arguments")
+	}
+	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
+		h, err := rc.History(ctx, c.Int(flagMax))
+		if err != nil {
+			return nil, err
+		}
+		if len(h) == 0 {
+			return nil, fmt.Errorf("release %q in namespace %q: %w", rc.Name(), rc.Namespace(), release.ErrNotInstalled)
+		}
+		res := output.NewResult("history", output.StatusOK).WithData(historyData(h))
+		last := h[len(h)-1]
+		fillRelease(res, &last, "")
+		return res, nil
+	})
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
+)
+
+func upgradeCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "upgrade",
+		Usage:     "upgrade the release: lock, checks, diff, version guard, backup, verify, migrations, helm upgrade with wait, post-checks",
+		UsageText: "polyaxon-deploy upgrade [--profile P] [-f FILE]... [--set k=v]... [--reset-values] [--skip-backup --yes] [--restore-on-failure] [--force] [--allow-postgres-major-upgrade] [--dry-run]",
+		Description: `Values are rendered afresh from the chart, the profile and your inputs: those stored with the
+deployed revision, then this run's -f/--set on top (--profile replaces the stored profile;
+--reset-values drops the stored -f/--set). Never Helm's --reuse-values.
+Order: lock, checks, inspect (diff of objects and images), version guard (no Polyaxon
+downgrade; chart downgrade only with --force; the chart's polyaxon-deploy/upgrade-from range),
+backup and verify (mandatory with the production profile: --skip-backup needs --yes),
+migrations (a Job per target version, logs streamed; a failure leaves the release at its
+revision and says how to restore), helm upgrade with wait (a failure rolls back to the last good
+revision), post-checks (a failure rolls back too). A new postgresql.auth.password for the
+in-cluster Postgres is refused (Postgres keeps the password it was created with): change it
+in the server first, then pass --force. --restore-on-failure restores the backup
+after a failure that followed the migrations. A Postgres major-version change needs
+--allow-postgres-major-upgrade: dump, verify, new server on a new volume, restore, migrate.
+Ctrl-C cancels: the release is recorded failed, never left pending; a second Ctrl-C exits 130.`,
+		Flags: joinFlags(clusterFlags(), inputFlags(), outputFlags(), checkFlags(), []cli.Flag{
+			&cli.BoolFlag{Name: flagDryRun, Usage: "show the diff and run the checks and the version guard only", Category: "Release"},
+			timeoutFlag("the workloads and the migration Job"),
+			&cli.BoolFlag{Name: flagResetValues, Usage: "ignore the stored -f/--set inputs; use only this run's", Category: "Input"},
+			&cli.BoolFlag{Name: flagSkipBackup, Usage: "upgrade without a backup (the production profile also needs --yes)", Category: "Backup"},
+			yesFlag("confirm --skip-backup with a profile that requires backups"),
+			&cli.BoolFlag{Name: flagRestoreOnFailure, Usage: "restore the backup automatically when the upgrade fails after migrations ran", Category: "Backup"},
+			&cli.BoolFlag{Name: flagForce, Usage: "allow a chart-only downgrade (never a Polyaxon downgrade), or a new postgresql.auth.password already set in the server", Category: "Release"},
+			&cli.BoolFlag{Name: flagAllowPGMajor, Usage: "allow a PostgreSQL major-version change (dump and restore into a new server)", Category: "Backup"},
+			backupDirFlag(),
+		}, dbAccessFlags()),
+		Action: runUpgrade,
+	}
+}
+
+func runUpgrade(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageErrorf("upgrade takes no arguments, got %q", c.Args().Slice())
+	}
+	p, err := printer(c)
+	if err != nil {
+		return err
+	}
+	now, err := readInputs(c, false)
+	if err != nil {
+		return err
+	}
+	// The chart first: a wrong reference or registry fails before the cluster is asked anything.
+	ch, err := loadChart(c)
+	if err != nil {
+		return err
+	}
+	db, err := databaseOf(c)
+	if err != nil {
+		return err
+	}
+	ctx, stop := commandContext(c)
+	defer stop()
+	rc, err := releaseClient(c)
+	if err != nil {
+		return err
+	}
+	res, err := (&action.Upgrade{Env: actionEnv(c), Release: rc, Chart: ch.Chart, ChartSource: ch.Source,
+		Given: now, ResetValues: c.Bool(flagResetValues), Checks: checksOf(c), Render: clusterReleaseOptions(c), Database: db,
+		Timeout: c.Duration(flagTimeout), SkipBackup: c.Bool(flagSkipBackup), Yes: c.Bool(flagYes),
+		RestoreOnFailure: c.Bool(flagRestoreOnFailure), Force: c.Bool(flagForce), AllowPostgresMajorUpgrade: c.Bool(flagAllowPGMajor),
+		DryRun: c.Bool(flagDryRun),
+	}).Run(ctx)
+	if res == nil {
+		return releaseExit(err)
+	}
+	out := resultWithWarnings("upgrade", res.Inputs)
+	out.Release.Name, out.Release.Namespace = rc.Name(), rc.Namespace()
+	out.Checks = append(out.Checks, res.Checks...)
+	if r := res.Result; r != nil {
+		out.WithData(r)
+		if r.Release != nil {
+			fillRelease(out, r.Release, res.Inputs.Profile.Name)
+			out.Notes = r.Release.Notes
+		}
+		out.Warnings = append(out.Warnings, r.Warnings...)
+	}
+	if err != nil {
+		if p.Structured() {
+			_ = p.Print(out.WithError(err))
+		}
+		return releaseExit(err)
+	}
+	return p.Print(out)
+}

@@ -1,0 +1,52 @@
+package action
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+)
+
+// Recover repairs a release left pending-install|upgrade|rollback by a crashed run, under the
+// release's lock, after confirmation (unless Yes): no other process may be working on it.
+type Recover struct {
+	Env
+	Release *release.Client
+	Yes     bool
+	Timeout time.Duration
+}
+
+// Run recovers; a release that is not pending is left alone (Action "none").
+func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
+	rc := a.Release
+	pending, err := rc.Pending(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if pending == nil {
+		a.progress().OK(fmt.Sprintf("release %s is not pending: nothing to recover", rc.Name()))
+		return &release.RecoverResult{Release: rc.Name(), Action: "none"}, nil
+	}
+	since := pending.Info.LastDeployed.Time
+	q := fmt.Sprintf("Release %s revision %d has been %s since %s (%s ago). Mark it failed and roll back? Only do this if no other polyaxon-deploy or helm process is working on it",
+		rc.Name(), pending.Version, pending.Info.Status, since.Format(time.RFC3339), time.Since(since).Round(time.Second))
+	if err := a.confirm(a.Yes, q, "recover"); err != nil {
+		return nil, err
+	}
+	var res *release.RecoverResult
+	err = a.run(ctx, a.lock(rc.Lock(), rc), step("recover", func(ctx context.Context) (err error) {
+		res, err = rc.Recover(ctx, release.WithTimeout(TimeoutOf(a.Timeout, nil)))
+		return err
+	}))
+	if err != nil {
+		return nil, err
+	}
+	switch res.Action {
+	case "rolled-back":
+		a.progress().OK(fmt.Sprintf("revision %d (%s) marked failed; rolled back to revision %d (now revision %d)", res.PendingRevision, res.PendingStatus, res.RolledBackTo, res.Revision))
+	case "uninstalled":
+		a.progress().OK(fmt.Sprintf("revision %d (%s) marked failed; the interrupted install was uninstalled (volumes kept)", res.PendingRevision, res.PendingStatus))
+	}
+	return res, nil
+}

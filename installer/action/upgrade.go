@@ -1,0 +1,146 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
+)
+
+// Upgrade re-renders the release from the inputs stored with its deployed revision and this
+// run's on top, then runs the upgrade pipeline (installer/upgrade): lock, checks, inspect,
+// version guard, backup, verify, migrations, apply, post-checks.
+type Upgrade struct {
+	Env
+	Release     *release.Client
+	Chart       *chart.Chart
+	ChartSource string
+	// Given are this run's inputs; ResetValues drops the stored files and --set values.
+	Given       release.Inputs
+	ResetValues bool
+	Checks      Checks
+	// Render renders the release for its checks (the cluster's capabilities, when known).
+	Render render.Options
+	// Database takes the backup before the upgrade.
+	Database Database
+	// Timeout bounds the waits for the workloads and the migration Job (0: the profile's).
+	Timeout time.Duration
+
+	SkipBackup, Yes, RestoreOnFailure bool
+	// Force allows a chart-only downgrade, or a new postgresql.auth.password already set in
+	// the server.
+	Force                     bool
+	AllowPostgresMajorUpgrade bool
+	DryRun                    bool
+}
+
+// UpgradeResult is the pipeline's result with the inputs it rendered and every check it ran.
+type UpgradeResult struct {
+	*upgrade.Result
+	Inputs *Inputs
+	Checks []check.Result
+}
+
+// Run upgrades. A result with Inputs comes back once the inputs are known, with any error.
+func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
+	rc := a.Release
+	stored, storedRev, err := rc.LoadInputs(ctx)
+	switch {
+	case errors.Is(err, release.ErrNotInstalled):
+		return nil, fmt.Errorf("%w: use `polyaxon-deploy install`", err)
+	case errors.Is(err, release.ErrNoInputs):
+		if a.Given.Profile == "" {
+			return nil, &UsageError{Err: fmt.Errorf("release %s has no stored inputs (installed with plain helm?): pass --profile and your -f/--set explicitly", rc.Name())}
+		}
+		a.progress().Warn("no stored inputs for this release: using only this run's --profile, -f and --set")
+	case err != nil:
+		return nil, err
+	default:
+		reset := ""
+		if a.ResetValues {
+			reset = " (--reset-values: stored -f/--set dropped)"
+		}
+		a.progress().Step(fmt.Sprintf("Inputs of revision %d: profile %s, %d values file(s), %d --set; this run's flags apply on top%s",
+			storedRev, stored.Profile, len(stored.ValuesFiles), len(stored.Set)+len(stored.SetString)+len(stored.SetFile), reset))
+	}
+	a.Secrets.Add(secretsOf(stored)...)
+	in, err := LoadInputs(a.Chart, a.ChartSource, stored.Layer(a.Given, a.ResetValues), a.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range in.Warnings {
+		a.progress().Warn(w.String())
+	}
+	res := &UpgradeResult{Inputs: in}
+	timeout := TimeoutOf(a.Timeout, in.Profile)
+	checks := func(pre bool) func(context.Context) error {
+		c := a.Checks
+		if !pre {
+			c.SettleTime = postCheckSettle
+		}
+		return func(ctx context.Context) error {
+			opts := a.Render
+			opts.IsUpgrade = true
+			rendered, err := a.render(in, opts)
+			if err != nil {
+				return err
+			}
+			rep, err := a.runChecks(ctx, c, in, rendered, pre)
+			if err != nil {
+				return err
+			}
+			res.Checks = append(res.Checks, rep.Results...)
+			if rep.Failed() {
+				return &ChecksFailedError{Report: rep}
+			}
+			return nil
+		}
+	}
+	// The Job is rendered as the chart writes it, whatever the cluster serves.
+	migrationJob, err := upgrade.MigrationJob(in.Chart, in.Values, render.Options{ReleaseName: a.Render.ReleaseName, Namespace: a.Render.Namespace})
+	if err != nil {
+		return res, err
+	}
+	kube := rc.Kube()
+	res.Result, err = upgrade.Run(ctx, upgrade.Options{
+		Release:                   rc,
+		Chart:                     in.Chart,
+		Values:                    in.Values,
+		Inputs:                    in.Given,
+		Timeout:                   timeout,
+		Checks:                    checks(true),
+		PostChecks:                checks(false),
+		Backuper:                  a.Database.backuper(&a.Env, kube),
+		BackupRequired:            in.Profile.Policy.BackupRequired,
+		SkipBackup:                a.SkipBackup,
+		Yes:                       a.Yes,
+		RestoreOnFailure:          a.RestoreOnFailure,
+		MigrationJob:              migrationJob,
+		Migrator:                  migrate.New(kube, rc.Namespace(), migrate.WithProgress(a.progress().Writer()), migrate.WithTimeout(timeout)),
+		ForceDowngrade:            a.Force,
+		AllowPasswordChange:       a.Force,
+		AllowPostgresMajorUpgrade: a.AllowPostgresMajorUpgrade,
+		DryRun:                    a.DryRun,
+		Out:                       a.progress().Writer(),
+		Observer:                  output.NewPhaseObserver(a.progress()),
+	})
+	if err != nil {
+		return res, err
+	}
+	if res.DryRun {
+		a.progress().OK("dry run: checks and version guard passed; nothing was changed")
+	} else {
+		a.progress().OK(fmt.Sprintf("Release %s upgraded to revision %d (chart %s, Polyaxon %s)",
+			rc.Name(), res.Release.Revision, res.Release.ChartVersion, res.Release.AppVersion))
+	}
+	return res, nil
+}
