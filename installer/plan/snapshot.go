@@ -385,3 +385,43 @@ func (r *Resources) get(name corev1.ResourceName) int64 {
 	}
 	return r.Scalar[name]
 }
+
+// The engine's view of the snapshot: free resources per node and dimension, and node pools.
+
+func (e *engine) buildFree() {
+	e.free = make([]int64, e.N*e.R)
+	for n, ni := range e.snap.Nodes {
+		f := e.free[n*e.R : (n+1)*e.R]
+		for d, name := range e.names {
+			switch {
+			case d == dimPods:
+				f[d] = ni.Allocatable.AllowedPods - int64(ni.Pods)
+			case strings.HasPrefix(string(name), "hostport/"):
+				f[d] = 1
+			default:
+				f[d] = ni.Allocatable.get(name) - ni.Requested.get(name)
+			}
+		}
+	}
+}
+
+func (e *engine) buildPools() {
+	idx := map[string]int32{}
+	e.poolOf = make([]int32, e.N)
+	for n, ni := range e.snap.Nodes {
+		name := noPool
+		for _, k := range e.cfg.poolLabels {
+			if v, ok := ni.Node.Labels[k]; ok {
+				name = k + "=" + v
+				break
+			}
+		}
+		id, ok := idx[name]
+		if !ok {
+			id = int32(len(e.pools))
+			idx[name] = id
+			e.pools = append(e.pools, name)
+		}
+		e.poolOf[n] = id
+	}
+}
