@@ -12,7 +12,7 @@ import (
 // cluster before any planned pod (after DaemonSets).
 func (e *engine) prepare(c *class) {
 	if c.placement != nil {
-		c.perNode = make([]int64, e.N*e.R)
+		c.perNode = newMatrix(e.N, e.R)
 		for _, n := range c.passes {
 			e.fractionClaim(c, int(n))
 		}
@@ -31,6 +31,56 @@ func (e *engine) prepare(c *class) {
 	}
 }
 
+// openPods are the earlier planned pods that may fit but whose node is not certain: what they
+// can take from each class (the B1 and B2 terms of the note in engine.go), and how many slots
+// of it they surely take.
+type openPods struct {
+	loss  []int64 // per class: B1
+	units matrix  // per class, per dimension: the D_r of B2
+	taken []int64 // per class
+}
+
+func (e *engine) newOpenPods() *openPods {
+	k := len(e.classes)
+	return &openPods{loss: make([]int64, k), units: newMatrix(k, e.R), taken: make([]int64, k)}
+}
+
+// add counts one more open pod of class c (fits: its verdict is Fits).
+func (o *openPods) add(e *engine, c *class, fits bool) {
+	for _, other := range e.classes {
+		if other.ds {
+			continue
+		}
+		o.loss[other.id] += e.loss[c.id][other.id]
+		if u := e.units[c.id][other.id]; u != nil {
+			acc := o.units.row(other.id)
+			for d, v := range u {
+				acc[d] += v
+			}
+		}
+		if fits && e.takes[c.id][other.id] {
+			o.taken[other.id]++
+		}
+	}
+}
+
+// bounds decide the verdict of the next pod of class c: it surely fits when the slots surely
+// free outnumber what the open pods can take, and surely does not when the open pods that
+// surely take a slot take them all.
+func (e *engine) bounds(c *class, open *openPods) (sureFit, sureNot bool) {
+	slots, hmin := e.sureSlots(c)
+	return slots-lossBound(hmin, open.loss[c.id], open.units.row(c.id)) >= 1, slots-open.taken[c.id] <= 0
+}
+
+// consumeSure takes a pod of class c from node n's surely free capacity: a pod that surely
+// fits and has one possible node is a fact, not a bound.
+func (e *engine) consumeSure(c *class, n int) {
+	f := e.sure.row(n)
+	for d, q := range c.req(e, n) {
+		f[d] -= q
+	}
+}
+
 // sureSlots is how many pods of class c fit on the capacity that is certainly free now
 // (DaemonSets and forced pods consumed), and per resource the least headroom over c's nodes:
 // how many more pods that resource alone would allow than the node's binding resource.
@@ -43,7 +93,7 @@ func (e *engine) sureSlots(c *class) (int64, []int64) {
 	for _, n32 := range c.feasible {
 		n := int(n32)
 		req := c.req(e, n)
-		f := e.sure[n*e.R : (n+1)*e.R]
+		f := e.sure.row(n)
 		s := int64(math.MaxInt64)
 		for d, q := range req {
 			if q > 0 {
@@ -85,9 +135,9 @@ func lossBound(hmin []int64, b1 int64, units []int64) int64 {
 // fractionClaim fills the claim of a GPU-fraction class on node n from the node's free
 // resources at the start of the plan.
 func (e *engine) fractionClaim(c *class, n int) {
-	r := c.perNode[n*e.R : (n+1)*e.R]
+	r := c.perNode.row(n)
 	copy(r, c.fixed) // ports, pods and anything else the pod requests
-	f := e.free[n*e.R : (n+1)*e.R]
+	f := e.free.row(n)
 	gpu := e.dimOf[c.placement.gpuName()]
 	share := func(v, k int64) int64 {
 		if v < 0 {
@@ -123,7 +173,7 @@ func max64(a, b int64) int64 {
 // slotsOn is how many pods of class c node n holds at the current free resources.
 func (e *engine) slotsOn(c *class, n int) int64 {
 	req := c.req(e, n)
-	f := e.free[n*e.R : (n+1)*e.R]
+	f := e.free.row(n)
 	slots := int64(math.MaxInt64)
 	for d, q := range req {
 		if q <= 0 {

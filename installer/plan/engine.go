@@ -84,8 +84,8 @@ type engine struct {
 	dimOf  map[corev1.ResourceName]int
 	ports  map[HostPort]int
 	N, R   int
-	free   []int64 // N*R, the plan's own placement
-	sure   []int64 // N*R, free after DaemonSets and the planned pods whose node is certain
+	free   matrix // per node: free resources in the plan's own placement
+	sure   matrix // per node: free after DaemonSets and the planned pods whose node is certain
 	pools  []string
 	poolOf []int32
 
@@ -103,7 +103,7 @@ type class struct {
 	placement   *Placement
 	ds          bool
 	fixed       []int64 // R, nil for a GPU-fraction claim
-	perNode     []int64 // N*R for a GPU-fraction claim
+	perNode     matrix  // per node, for a GPU-fraction claim
 	aff         nodeaffinity.RequiredNodeAffinity
 	tols        []corev1.Toleration
 	ports       []HostPort
@@ -120,7 +120,7 @@ func (c *class) req(e *engine, n int) []int64 {
 	if c.fixed != nil {
 		return c.fixed
 	}
-	return c.perNode[n*e.R : (n+1)*e.R]
+	return c.perNode.row(n)
 }
 
 // Plan places pods on the snapshot. DaemonSet entries go first; the others in order; pods
@@ -150,14 +150,9 @@ func Plan(snap *Snapshot, pods []PodToPlace, opts ...Option) *Result {
 		}
 	}
 	e.relations()
-	e.sure = append([]int64(nil), e.free...)
+	e.sure = e.free.clone()
 
-	accLoss := make([]int64, len(e.classes))
-	accUnits := make([][]int64, len(e.classes))
-	for i := range accUnits {
-		accUnits[i] = make([]int64, e.R)
-	}
-	taken := make([]int64, len(e.classes))
+	open := e.newOpenPods()
 	var results []PodResult
 	for i := range pods {
 		p := &pods[i]
@@ -165,32 +160,14 @@ func Plan(snap *Snapshot, pods []PodToPlace, opts ...Option) *Result {
 			continue
 		}
 		c := e.classes[classOf[i]]
-		slots, hmin := e.sureSlots(c)
-		sureFit := slots-lossBound(hmin, accLoss[c.id], accUnits[c.id]) >= 1
-		sureNot := slots-taken[c.id] <= 0
+		sureFit, sureNot := e.bounds(c, open)
 		r := e.placeOne(p, c, sureFit, sureNot)
-		if forced := r.Verdict == Fits && len(c.feasible) == 1; forced && !p.Hypothetical {
-			// Certain and only one node: its consumption is a fact, not a bound.
-			n := int(c.feasible[0])
-			req := c.req(e, n)
-			for d, q := range req {
-				e.sure[n*e.R+d] -= q
-			}
-		} else if !p.Hypothetical && r.Verdict != Unschedulable {
-			for _, o := range e.classes {
-				if o.ds {
-					continue
-				}
-				accLoss[o.id] += e.loss[c.id][o.id]
-				if u := e.units[c.id][o.id]; u != nil {
-					for d, v := range u {
-						accUnits[o.id][d] += v
-					}
-				}
-				if r.Verdict == Fits && e.takes[c.id][o.id] {
-					taken[o.id]++
-				}
-			}
+		switch {
+		case p.Hypothetical:
+		case r.Verdict == Fits && len(c.feasible) == 1:
+			e.consumeSure(c, int(c.feasible[0]))
+		case r.Verdict != Unschedulable:
+			open.add(e, c, r.Verdict == Fits)
 		}
 		results = append(results, r)
 	}

@@ -12,7 +12,7 @@ import (
 // fitsOn reports whether class c fits node n now.
 func (e *engine) fitsOn(c *class, n int) bool {
 	req := c.req(e, n)
-	f := e.free[n*e.R : (n+1)*e.R]
+	f := e.free.row(n)
 	for d, q := range req {
 		if q > 0 && q > f[d] {
 			return false
@@ -25,7 +25,7 @@ func (e *engine) fitsOn(c *class, n int) bool {
 func (e *engine) score(c *class, n int) float64 {
 	req := c.req(e, n)
 	alloc := &e.snap.Nodes[n].Allocatable
-	f := e.free[n*e.R : (n+1)*e.R]
+	f := e.free.row(n)
 	var s float64
 	if alloc.MilliCPU > 0 {
 		s += float64(f[dimCPU]-req[dimCPU]) / float64(alloc.MilliCPU)
@@ -38,7 +38,7 @@ func (e *engine) score(c *class, n int) float64 {
 
 func (e *engine) charge(c *class, n int) {
 	req := c.req(e, n)
-	f := e.free[n*e.R : (n+1)*e.R]
+	f := e.free.row(n)
 	for d, q := range req {
 		f[d] -= q
 	}
@@ -123,7 +123,7 @@ func (e *engine) explain(c *class) (string, []Reason) {
 	for _, n32 := range c.passes {
 		n := int(n32)
 		req := c.req(e, n)
-		f := e.free[n*e.R : (n+1)*e.R]
+		f := e.free.row(n)
 		portBad := false
 		for d := firstScalarDim; d < e.R; d++ {
 			if strings.HasPrefix(string(e.names[d]), "hostport/") && req[d] > 0 && req[d] > f[d] {

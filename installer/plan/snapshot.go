@@ -389,9 +389,9 @@ func (r *Resources) get(name corev1.ResourceName) int64 {
 // The engine's view of the snapshot: free resources per node and dimension, and node pools.
 
 func (e *engine) buildFree() {
-	e.free = make([]int64, e.N*e.R)
+	e.free = newMatrix(e.N, e.R)
 	for n, ni := range e.snap.Nodes {
-		f := e.free[n*e.R : (n+1)*e.R]
+		f := e.free.row(n)
 		for d, name := range e.names {
 			switch {
 			case d == dimPods:
