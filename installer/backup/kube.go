@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
@@ -38,10 +39,6 @@ const (
 	// scaled down, so an interrupted restore can be recovered.
 	ReplicasAnnotation = "polyaxon-deploy/replicas-before-restore"
 )
-
-// WriterComponents are the components that write to the database; Restore
-// scales their Deployments to zero.
-var WriterComponents = []string{"gateway", "scheduler", "worker", "beat", "agent", "operator"}
 
 // Release is a deployed Helm release with its effective values.
 type Release struct {
@@ -177,7 +174,9 @@ func FindPostgresPod(ctx context.Context, client kubernetes.Interface, namespace
 	return running[0], nil
 }
 
-// ReleaseScaler scales the Deployments of WriterComponents of a release.
+// ReleaseScaler scales a release's database writers to zero: the Deployments of the chart's
+// core components (declared once, in files/components.yaml; Postgres, RabbitMQ and Redis are
+// dependencies and keep running).
 type ReleaseScaler struct {
 	Client    kubernetes.Interface
 	Namespace string
@@ -188,17 +187,19 @@ type ReleaseScaler struct {
 	Poll time.Duration
 }
 
-func (s *ReleaseScaler) selector() string {
-	return releaseSelector(s.Release) + "," + LabelComponent + " in (" + strings.Join(WriterComponents, ",") + ")"
+// selector selects the release's objects of components.
+func (s *ReleaseScaler) selector(components []string) string {
+	return releaseSelector(s.Release) + "," + LabelComponent + " in (" + strings.Join(components, ",") + ")"
 }
 
 // ScaleDown scales the writers to zero, remembering their replicas (also in
 // an annotation), and waits until their pods are gone.
 func (s *ReleaseScaler) ScaleDown(ctx context.Context) (func(context.Context) error, error) {
 	deps := s.Client.AppsV1().Deployments(s.Namespace)
-	list, err := deps.List(ctx, metav1.ListOptions{LabelSelector: s.selector()})
+	core := s.selector(contract.EmbeddedComponents().Core)
+	list, err := deps.List(ctx, metav1.ListOptions{LabelSelector: core})
 	if err != nil {
-		return nil, fmt.Errorf("listing Deployments (%s) in %q: %w", s.selector(), s.Namespace, err)
+		return nil, fmt.Errorf("listing Deployments (%s) in %q: %w", core, s.Namespace, err)
 	}
 	before := map[string]int32{}
 	restore := func(ctx context.Context) error {
@@ -216,7 +217,9 @@ func (s *ReleaseScaler) ScaleDown(ctx context.Context) (func(context.Context) er
 		}
 		return errors.Join(errs...)
 	}
+	var writers []string // the components of the Deployments scaled: their pods must go
 	for _, d := range list.Items {
+		writers = append(writers, d.Labels[LabelComponent])
 		n := replicasOf(&d)
 		if a, ok := d.Annotations[ReplicasAnnotation]; ok && n == 0 {
 			// An earlier restore was interrupted: its record is the truth.
@@ -237,9 +240,12 @@ func (s *ReleaseScaler) ScaleDown(ctx context.Context) (func(context.Context) er
 	if poll == 0 {
 		poll = time.Second
 	}
+	if len(writers) == 0 {
+		return restore, nil
+	}
 	var left []string
 	err = wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
-		pods, err := s.Client.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.selector()})
+		pods, err := s.Client.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.selector(writers)})
 		if err != nil {
 			return false, nil
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/chart"
@@ -220,4 +221,24 @@ func TestLoadReleaseAndTarget(t *testing.T) {
 	lt := local.(*LocalTarget)
 	assert.Equal(t, "local polyaxon@127.0.0.1:15432/db2", lt.String())
 	assert.Equal(t, "from-secret", lt.conn.Password)
+}
+
+// A restore stops every writer the chart declares (files/components.yaml: its core
+// components), and no dependency: adding a core component is a change to that file only.
+func TestReleaseScalerFollowsTheChartsComponents(t *testing.T) {
+	ctx := context.Background()
+	decl := contract.EmbeddedComponents()
+	var objs []runtime.Object
+	for _, c := range append(append([]string(nil), decl.Core...), decl.Dependencies...) {
+		objs = append(objs, deployment("polyaxon-"+c, "polyaxon", c, 1))
+	}
+	client := fake.NewClientset(objs...)
+	back, err := (&ReleaseScaler{Client: client, Namespace: "ns", Release: "polyaxon", Poll: time.Millisecond}).ScaleDown(ctx)
+	require.NoError(t, err)
+	for _, c := range append(append([]string(nil), decl.Core...), decl.Dependencies...) {
+		d, err := client.AppsV1().Deployments("ns").Get(ctx, "polyaxon-"+c, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, decl.IsDependency(c), *d.Spec.Replicas == 1, "%s: only dependencies keep running", c)
+	}
+	require.NoError(t, back(ctx))
 }
