@@ -1,17 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
 
 const (
@@ -68,109 +65,36 @@ func runPlan(c *cli.Context) error {
 		return err
 	}
 	// Topologies first: a typo should fail before any cluster call.
-	var topologies []*plan.Topology
+	var topologies []action.Topology
 	for _, f := range c.StringSlice(flagTopology) {
 		t, err := plan.LoadTopology(f)
 		if err != nil {
 			return err
 		}
-		topologies = append(topologies, t)
+		topologies = append(topologies, action.Topology{File: f, Topology: t})
 	}
 	in, err := loadInputs(c)
 	if err != nil {
 		return err
 	}
 	warnInputs(c, in)
-	rendered, err := render.Render(in.Chart, in.Values, clusterReleaseOptions(c))
-	if err != nil {
-		return err
-	}
-	envOf(c).scrub.Add(render.SecretValues(rendered.All())...)
-	objs := renderedObjects(rendered)
-	release, ns := c.String(flagRelease), c.String(flagNamespace)
-
-	var pods []plan.PodToPlace
-	if !c.Bool(flagNoRelease) {
-		if pods, err = plan.PodsFromObjects(objs); err != nil {
-			return err
-		}
-	}
-	decl, err := runs.Load(in.Chart)
-	if err != nil {
-		return err
-	}
-	placement, err := plan.CategoryDefaults(objs, decl, ns)
-	switch {
-	case errors.Is(err, plan.ErrNoPlacementPolicies):
-		progress(c).Warn("the release places no run by category (" + err.Error() + "): runs go where their own environment says")
-	case err != nil:
-		return err
-	}
-	pods = append(pods, plan.CategoryProbes(placement, ns)...)
-	for i, t := range topologies {
-		cat := t.Category
-		if cat == "" {
-			cat = "experiments"
-		}
-		defaults, _ := placement.Get(cat)
-		tp, err := t.Pods(plan.TopologyName(c.StringSlice(flagTopology)[i]), ns, defaults)
-		if err != nil {
-			return fmt.Errorf("topology %s: %w", c.StringSlice(flagTopology)[i], err)
-		}
-		pods = append(pods, tp...)
-	}
-
 	ctx, stop := commandContext(c)
 	defer stop()
-	cs, err := kubeSettings(c).Clientset()
+	res, err := (&action.Plan{Env: actionEnv(c), Clients: kubeSettings(c), Inputs: in, Render: clusterReleaseOptions(c), Topologies: topologies,
+		NoRelease: c.Bool(flagNoRelease), PoolLabels: listFlag(c, flagPoolLabel),
+		Canary: c.Bool(flagCanary), CanaryTimeout: c.Duration(flagCanaryTimeout)}).Run(ctx)
 	if err != nil {
 		return err
 	}
-	progress(c).Step("reading nodes and pods")
-	start := time.Now()
-	var snapOpts []plan.SnapshotOption
-	if !c.Bool(flagNoRelease) {
-		snapOpts = append(snapOpts, plan.WithExcludedRelease(release))
-	}
-	snap, err := plan.LoadSnapshot(ctx, cs, snapOpts...)
-	if err != nil {
-		return err
-	}
-	debugf(c, "plan: snapshot of %d nodes, %d pods in %d LIST calls, %s", len(snap.Nodes), snap.ExistingPods, snap.APICalls, time.Since(start))
-
-	var opts []plan.Option
-	if labels := listFlag(c, flagPoolLabel); len(labels) > 0 {
-		opts = append(opts, plan.WithPoolLabels(labels...))
-	}
-	start = time.Now()
-	res := plan.Plan(snap, pods, opts...)
-	debugf(c, "plan: %d pods placed in %s: %+v", len(pods), time.Since(start), res.Summary)
-
-	if c.Bool(flagCanary) {
-		if len(placement.Categories) == 0 {
-			return withExit(ExitError, fmt.Errorf("--canary: the chart declares no run category"))
-		}
-		progress(c).Step(fmt.Sprintf("canary: one pod per run category in namespace %s", ns))
-		can, err := plan.RunCanary(ctx, cs, ns, placement, plan.WithCanaryTimeout(c.Duration(flagCanaryTimeout)))
-		res.AddCanary(can)
-		if err != nil {
-			return err
-		}
-	}
-
 	if p.Structured() {
-		status := output.StatusOK
+		out := resultWithWarnings("plan", in)
 		switch res.ExitCode(true) {
 		case plan.ExitCheckFailed:
-			status = output.StatusFailed
+			out.Status = output.StatusFailed
 		case plan.ExitWarnings:
-			status = output.StatusWarning
+			out.Status = output.StatusWarning
 		}
-		out := resultWithWarnings("plan", in)
-		if status != output.StatusOK {
-			out.Status = status
-		}
-		out.Release.Name, out.Release.Namespace = release, ns
+		out.Release.Name, out.Release.Namespace = c.String(flagRelease), c.String(flagNamespace)
 		if err := p.Print(out.WithData(res)); err != nil {
 			return err
 		}
@@ -184,19 +108,4 @@ func runPlan(c *cli.Context) error {
 		return withExit(ExitWarnings, fmt.Errorf("plan: %d uncertain pod(s) with --strict", res.Summary.Warnings))
 	}
 	return nil
-}
-
-// renderedObjects are the manifests and hooks, typed where the scheme knows the kind.
-func renderedObjects(r *render.Result) []runtime.Object {
-	var out []runtime.Object
-	for _, list := range [][]render.Manifest{r.Manifests, r.Hooks} {
-		for _, m := range list {
-			if m.Typed != nil {
-				out = append(out, m.Typed)
-			} else {
-				out = append(out, m.Object)
-			}
-		}
-	}
-	return out
 }

@@ -269,6 +269,15 @@ func (t *Topology) validate() error {
 	return check("ps", r.NPS, r.PS)
 }
 
+// RunCategory is the run category of the topology's pods: its own, else experiments (where
+// Polyaxon's distributed jobs go).
+func (t *Topology) RunCategory() string {
+	if t.Category == "" {
+		return "experiments"
+	}
+	return t.Category
+}
+
 // Pods expands the topology into pods named <name>-<role>-<index> (master, worker, ps), in
 // that order. defaults are the run category's scheduling (CategoryDefaults()[t.Category]).
 // Replicas with identical specs share one *corev1.Pod.
@@ -277,10 +286,7 @@ func (t *Topology) Pods(name, namespace string, defaults CategoryScheduling) ([]
 	if gpu == "" {
 		gpu = "nvidia.com/gpu"
 	}
-	category := t.Category
-	if category == "" {
-		category = "experiments"
-	}
+	category := t.RunCategory()
 	var out []PodToPlace
 	build := func(role string, index int, layers []*ReplicaSpec, envPlacement *Placement) error {
 		var res *TopologyResources
