@@ -65,8 +65,11 @@ func TestEveryActionOnAReleaseTakesItsLock(t *testing.T) {
 			_, err := (&action.Uninstall{Release: f.Client, PurgeData: true, Yes: true}).Run(ctx)
 			return err
 		},
-		"backup":  func() error { _, err := (&action.Backup{Database: db}).Run(ctx); return err },
-		"restore": func() error { _, err := (&action.Restore{Database: db, Path: backupDir(t), Yes: true}).Run(ctx); return err },
+		"backup": func() error { _, err := (&action.Backup{Database: db}).Run(ctx); return err },
+		"restore": func() error {
+			_, err := (&action.Restore{Database: db, Path: backupDir(t), Yes: true}).Run(ctx)
+			return err
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := run()
