@@ -132,8 +132,8 @@ func (d BackupListData) Table() ([]string, [][]string) {
 }
 
 func runBackupCreate(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("backup takes no arguments, got %q (did you mean 'backup verify PATH'?)", c.Args().Slice())
+	if err := noArgs(c, " (did you mean 'backup verify PATH'?)"); err != nil {
+		return err
 	}
 	db, err := databaseOf(c)
 	if err != nil {
@@ -171,8 +171,8 @@ func runBackupVerify(c *cli.Context) error {
 }
 
 func runBackupList(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("backup list takes no arguments; use --dir DIR")
+	if err := noArgs(c, "; use --dir DIR"); err != nil {
+		return err
 	}
 	p, err := printer(c)
 	if err != nil {

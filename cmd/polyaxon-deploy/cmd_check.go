@@ -30,8 +30,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 a check failed, 4 warnings only with --str
 }
 
 func runCheck(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("check takes no arguments, got %q", c.Args().Slice())
+	if err := noArgs(c, ""); err != nil {
+		return err
 	}
 	p, in, err := startInputsCommand(c)
 	if err != nil {

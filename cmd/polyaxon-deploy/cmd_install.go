@@ -29,8 +29,8 @@ Ctrl-C stops the install and records it failed; a second Ctrl-C exits at once (1
 }
 
 func runInstall(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("install takes no arguments, got %q", c.Args().Slice())
+	if err := noArgs(c, ""); err != nil {
+		return err
 	}
 	p, err := printer(c)
 	if err != nil {

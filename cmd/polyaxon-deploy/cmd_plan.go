@@ -57,8 +57,8 @@ uncertain-but-fitting pods with --strict.`,
 }
 
 func runPlan(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("plan takes no arguments, got %q (topologies go in --topology FILE)", c.Args().Slice())
+	if err := noArgs(c, " (topologies go in --topology FILE)"); err != nil {
+		return err
 	}
 	p, err := printer(c)
 	if err != nil {

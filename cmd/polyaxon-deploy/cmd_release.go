@@ -88,8 +88,8 @@ func runRollback(c *cli.Context) error {
 }
 
 func runUninstall(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("uninstall takes no arguments")
+	if err := noArgs(c, ""); err != nil {
+		return err
 	}
 	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
 		res, err := (&action.Uninstall{Env: actionEnv(c), Release: rc, PurgeData: c.Bool(flagPurgeData), Yes: c.Bool(flagYes),
@@ -99,8 +99,8 @@ func runUninstall(c *cli.Context) error {
 }
 
 func runRecover(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("recover takes no arguments")
+	if err := noArgs(c, ""); err != nil {
+		return err
 	}
 	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
 		res, err := (&action.Recover{Env: actionEnv(c), Release: rc, Yes: c.Bool(flagYes), Timeout: c.Duration(flagTimeout)}).Run(ctx)

@@ -45,8 +45,8 @@ Values layering, last wins: chart defaults < profile < each -f in order < --set.
 }
 
 func runRender(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("render takes no arguments, got %q", c.Args().Slice())
+	if err := noArgs(c, ""); err != nil {
+		return err
 	}
 	p, in, err := startInputsCommand(c)
 	if err != nil {

@@ -73,8 +73,8 @@ func (d statusData) Table() ([]string, [][]string) {
 }
 
 func runStatus(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("status takes no arguments")
+	if err := noArgs(c, ""); err != nil {
+		return err
 	}
 	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
 		st, err := rc.Status(ctx)
@@ -118,8 +118,8 @@ func (h historyData) Table() ([]string, [][]string) {
 }
 
 func runHistory(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("history takes no arguments")
+	if err := noArgs(c, ""); err != nil {
+		return err
 	}
 	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
 		h, err := rc.History(ctx, c.Int(flagMax))

@@ -41,8 +41,8 @@ Ctrl-C cancels: the release is recorded failed, never left pending; a second Ctr
 }
 
 func runUpgrade(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageErrorf("upgrade takes no arguments, got %q", c.Args().Slice())
+	if err := noArgs(c, ""); err != nil {
+		return err
 	}
 	p, err := printer(c)
 	if err != nil {

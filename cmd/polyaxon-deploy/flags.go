@@ -173,3 +173,12 @@ func lookupFlag(flags []cli.Flag, name string) cli.Flag {
 	}
 	return nil
 }
+
+// noArgs refuses positional arguments with a usage error naming them; hint follows.
+func noArgs(c *cli.Context, hint string) error {
+	if c.NArg() == 0 {
+		return nil
+	}
+	name := strings.TrimPrefix(c.Command.HelpName, c.App.Name+" ") // "backup list", not "list"
+	return usageErrorf("%s takes no arguments, got %q%s", name, c.Args().Slice(), hint)
+}
