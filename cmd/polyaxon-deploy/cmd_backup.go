@@ -87,39 +87,19 @@ func (d BackupData) Table() ([]string, [][]string) {
 
 // BackupListData is the payload of `backup list`.
 type BackupListData struct {
-	Dir     string            `json:"dir"`
-	Backups []BackupListEntry `json:"backups"`
+	Dir     string                `json:"dir"`
+	Backups []action.ListedBackup `json:"backups"`
 }
-
-// BackupListEntry is one backup in `backup list`.
-type BackupListEntry struct {
-	Path string `json:"path"`
-	// Status is ok (checksum verified), not-verified (--no-verify), damaged (size or sha256
-	// differ from the manifest) or incomplete (no manifest or no dump).
-	Status string `json:"status"`
-	// Verified is true when the dump's size and sha256 were checked against the manifest.
-	Verified bool             `json:"verified"`
-	Problem  string           `json:"problem,omitempty"`
-	Manifest *backup.Manifest `json:"manifest,omitempty"`
-}
-
-// Statuses of a listed backup.
-const (
-	listOK          = "ok"
-	listNotVerified = "not-verified"
-	listDamaged     = "damaged"
-	listIncomplete  = "incomplete"
-)
 
 // Table implements output.Tabler.
 func (d BackupListData) Table() ([]string, [][]string) {
 	rows := [][]string{}
 	for _, e := range d.Backups {
 		status := map[string]string{
-			listOK:          "ok (sha256 verified)",
-			listNotVerified: "not verified (--no-verify)",
-			listDamaged:     "DAMAGED: " + oneLineStr(e.Problem),
-			listIncomplete:  "INCOMPLETE: " + oneLineStr(e.Problem),
+			action.BackupOK:          "ok (sha256 verified)",
+			action.BackupNotVerified: "not verified (--no-verify)",
+			action.BackupDamaged:     "DAMAGED: " + action.FirstLine(e.Problem),
+			action.BackupIncomplete:  "INCOMPLETE: " + action.FirstLine(e.Problem),
 		}[e.Status]
 		if e.Manifest == nil {
 			rows = append(rows, []string{e.Path, "-", "-", "-", "-", status})
@@ -174,54 +154,21 @@ func runBackupList(c *cli.Context) error {
 	if err := noArgs(c, "; use --dir DIR"); err != nil {
 		return err
 	}
-	p, err := printer(c)
-	if err != nil {
-		return err
-	}
 	dir := c.String(flagBackupDir)
-	entries, err := backup.List(dir)
-	if err != nil {
-		return err
-	}
-	ctx, stop := commandContext(c)
-	defer stop()
-	verify := !c.Bool(flagNoVerify)
-	data := BackupListData{Dir: dir, Backups: []BackupListEntry{}}
-	res := output.NewResult("backup list", output.StatusOK)
-	for _, e := range entries {
-		le := BackupListEntry{Path: e.Dir, Problem: e.Problem, Manifest: e.Manifest, Status: listNotVerified}
-		switch {
-		case e.Manifest == nil:
-			le.Status = listIncomplete
-		case verify:
-			if err := backup.Checksum(ctx, e.Dir); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				le.Status, le.Problem = listDamaged, err.Error()
-			} else {
-				le.Status, le.Verified = listOK, true
-			}
+	a := &action.ListBackups{Env: actionEnv(c), Dir: dir, NoVerify: c.Bool(flagNoVerify)}
+	return runAction(c, func(ctx context.Context) (*output.Result, error) {
+		listed, warnings, err := a.Run(ctx)
+		if err != nil {
+			return nil, err
 		}
-		if le.Status == listDamaged || le.Status == listIncomplete {
-			res.Status = output.StatusWarning
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s", le.Path, oneLineStr(le.Problem)))
+		if len(listed) == 0 && !structured(c) {
+			progress(c).Warn(fmt.Sprintf("No backups in %s", dir))
+			return nil, nil
 		}
-		data.Backups = append(data.Backups, le)
-	}
-	if len(entries) == 0 && !p.Structured() {
-		progress(c).Warn(fmt.Sprintf("No backups in %s", dir))
-		return nil
-	}
-	if !verify && len(entries) > 0 {
-		progress(c).Warn("checksums not verified (--no-verify): a damaged dump would not show here; `polyaxon-deploy backup verify PATH` checks one")
-	}
-	return p.Print(res.WithData(data))
-}
-
-func oneLineStr(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
+		res := output.NewResult("backup list", output.StatusOK).WithData(BackupListData{Dir: dir, Backups: listed})
+		if len(warnings) > 0 {
+			res.Status, res.Warnings = output.StatusWarning, warnings
+		}
+		return res, nil
+	})
 }

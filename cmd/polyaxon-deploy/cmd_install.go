@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
@@ -32,8 +34,7 @@ func runInstall(c *cli.Context) error {
 	if err := noArgs(c, ""); err != nil {
 		return err
 	}
-	p, err := printer(c)
-	if err != nil {
+	if _, err := printer(c); err != nil {
 		return err
 	}
 	in, err := loadInputs(c)
@@ -41,37 +42,36 @@ func runInstall(c *cli.Context) error {
 		return err
 	}
 	warnInputs(c, in)
-	ctx, stop := commandContext(c)
-	defer stop()
 	a := &action.Install{Env: actionEnv(c), Release: func() (*release.Client, error) { return releaseClient(c) }, Inputs: in,
 		Checks: checksOf(c), Render: clusterReleaseOptions(c), Timeout: c.Duration(flagTimeout), KeepFailed: c.Bool(flagKeepFailed), DryRun: c.Bool(flagDryRun)}
-	res, err := a.Run(ctx)
-	if res == nil {
-		return releaseExit(err)
+	return runAction(c, func(ctx context.Context) (*output.Result, error) {
+		res, err := a.Run(ctx)
+		return installResult(c, a, res), err
+	})
+}
+
+// installResult is what install prints: the release and where its pods run, or the checks
+// that stopped it (for scripts only: they printed themselves).
+func installResult(c *cli.Context, a *action.Install, res *action.InstallResult) *output.Result {
+	if res == nil || (res.Info == nil && !structured(c)) {
+		return nil
 	}
-	out := resultWithWarnings("install", in).WithChecks(res.Checks)
+	out := resultWithWarnings("install", a.Inputs).WithChecks(res.Checks)
 	out.Release.Name, out.Release.Namespace = c.String(flagRelease), c.String(flagNamespace)
 	switch {
 	case res.Info == nil:
-		// The preflight checks failed and printed themselves: the result is for scripts.
-		if p.Structured() {
-			_ = p.Print(out)
-		}
-		return releaseExit(err)
+		return out
 	case a.DryRun:
 		out.WithData(res.Info)
 	default:
 		out.WithData(placementData{Info: res.Info, Pods: res.Pods})
 		out.Notes = res.Info.Notes
 	}
-	fillRelease(out, res.Info, in.Profile.Name)
+	fillRelease(out, res.Info, a.Inputs.Profile.Name)
 	for _, w := range res.Warnings {
 		withWarning(out, w)
 	}
-	if perr := p.Print(out); perr != nil {
-		return perr
-	}
-	return releaseExit(err)
+	return out
 }
 
 // placementData is install's payload: where every pod of the release landed.

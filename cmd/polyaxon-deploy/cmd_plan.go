@@ -86,19 +86,7 @@ func runPlan(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if p.Structured() {
-		out := resultWithWarnings("plan", in)
-		switch res.ExitCode(true) {
-		case plan.ExitCheckFailed:
-			out.Status = output.StatusFailed
-		case plan.ExitWarnings:
-			out.Status = output.StatusWarning
-		}
-		out.Release.Name, out.Release.Namespace = c.String(flagRelease), c.String(flagNamespace)
-		if err := p.Print(out.WithData(res)); err != nil {
-			return err
-		}
-	} else if err := plan.WriteTable(stdout(c), res); err != nil {
+	if err := printPlan(c, p, in, res); err != nil {
 		return err
 	}
 	switch res.ExitCode(c.Bool(flagStrict)) {
@@ -108,4 +96,20 @@ func runPlan(c *cli.Context) error {
 		return withExit(ExitWarnings, fmt.Errorf("plan: %d uncertain pod(s) with --strict", res.Summary.Warnings))
 	}
 	return nil
+}
+
+// printPlan prints the plan's tables, or the result with the plan as data.
+func printPlan(c *cli.Context, p *output.Printer, in *action.Inputs, res *plan.Result) error {
+	if !p.Structured() {
+		return plan.WriteTable(stdout(c), res)
+	}
+	out := resultWithWarnings("plan", in)
+	switch res.ExitCode(true) {
+	case plan.ExitCheckFailed:
+		out.Status = output.StatusFailed
+	case plan.ExitWarnings:
+		out.Status = output.StatusWarning
+	}
+	out.Release.Name, out.Release.Namespace = c.String(flagRelease), c.String(flagNamespace)
+	return p.Print(out.WithData(res))
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -52,61 +52,44 @@ func runRender(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-
-	if c.Bool("values-only") {
-		merged, err := render.MergedValues(in.Chart, in.Values)
-		if err != nil {
-			return err
-		}
-		// Values are shown with their secrets masked, like every other result.
-		merged = redact.Values(merged)
-		if !p.Structured() {
-			b, err := yaml.Marshal(merged)
-			if err != nil {
-				return err
-			}
-			_, err = stdout(c).Write(b)
-			return err
-		}
-		return p.Print(resultWithWarnings("render", in).WithData(RenderData{Values: merged}))
-	}
-	// Manifests go out unmasked: their Secrets must keep their values. Everything else in the
-	// result is masked at the source (warnings by path).
-	p = printerOn(c, rawStdout(c), p.Format())
-
 	opts := releaseOptions(c)
 	opts.KubeVersion = c.String("kube-version")
-	var manifests []render.Manifest
-	notes := ""
-	if only := listFlag(c, "show-only"); len(only) > 0 {
-		for _, t := range only {
-			ms, err := render.RenderTemplate(in.Chart, in.Values, opts, t)
-			if err != nil {
-				return err
-			}
-			manifests = append(manifests, ms...)
-		}
-	} else {
-		res, err := render.Render(in.Chart, in.Values, opts)
+	a := &action.Render{Env: actionEnv(c), Inputs: in, Render: opts, ShowOnly: listFlag(c, "show-only")}
+	if c.Bool("values-only") {
+		vals, err := a.Values()
 		if err != nil {
 			return err
 		}
-		manifests, notes = res.All(), res.Notes
+		return printValues(c, p, in, vals)
 	}
-	debugf(c, "rendered %d objects from chart %s (%s), profile %s", len(manifests), in.Chart.Metadata.Version, in.ChartSource, in.Profile.Name)
-	envOf(c).scrub.Add(render.SecretValues(manifests)...)
-	merged, err := render.MergedValues(in.Chart, in.Values)
+	res, err := a.Run()
 	if err != nil {
 		return err
 	}
-	offline := render.OfflineSecretsWarning(merged, manifests)
-	if offline != "" {
-		progress(c).Warn(offline)
-	}
+	// Manifests go out unmasked: their Secrets must keep their values. Everything else in the
+	// result is masked at the source (warnings by path).
+	return printManifests(c, printerOn(c, rawStdout(c), p.Format()), in, res)
+}
 
+// printValues prints the merged values: YAML, or the result with them as data.
+func printValues(c *cli.Context, p *output.Printer, in *action.Inputs, vals map[string]any) error {
+	if p.Structured() {
+		return p.Print(resultWithWarnings("render", in).WithData(RenderData{Values: vals}))
+	}
+	b, err := yaml.Marshal(vals)
+	if err != nil {
+		return err
+	}
+	_, err = stdout(c).Write(b)
+	return err
+}
+
+// printManifests prints a YAML stream like 'helm template', or the result with the objects as
+// data.
+func printManifests(c *cli.Context, p *output.Printer, in *action.Inputs, res *action.RenderResult) error {
 	if !p.Structured() {
 		w := rawStdout(c)
-		for _, m := range manifests {
+		for _, m := range res.Manifests {
 			if _, err := fmt.Fprintf(w, "---\n# Source: %s\n%s\n", m.Template, trimDoc(m.Content)); err != nil {
 				return err
 			}
@@ -114,15 +97,15 @@ func runRender(c *cli.Context) error {
 		return nil
 	}
 	data := RenderData{}
-	for _, m := range manifests {
+	for _, m := range res.Manifests {
 		data.Objects = append(data.Objects, m.Object.Object)
 	}
 	r := resultWithWarnings("render", in).WithData(data)
-	if offline != "" {
-		r.Warnings = append(r.Warnings, offline)
+	if res.OfflineSecrets != "" {
+		r.Warnings = append(r.Warnings, res.OfflineSecrets)
 		r.Status = output.StatusWarning
 	}
-	r.Notes = notes
+	r.Notes = res.Notes
 	return p.Print(r)
 }
 

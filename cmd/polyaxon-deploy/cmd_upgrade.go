@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
 func upgradeCommand() *cli.Command {
@@ -44,8 +48,7 @@ func runUpgrade(c *cli.Context) error {
 	if err := noArgs(c, ""); err != nil {
 		return err
 	}
-	p, err := printer(c)
-	if err != nil {
+	if _, err := printer(c); err != nil {
 		return err
 	}
 	now, err := readInputs(c, false)
@@ -61,20 +64,22 @@ func runUpgrade(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := commandContext(c)
-	defer stop()
-	rc, err := releaseClient(c)
-	if err != nil {
-		return err
-	}
-	res, err := (&action.Upgrade{Env: actionEnv(c), Release: rc, Chart: ch.Chart, ChartSource: ch.Source,
-		Given: now, ResetValues: c.Bool(flagResetValues), Checks: checksOf(c), Render: clusterReleaseOptions(c), Database: db,
-		Timeout: c.Duration(flagTimeout), SkipBackup: c.Bool(flagSkipBackup), Yes: c.Bool(flagYes),
-		RestoreOnFailure: c.Bool(flagRestoreOnFailure), Force: c.Bool(flagForce), AllowPostgresMajorUpgrade: c.Bool(flagAllowPGMajor),
-		DryRun: c.Bool(flagDryRun),
-	}).Run(ctx)
-	if res == nil {
-		return releaseExit(err)
+	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
+		res, err := (&action.Upgrade{Env: actionEnv(c), Release: rc, Chart: ch.Chart, ChartSource: ch.Source,
+			Given: now, ResetValues: c.Bool(flagResetValues), Checks: checksOf(c), Render: clusterReleaseOptions(c), Database: db,
+			Timeout: c.Duration(flagTimeout), SkipBackup: c.Bool(flagSkipBackup), Yes: c.Bool(flagYes),
+			RestoreOnFailure: c.Bool(flagRestoreOnFailure), Force: c.Bool(flagForce), AllowPostgresMajorUpgrade: c.Bool(flagAllowPGMajor),
+			DryRun: c.Bool(flagDryRun),
+		}).Run(ctx)
+		return upgradeResult(c, rc, res, err), err
+	})
+}
+
+// upgradeResult is what upgrade prints: the pipeline's report with every check it ran; after a
+// failure, for scripts only (the phases printed themselves).
+func upgradeResult(c *cli.Context, rc *release.Client, res *action.UpgradeResult, err error) *output.Result {
+	if res == nil || (err != nil && !structured(c)) {
+		return nil
 	}
 	out := resultWithWarnings("upgrade", res.Inputs)
 	out.Release.Name, out.Release.Namespace = rc.Name(), rc.Namespace()
@@ -88,10 +93,7 @@ func runUpgrade(c *cli.Context) error {
 		out.Warnings = append(out.Warnings, r.Warnings...)
 	}
 	if err != nil {
-		if p.Structured() {
-			_ = p.Print(out.WithError(err))
-		}
-		return releaseExit(err)
+		out.WithError(err)
 	}
-	return p.Print(out)
+	return out
 }

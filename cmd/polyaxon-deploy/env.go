@@ -156,6 +156,12 @@ func printer(c *cli.Context) (*output.Printer, error) {
 	return printerOn(c, stdout(c), f), nil
 }
 
+// structured reports whether -o asks for a result for scripts (json, yaml).
+func structured(c *cli.Context) bool {
+	f, err := output.ParseFormat(c.String(flagOutput))
+	return err == nil && f != output.FormatTable
+}
+
 // printerOn makes the command's result printer write to w (render: the unmasked stdout).
 func printerOn(c *cli.Context, w io.Writer, f output.Format) *output.Printer {
 	p := output.NewPrinter(w, f)
