@@ -42,6 +42,7 @@ func commands() []*cli.Command {
 		recoverCommand(),
 		backupCommand(),
 		restoreCommand(),
+		convertValuesCommand(),
 		versionCommand(),
 		completionCommand(),
 	}
