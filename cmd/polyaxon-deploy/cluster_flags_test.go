@@ -32,6 +32,7 @@ func TestEveryCommandTakesTheClusterFlags(t *testing.T) {
 		"history":        nil,
 		"rollback":       nil,
 		"convert-values": {"../../installer/convert/testdata/official-values-example.yaml"},
+		"adopt":          {"--from-release", "plx"},
 	}
 	clusterFree := map[string]bool{"render": true, "backup list": true, "completion": true, "version": true, "convert-values": true}
 	cluster := []string{"--kubeconfig", "/nonexistent/kubeconfig", "--context", "no-such-context", "-n", "elsewhere"}

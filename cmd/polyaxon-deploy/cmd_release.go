@@ -674,6 +674,9 @@ func runRecover(c *cli.Context) error {
 		return err
 	}
 	defer stop()
+	if handled, err := recoverAdoption(ctx, c, p); handled || err != nil {
+		return err
+	}
 	pending, err := rc.Pending(ctx)
 	if err != nil {
 		return err

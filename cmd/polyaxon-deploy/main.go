@@ -43,6 +43,7 @@ func commands() []*cli.Command {
 		backupCommand(),
 		restoreCommand(),
 		convertValuesCommand(),
+		adoptCommand(),
 		versionCommand(),
 		completionCommand(),
 	}
