@@ -187,7 +187,7 @@ func runAdopt(c *cli.Context) error {
 			return adoptExit(err)
 		}
 		progress(c).OK("dry run: nothing was changed")
-		return p.Print(out.WithData(planData(plan)))
+		return p.Print(out.WithData(plan))
 	}
 	// Every refusal comes before the lock, the record or any other change.
 	if _, err := adopt.Inspect(ctx, o); err != nil {
@@ -256,23 +256,6 @@ func adoptExit(err error) error {
 		return withExit(ExitError, err)
 	}
 	return releaseExit(err)
-}
-
-// planData is --dry-run's payload, one row per phase.
-type planData []adopt.PlannedPhase
-
-func (d planData) Table() ([]string, [][]string) {
-	var rows [][]string
-	for _, ph := range d {
-		for i, t := range ph.Touches {
-			name := ph.Phase
-			if i > 0 {
-				name = ""
-			}
-			rows = append(rows, []string{name, t})
-		}
-	}
-	return []string{"PHASE", "WHAT IT TOUCHES"}, rows
 }
 
 // recoverAdoption undoes an adoption into this release that a killed run left half-done.

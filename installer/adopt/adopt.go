@@ -106,6 +106,44 @@ type Result struct {
 	Phases        []upgrade.PhaseReport `json:"phases"`
 }
 
+// Table is the result as rows (-o table): what moved, then each phase.
+func (r *Result) Table() ([]string, [][]string) {
+	rows := [][]string{{"from", r.From}}
+	if r.Release != nil {
+		rows = append(rows, []string{"release", fmt.Sprintf("%s/%s revision %d, %s", r.Release.Namespace, r.Release.Name, r.Release.Revision, r.Release.Status)})
+	}
+	add := func(k string, v []string) {
+		if len(v) > 0 {
+			rows = append(rows, []string{k, strings.Join(v, ", ")})
+		}
+	}
+	if r.BackupDir != "" {
+		rows = append(rows, []string{"backup", r.BackupDir})
+	}
+	if len(r.Rows) > 0 {
+		rows = append(rows, []string{"rows restored", fmt.Sprintf("%d in %d tables", backup.TotalRows(r.Rows), len(r.Rows))})
+	}
+	add("secrets carried", r.Carried)
+	add("CRDs taken over", r.CRDs)
+	add("old volumes kept", r.OldVolumes)
+	add("old volumes deleted", r.PurgedVolumes)
+	rows = append(rows, []string{"old release removed", fmt.Sprint(r.OldRemoved)})
+	if len(r.Phases) > 0 {
+		rows = append(rows, []string{}, []string{"PHASE", "STATUS"})
+		for _, p := range r.Phases {
+			st := p.Status
+			if p.Took != "" {
+				st += " (" + p.Took + ")"
+			}
+			if p.Detail != "" {
+				st += ": " + p.Detail
+			}
+			rows = append(rows, []string{p.Phase, st})
+		}
+	}
+	return []string{"FIELD", "VALUE"}, rows
+}
+
 // adoption is the state one run shares between its phases.
 type adoption struct {
 	o       Options

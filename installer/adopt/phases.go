@@ -224,6 +224,7 @@ func (a *adoption) backup(ctx context.Context) error {
 		backup.WithOutputDir(a.o.BackupDir),
 		backup.WithRelease(backup.ReleaseInfo{Name: a.old.Name, Namespace: a.old.Namespace, Revision: a.old.Revision, ChartVersion: a.old.ChartVersion, AppVersion: a.old.AppVersion}),
 		backup.WithSecrets(a.oldSecrets()),
+		backup.WithToolsDir(a.o.ToolsDir),
 	}
 	if a.o.Logger != nil {
 		opts = append(opts, backup.WithLogger(a.o.Logger))
@@ -231,20 +232,49 @@ func (a *adoption) backup(ctx context.Context) error {
 	if a.o.NewProgress != nil {
 		opts = append(opts, backup.WithProgress(a.o.NewProgress()))
 	}
-	m, err := backup.Create(ctx, target, opts...)
+	m, err := Dump(ctx, target, opts...)
 	if err != nil {
 		return err
-	}
-	vopts := []backup.Option{backup.WithToolsDir(a.o.ToolsDir), backup.WithVerifyTarget(target)}
-	if a.o.Logger != nil {
-		vopts = append(vopts, backup.WithLogger(a.o.Logger))
-	}
-	if _, err := backup.Verify(ctx, m.Dir, vopts...); err != nil {
-		return fmt.Errorf("verifying the backup %s: %w", m.Dir, err)
 	}
 	a.rec.BackupDir, a.res.BackupDir = m.Dir, m.Dir
 	a.printf("old database dumped and verified: %s (%d rows in %d tables)", m.Dir, backup.TotalRows(m.Rows), len(m.Rows))
 	return nil
+}
+
+// Dump is the backup phase on a database it reaches: the dump, in the format of `backup`,
+// then its verification (pg_restore reads it back, locally or in the pod).
+func Dump(ctx context.Context, target backup.Target, opts ...backup.Option) (*backup.Manifest, error) {
+	m, err := backup.Create(ctx, target, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := backup.Verify(ctx, m.Dir, append([]backup.Option{backup.WithVerifyTarget(target)}, opts...)...); err != nil {
+		return nil, fmt.Errorf("verifying the backup %s: %w", m.Dir, err)
+	}
+	return m, nil
+}
+
+// Load is the restore phase on a database it reaches: the restore, then every table of the
+// dump must hold as many rows as the old database had.
+func Load(ctx context.Context, target backup.Target, dir string, opts ...backup.Option) (*backup.RestoreReport, error) {
+	m, err := backup.ReadManifest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("the backup of the old database (taken on the machine that ran adopt first): %w", err)
+	}
+	rep, err := backup.Restore(ctx, target, dir, opts...)
+	if err != nil {
+		return nil, err
+	}
+	var diff []string
+	for _, t := range backup.SortedTables(m.Rows) {
+		if rep.Rows[t] != m.Rows[t] {
+			diff = append(diff, fmt.Sprintf("%s: %d rows restored, %d in the old database", t, rep.Rows[t], m.Rows[t]))
+		}
+	}
+	if len(diff) > 0 {
+		return nil, fmt.Errorf("the restored database differs from the old one: %s", strings.Join(diff, "; "))
+	}
+	return rep, nil
 }
 
 func (a *adoption) keepBackup(context.Context) (string, error) {
@@ -336,10 +366,6 @@ func (a *adoption) restore(ctx context.Context) error {
 	if a.rec.BackupDir == "" {
 		return errors.New("no backup of the old database recorded: run `polyaxon-deploy recover` and adopt again")
 	}
-	m, err := backup.ReadManifest(a.rec.BackupDir)
-	if err != nil {
-		return fmt.Errorf("the backup of the old database (taken on the machine that ran adopt first): %w", err)
-	}
 	ns, name := a.o.Ours.Namespace(), a.o.Ours.Name()
 	rel, err := backup.LoadRelease(ctx, a.o.Kube, ns, name)
 	if err != nil {
@@ -358,18 +384,9 @@ func (a *adoption) restore(ctx context.Context) error {
 	if a.o.Logger != nil {
 		opts = append(opts, backup.WithLogger(a.o.Logger))
 	}
-	rep, err := backup.Restore(ctx, target, a.rec.BackupDir, opts...)
+	rep, err := Load(ctx, target, a.rec.BackupDir, opts...)
 	if err != nil {
 		return err
-	}
-	var diff []string
-	for _, t := range backup.SortedTables(m.Rows) {
-		if rep.Rows[t] != m.Rows[t] {
-			diff = append(diff, fmt.Sprintf("%s: %d rows restored, %d in the old database", t, rep.Rows[t], m.Rows[t]))
-		}
-	}
-	if len(diff) > 0 {
-		return fmt.Errorf("the restored database differs from the old one: %s", strings.Join(diff, "; "))
 	}
 	a.res.Rows = rep.Rows
 	a.printf("restored into %s: %d rows in %d tables, as many as the old database had", target, backup.TotalRows(rep.Rows), len(rep.Rows))

@@ -15,9 +15,27 @@ type PlannedPhase struct {
 	Touches []string `json:"touches"`
 }
 
+// Phases is --dry-run's plan.
+type Phases []PlannedPhase
+
+// Table is the plan as rows (-o table): each phase and what it touches.
+func (p Phases) Table() ([]string, [][]string) {
+	var rows [][]string
+	for _, ph := range p {
+		for i, t := range ph.Touches {
+			name := ph.Phase
+			if i > 0 {
+				name = ""
+			}
+			rows = append(rows, []string{name, t})
+		}
+	}
+	return []string{"PHASE", "WHAT IT TOUCHES"}, rows
+}
+
 // Plan says what Run would do, phase by phase, after the same refusals as Run; it changes
 // nothing (it reads the old release and asks its database server for its version).
-func Plan(ctx context.Context, o Options) ([]PlannedPhase, error) {
+func Plan(ctx context.Context, o Options) (Phases, error) {
 	defaults(&o)
 	old, err := Inspect(ctx, o)
 	if err != nil {
@@ -95,7 +113,7 @@ func Plan(ctx context.Context, o Options) ([]PlannedPhase, error) {
 		}
 	}
 	sort.Strings(carried)
-	plan := []PlannedPhase{
+	plan := Phases{
 		{PhaseLock, []string{fmt.Sprintf("Lease %s/%s-polyaxon-deploy-lock", ns, ours)}},
 		{PhaseInspect, []string{fmt.Sprintf("reads release %s/%s (chart %s, Polyaxon %s, revision %d) and its values; PostgreSQL version through exec in %s", old.Namespace, old.Name, old.ChartVersion, old.AppVersion, old.Revision, pod)}},
 		{PhaseChecks, []string{"the preflight checks of an install of " + ours + " (the old release's CRDs count as taken over)"}},

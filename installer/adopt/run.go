@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
 )
 
 // lock takes our release's lock (its Lease lives in our namespace, created first when it is
@@ -161,9 +162,12 @@ func Undo(ctx context.Context, o Options) (*Result, error) {
 		}
 		did, err := s.Cleanup(ctx)
 		a.o.Observer.CleanupFinished(s.title, did, err)
+		r := upgrade.PhaseReport{Phase: s.title, Status: "undone", Detail: did}
 		if err != nil {
+			r.Status, r.Detail = "failed", err.Error()
 			errs = append(errs, fmt.Errorf("undoing %s: %w", s.title, err))
 		}
+		a.res.Phases = append(a.res.Phases, r)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return a.res, fmt.Errorf("%w\nrun recover again once the cause is fixed", err)
