@@ -343,7 +343,15 @@ func (a *adoption) install(ctx context.Context) error {
 	}
 	info, err := ours.Install(ctx, a.o.Chart, a.o.Values, opts...)
 	if err != nil {
-		return err
+		// An interrupted install is left in place by Install: this phase did not complete, so
+		// no undo will remove it; do it here.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.o.Timeout)
+		defer cancel()
+		did, uerr := a.uninstall(cctx)
+		if did != "" {
+			a.printf("%s", did)
+		}
+		return errors.Join(err, uerr)
 	}
 	a.res.Release = info
 	return nil

@@ -154,10 +154,13 @@ func Undo(ctx context.Context, o Options) (*Result, error) {
 	a.secrets = &secretCarrier{kube: o.Kube, old: a.old, ours: o.Ours.Name(), ns: o.Ours.Namespace()}
 	a.crds = &crdOwner{releases: o.Old.Configuration().Releases, dyn: o.Dynamic, old: a.old}
 	phases := a.phases()
+	// A run killed while installing ours recorded no install, but left a release to remove.
+	_, curErr := o.Ours.Current(ctx)
+	oursExists := curErr == nil
 	var errs []error
 	for i := len(phases) - 1; i >= 0; i-- {
 		s := phases[i].(*step)
-		if !rec.done(s.title) {
+		if !rec.done(s.title) && !(s.title == PhaseInstall && oursExists) {
 			continue
 		}
 		did, err := s.Cleanup(ctx)
