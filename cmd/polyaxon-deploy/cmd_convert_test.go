@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
@@ -67,4 +68,28 @@ func TestFromOfficialValues(t *testing.T) {
 	r = runCLI(t, nil, "render", "--profile", "development", "--from-official-values", bad, "--allow-unmapped", "--values-only")
 	assert.Equal(t, ExitOK, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "ldap is not carried over (--allow-unmapped)")
+}
+
+// install and upgrade store the converted layer with the release, beneath the -f files, so
+// an upgrade months later replays it without the official file.
+func TestFromOfficialValuesIsStoredWithTheInputs(t *testing.T) {
+	over := writeFile(t, "mine.yaml", "gateway:\n  replicas: 5\n")
+	require.NoError(t, withInputFlags(t, []string{"--profile", "development", "--from-official-values", officialExample, "-f", over}, func(c *cli.Context) error {
+		raw, err := readInputs(c, true)
+		if err != nil {
+			return err
+		}
+		require.Len(t, raw.ValuesFiles, 2)
+		assert.Equal(t, officialExample+" (converted from the official chart)", raw.ValuesFiles[0].Name, "the converted layer comes first")
+		assert.Contains(t, raw.ValuesFiles[0].Content, "host: polyaxon.example.com", "stored converted, not as the official file")
+		in, cleanup, err := buildInputs(c, raw)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		n, _ := values.Lookup(in.Values, "gateway.replicas")
+		assert.EqualValues(t, 5, n)
+		assert.NotEmpty(t, in.Warnings, "the conversion's warnings reach the command")
+		return nil
+	}))
 }
