@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 70m
 
-.PHONY: all build test unit lint scan package deps binaries demo demo-down bench-plan bench-backup clean
+.PHONY: all build test unit lint scan package deps binaries demo demo-down bench-plan bench-backup bench-adopt clean
 
 all: build
 
@@ -66,6 +66,11 @@ bench-plan:
 
 bench-backup: deps
 	$(GO) run ./e2e/bench/backup $(BENCH_ARGS)
+
+# adopt's backup and restore phases next to plain backup and restore of the same database
+# (BENCH_ARGS="-size 250Mi -runs 3"; default 1Gi, one run).
+bench-adopt: deps
+	$(GO) run ./e2e/bench/adopt $(BENCH_ARGS)
 
 clean:
 	rm -rf bin dist

@@ -162,11 +162,12 @@ touched. --purge-data also deletes the release's volumes and kept Secrets, after
 func recoverCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "recover",
-		Usage:     "repair a release left pending-install|upgrade|rollback by a crashed run",
+		Usage:     "repair a release left pending-install|upgrade|rollback, or an adoption left half-done, by a crashed run",
 		UsageText: "polyaxon-deploy recover [--yes] [--timeout D] [-n NS] [--release NAME]",
 		Description: `Marks the pending revision failed and rolls back to the last good revision (a pending
-install with no good revision is uninstalled, volumes kept). Asks first (or --yes): only
-recover when no other polyaxon-deploy or helm process works on the release.`,
+install with no good revision is uninstalled, volumes kept). After an 'adopt' that was killed,
+it undoes what the adoption did instead, and the old release serves again. Asks first (or
+--yes): only recover when no other polyaxon-deploy or helm process works on the release.`,
 		Flags: joinFlags(clusterFlags(), outputFlags(), []cli.Flag{
 			yesFlag("do not ask for confirmation"),
 			timeoutFlag("the rollback"),
@@ -679,6 +680,9 @@ func runRecover(c *cli.Context) error {
 		return err
 	}
 	defer stop()
+	if handled, err := recoverAdoption(ctx, c, p); handled || err != nil {
+		return err
+	}
 	pending, err := rc.Pending(ctx)
 	if err != nil {
 		return err
@@ -880,6 +884,14 @@ func readInputs(c *cli.Context, install bool) (release.Inputs, error) {
 		}
 		in.ValuesFiles = append(in.ValuesFiles, release.ValuesFile{Name: f, Content: string(data)})
 	}
+	layer, warns, err := officialLayer(c)
+	if err != nil {
+		return in, err
+	}
+	if layer != nil {
+		in.ValuesFiles = append([]release.ValuesFile{*layer}, in.ValuesFiles...)
+		c.App.Metadata[officialWarningsKey] = warns
+	}
 	if err := checkSetArgs(c); err != nil {
 		return in, err
 	}
@@ -998,5 +1010,6 @@ func buildInputs(c *cli.Context, raw release.Inputs) (*inputs, func(), error) {
 			in.Warnings[i].Source = n
 		}
 	}
+	in.Warnings = append(officialWarnings(c), in.Warnings...)
 	return in, cleanup, nil
 }

@@ -129,7 +129,7 @@ func inputFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: flagSetString, Usage: "like --set but the value is always a string", Category: "Input"},
 		&cli.StringSliceFlag{Name: flagSetFile, Usage: "set a value from a file's content (key=path)", Category: "Input"},
 		&cli.StringFlag{Name: flagChart, Usage: chartUsage, Category: "Input"},
-	}, chartSourceFlags()...)
+	}, append(officialValuesFlags(), chartSourceFlags()...)...)
 }
 
 // outputFlags: -o selects the result format on stdout; human progress always goes to stderr.
@@ -209,9 +209,14 @@ func loadInputs(c *cli.Context) (*inputs, error) {
 	}
 	noteValueSecrets(c, in.Profile.Values)
 	noteOptionSecrets(c, in.ValueOptions)
-	in.Values, in.Warnings, err = values.Build(in.Profile.Name, in.Profile.Values, in.ValueOptions)
+	in.Values, in.Warnings, err = buildWithOfficial(c, func(o values.Options) (map[string]any, []values.Warning, error) {
+		return values.Build(in.Profile.Name, in.Profile.Values, o)
+	}, in.ValueOptions)
 	if err != nil {
 		return nil, err
+	}
+	if f := c.String(flagFromOfficial); f != "" {
+		in.ValueOptions.ValueFiles = append([]string{f + " (converted from the official chart)"}, in.ValueOptions.ValueFiles...)
 	}
 	noteValueSecrets(c, in.Values)
 	for _, w := range in.Warnings {

@@ -42,6 +42,8 @@ func commands() []*cli.Command {
 		recoverCommand(),
 		backupCommand(),
 		restoreCommand(),
+		convertValuesCommand(),
+		adoptCommand(),
 		versionCommand(),
 		completionCommand(),
 	}

@@ -242,3 +242,30 @@ func TableNames(m map[string]string) []string {
 	sort.Strings(names)
 	return names
 }
+
+// SeedTo seeds db until it holds about size bytes and returns how many runs that took: a
+// first batch measures what a run costs on disk, the rest is sized from it.
+func SeedTo(ctx context.Context, s *Server, db string, size int64) (int, error) {
+	const first = 10000
+	if err := Seed(ctx, s, db, SeedSpec{Runs: first}); err != nil {
+		return 0, err
+	}
+	empty, err := DatabaseSize(ctx, s, "template1")
+	if err != nil {
+		return 0, err
+	}
+	cur, err := DatabaseSize(ctx, s, db)
+	if err != nil {
+		return 0, err
+	}
+	perRun := float64(cur-empty) / first
+	runs := first
+	if rest := int(float64(size-cur) / perRun); rest > 0 {
+		if err := Seed(ctx, s, db, SeedSpec{Runs: rest, BatchSize: 100000}); err != nil {
+			return 0, err
+		}
+		runs += rest
+	}
+	_, err = s.Psql(ctx, db, "VACUUM ANALYZE; CHECKPOINT")
+	return runs, err
+}

@@ -68,6 +68,9 @@ type Env struct {
 	// (which reads the new ReplicaSet) a Deployment's own status may still lag behind it.
 	// Zero reports the state as it is (a plain `check`).
 	SettleTime time.Duration
+	// TakeOverFrom is a release whose ownership of the polyaxon.com CRDs is expected: adopt
+	// takes them from it after the checks (namespace/name; empty: none).
+	TakeOverFrom string
 
 	once struct {
 		version, nodes, ns, sched sync.Once

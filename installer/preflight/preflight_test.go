@@ -590,3 +590,19 @@ func TestIDsAreStable(t *testing.T) {
 		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "ingress-class",
 	}, preflight.IDs())
 }
+
+// adopt takes the CRDs over from the official chart's release after its checks: their
+// ownership by that release (and by no other) is expected then.
+func TestCRDOwnershipTakenOverFrom(t *testing.T) {
+	c := healthy()
+	c.crds = []runtime.Object{crd("jobs.polyaxon.com", map[string]string{"meta.helm.sh/release-name": "plx", "meta.helm.sh/release-namespace": "ml"})}
+	e := env(t, c, false, profile.Policy{})
+	e.TakeOverFrom = "ml/plx"
+	res := byID(check.NewRunner(preflight.Checks(e)).Run(context.Background()))
+	assert.Equal(t, check.Passed, res["crd-ownership"].Status, res["crd-ownership"].Detail)
+
+	e = env(t, c, false, profile.Policy{})
+	e.TakeOverFrom = "other/plx"
+	res = byID(check.NewRunner(preflight.Checks(e)).Run(context.Background()))
+	assert.Equal(t, check.Failed, res["crd-ownership"].Status, "a release of the same name elsewhere is another release")
+}

@@ -212,6 +212,10 @@ func (e *Env) checkCRDOwnership(ctx context.Context) (string, error) {
 		}
 		ann := crd.GetAnnotations()
 		owner, ownerNS := ann["meta.helm.sh/release-name"], ann["meta.helm.sh/release-namespace"]
+		if owner != "" && e.TakeOverFrom == ownerNS+"/"+owner {
+			shared = append(shared, crd.GetName()+" (taken over from "+e.TakeOverFrom+")")
+			continue
+		}
 		if owner != "" && (owner != e.Release || ownerNS != e.Namespace) {
 			failures = append(failures, fmt.Sprintf("CRD %s is owned by release %s in namespace %s", crd.GetName(), owner, ownerNS))
 			continue
