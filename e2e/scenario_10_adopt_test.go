@@ -123,7 +123,7 @@ var oldValues = map[string]any{
 	}},
 }
 
-// TestScenario9Adopt: a release of the official chart (stand-in, installed with plain Helm:
+// TestScenario10Adopt: a release of the official chart (stand-in, installed with plain Helm:
 // its Secrets, a Bitnami-shaped Postgres whose exec reaches a real PostgreSQL seeded with
 // Polyaxon-like tables, CRDs owned by the release, a run object) is adopted. Bad input is
 // refused before anything changes; --dry-run changes nothing; a run killed after `install`
@@ -131,7 +131,7 @@ var oldValues = map[string]any{
 // the old release serves; then runs killed after each phase in turn each resume, and the last
 // finishes: same rows and checksums, same secret key, ours deployed, the old release removed
 // without its CRDs or run objects.
-func TestScenario9Adopt(t *testing.T) {
+func TestScenario10Adopt(t *testing.T) {
 	c := adoptCluster(t)
 	cs := c.Clientset
 	dyn := dynamic.NewForConfigOrDie(c.RESTConfig)
