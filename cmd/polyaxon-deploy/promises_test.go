@@ -202,9 +202,6 @@ func TestUpgradeProductionStopsWhenNoBackupCanBeTaken(t *testing.T) {
 // --local): a migration that wrote to the database and then failed is undone only when asked;
 // otherwise the error says how.
 func TestUpgradeRestoreOnFailureThroughTheCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs PostgreSQL (skipped with -short)")
-	}
 	ctx := context.Background()
 	s := pgtest.New(t, pgtest.WithFastUnsafe())
 	require.NoError(t, pgtest.Seed(ctx, s, s.Database, pgtest.SeedSpec{Runs: 200}))
