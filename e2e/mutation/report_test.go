@@ -52,9 +52,9 @@ func TestReadReportCountsAndEfficacy(t *testing.T) {
 func TestSurvivorsAcceptByCodeAndTheGateFails(t *testing.T) {
 	p := readFixture(t)
 	sv, err := ReadSurvivors(strings.NewReader("# comment\n\npkg/x/x.go CONDITIONALS_BOUNDARY `a > b` the boundary a == b is unreachable here\n"+
-		"pkg/x/x.go ARITHMETIC_BASE `nowhere` gone\n"+"other/y.go ARITHMETIC_BASE `x` another package\n"), "survivors.txt")
+		"pkg/x/x.go ARITHMETIC_BASE `nowhere` gone\n"+"pkg/x/x.go CONDITIONALS_NEGATION `a+b` another mutator on the line\n"+"other/y.go ARITHMETIC_BASE `x` another package\n"), "survivors.txt")
 	require.NoError(t, err)
-	require.Len(t, sv, 3)
+	require.Len(t, sv, 4)
 	assert.Equal(t, "the boundary a == b is unreachable here", sv[0].Reason)
 
 	gate := Gate{"pkg/x": 80}
@@ -64,8 +64,9 @@ func TestSurvivorsAcceptByCodeAndTheGateFails(t *testing.T) {
 	require.Len(t, s.Unexplained, 1)
 	assert.Equal(t, "ARITHMETIC_BASE", s.Unexplained[0].Type)
 	assert.Len(t, s.Accepted, 1)
-	require.Len(t, s.Stale, 1, "an entry of a package that ran but matches no survivor; other packages' entries are not judged")
+	require.Len(t, s.Stale, 2, "entries of a package that ran but match no survivor (the mutator counts); other packages' entries are not judged")
 	assert.Equal(t, "nowhere", s.Stale[0].Code)
+	assert.Equal(t, "a+b", s.Stale[1].Code)
 
 	var out bytes.Buffer
 	require.NoError(t, s.Write(&out, gate))
