@@ -69,7 +69,7 @@ func runCheck(c *cli.Context) error {
 // runChecks runs the preflight checks (pre) or the installed-release checks for a rendered
 // release, with the profile policy and --ignore, printing progress on stderr. install and
 // upgrade call it too. The returned error is a usage error for an unknown --ignore ID.
-func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render.Result, pre bool) (check.Report, error) {
+func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render.Result, pre bool, recreated ...string) (check.Report, error) {
 	env := &preflight.Env{
 		Release:   c.String(flagRelease),
 		Namespace: c.String(flagNamespace),
@@ -77,6 +77,12 @@ func runChecks(ctx context.Context, c *cli.Context, in *inputs, rendered *render
 		Rendered:  rendered,
 		Policy:    in.Profile.Policy,
 		Clients:   kubeSettings(c),
+	}
+	for _, r := range recreated {
+		if env.Recreated == nil {
+			env.Recreated = map[string]bool{}
+		}
+		env.Recreated[r] = true
 	}
 	if c.Command.Name != "check" {
 		env.SettleTime = 30 * time.Second // post-checks right after install/upgrade

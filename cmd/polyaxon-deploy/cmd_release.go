@@ -338,7 +338,13 @@ func runUpgrade(c *cli.Context) error {
 				return err
 			}
 			noteRenderedSecrets(c, rendered.All())
-			rep, err := runChecks(ctx, c, in, rendered, pre)
+			var recreated []string
+			if pre {
+				if recreated, err = recreatedByUpgrade(ctx, rc, in, rendered); err != nil {
+					return err
+				}
+			}
+			rep, err := runChecks(ctx, c, in, rendered, pre, recreated...)
 			if err != nil {
 				return err
 			}
@@ -403,6 +409,34 @@ func runUpgrade(c *cli.Context) error {
 			rc.Name(), res.Release.Revision, res.Release.ChartVersion, res.Release.AppVersion))
 	}
 	return p.Print(out)
+}
+
+// recreatedByUpgrade names the objects ("Kind/name") the upgrade deletes and creates afresh:
+// the Postgres StatefulSet when Postgres' major version changes (its data volume changes, see
+// installer/upgrade). The preflight dry-run validates them as new objects.
+func recreatedByUpgrade(ctx context.Context, rc *release.Client, in *inputs, rendered *render.Result) ([]string, error) {
+	cur, err := rc.Deployed(ctx)
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	from, fromOn, err := upgrade.PostgresMajor(cur.Chart, cur.Config)
+	if err != nil {
+		return nil, err
+	}
+	to, toOn, err := upgrade.PostgresMajor(in.Chart, in.Values)
+	if err != nil {
+		return nil, err
+	}
+	if !fromOn || !toOn || from == to {
+		return nil, nil
+	}
+	var out []string
+	for _, m := range rendered.All() {
+		if m.Kind() == "StatefulSet" && m.Object.GetLabels()["app.kubernetes.io/component"] == "postgresql" {
+			out = append(out, "StatefulSet/"+m.Name())
+		}
+	}
+	return out, nil
 }
 
 // upgradeBackuper takes the pre-upgrade backup the way the backup command does: --local, the
