@@ -11,7 +11,9 @@ import (
 
 // Past its work budget the listing of placements stops and the bounds' verdicts stand.
 func TestReachableStopsAtItsWorkBudget(t *testing.T) {
-	cpu := func(n string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)} }
+	cpu := func(n string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}
+	}
 	mk := func(name string, req corev1.ResourceList) PodToPlace {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: req}}}}}
 		return PodToPlace{Name: name, Source: SourceRelease, Kind: "Pod", Pod: p}

@@ -92,4 +92,3 @@ func TestEveryPlacementOnlyForSmallPlans(t *testing.T) {
 	res = plan.Plan(plan.NewSnapshot(nodes, nil), append(small[:2:2], pairPods("pair")...))
 	assert.Equal(t, plan.Unschedulable, res.Pods[5].Verdict, "2 pods over 12 nodes: few states")
 }
-
