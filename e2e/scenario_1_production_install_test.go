@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
 
@@ -142,8 +143,21 @@ func TestScenario1ProductionInstall(t *testing.T) {
 			})
 			assert.Equalf(t, want, pools[node], "a %s run landed on %s", cat, node)
 		}
-		// The user-facing canary agrees (it schedules what the policies give each category).
-		c.deploy(t, "plan", "--canary", "--no-release", "-o", "json").requireExit(t, 0)
+		// The user-facing canary agrees (it schedules what the policies give each category):
+		// every category's probe pod was bound on that category's pool, and deleted.
+		res := c.deploy(t, "plan", "--canary", "--no-release", "-o", "json").requireExit(t, 0)
+		var pr struct {
+			Canary []plan.CanaryResult `json:"canary"`
+		}
+		res.data(t, &pr)
+		require.Len(t, pr.Canary, len(runCategoryPools), "a probe per run category\n%s", res)
+		for _, cr := range pr.Canary {
+			want, ok := runCategoryPools[strings.ToUpper(cr.Category)]
+			require.Truef(t, ok, "canary of unknown category %q", cr.Category)
+			assert.Truef(t, cr.Scheduled, "canary of %s scheduled: %s %s", cr.Category, cr.Reason, cr.Message)
+			assert.Equalf(t, want, pools[cr.Node], "the canary of %s landed on %s", cr.Category, cr.Node)
+			assert.Truef(t, cr.Deleted, "canary pod %s deleted", cr.Pod)
+		}
 	})
 
 	t.Run("namespace enforces restricted and every pod was admitted", func(t *testing.T) {
