@@ -24,6 +24,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/preflight"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
@@ -345,7 +346,20 @@ func runUpgrade(c *cli.Context) error {
 				return err
 			}
 			noteRenderedSecrets(c, rendered.All())
-			rep, err := runChecks(ctx, c, in, rendered, pre)
+			var recreated []string
+			if pre {
+				if recreated, err = recreatedByUpgrade(ctx, rc, in, rendered); err != nil {
+					return err
+				}
+			}
+			rep, err := runChecks(ctx, c, in, rendered, pre, func(e *preflight.Env) {
+				for _, r := range recreated {
+					if e.Recreated == nil {
+						e.Recreated = map[string]bool{}
+					}
+					e.Recreated[r] = true
+				}
+			})
 			if err != nil {
 				return err
 			}
@@ -410,6 +424,34 @@ func runUpgrade(c *cli.Context) error {
 			rc.Name(), res.Release.Revision, res.Release.ChartVersion, res.Release.AppVersion))
 	}
 	return p.Print(out)
+}
+
+// recreatedByUpgrade names the objects ("Kind/name") the upgrade deletes and creates afresh:
+// the Postgres StatefulSet when Postgres' major version changes (its data volume changes, see
+// installer/upgrade). The preflight dry-run validates them as new objects.
+func recreatedByUpgrade(ctx context.Context, rc *release.Client, in *inputs, rendered *render.Result) ([]string, error) {
+	cur, err := rc.Deployed(ctx)
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	from, fromOn, err := upgrade.PostgresMajor(cur.Chart, cur.Config)
+	if err != nil {
+		return nil, err
+	}
+	to, toOn, err := upgrade.PostgresMajor(in.Chart, in.Values)
+	if err != nil {
+		return nil, err
+	}
+	if !fromOn || !toOn || from == to {
+		return nil, nil
+	}
+	var out []string
+	for _, m := range rendered.All() {
+		if m.Kind() == "StatefulSet" && m.Object.GetLabels()["app.kubernetes.io/component"] == "postgresql" {
+			out = append(out, "StatefulSet/"+m.Name())
+		}
+	}
+	return out, nil
 }
 
 // upgradeBackuper takes the pre-upgrade backup the way the backup command does: --local, the

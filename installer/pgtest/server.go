@@ -115,10 +115,19 @@ func versionOf(initdbPath string) float64 {
 	return v
 }
 
+// SkipIfShort skips a test that needs a PostgreSQL server under `go test -short` (make unit).
+func SkipIfShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a PostgreSQL server: skipped with -short")
+	}
+}
+
 // New starts a server for a test and stops it (and removes its files) on
-// t.Cleanup. It fails the test when the server cannot start.
+// t.Cleanup. It fails the test when the server cannot start, and skips it under -short.
 func New(t testing.TB, opts ...Option) *Server {
 	t.Helper()
+	SkipIfShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := Start(ctx, opts...)
