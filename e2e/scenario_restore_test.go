@@ -110,9 +110,11 @@ func watchReplicas(t *testing.T, cs kubernetes.Interface, ns string) func() map[
 	require.NoError(t, err)
 	var mu sync.Mutex
 	seen := map[string][]int32{}
+	lastRV := map[string]string{} // the newest version of each Deployment the watch delivered
 	add := func(d *appsv1.Deployment) {
 		mu.Lock()
 		defer mu.Unlock()
+		lastRV[d.Name] = d.ResourceVersion
 		h := seen[d.Name]
 		if n := replicasOf(d); len(h) == 0 || h[len(h)-1] != n {
 			seen[d.Name] = append(h, n)
@@ -130,7 +132,24 @@ func watchReplicas(t *testing.T, cs kubernetes.Interface, ns string) func() map[
 			}
 		}
 	}()
+	// caughtUp: the watch has delivered every Deployment as it is now. The command returns as
+	// soon as its last scale is accepted, which may be before the watch event arrives.
+	caughtUp := func(ctx context.Context) (bool, string, error) {
+		now, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range now.Items {
+			if lastRV[d.Name] != d.ResourceVersion {
+				return false, "watch behind on " + d.Name, nil
+			}
+		}
+		return true, "", nil
+	}
 	stop := func() map[string][]int32 {
+		waitFor(t, 30*time.Second, "the replicas watch caught up", caughtUp)
 		cancel()
 		w.Stop()
 		<-done
