@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	// A failing command leaves its debug log in TMPDIR for the user; the tests' failing
 	// commands leave theirs in a directory removed afterwards, not in /tmp.
 	tmp, err := os.MkdirTemp("", "polyaxon-deploy-cmd-tests-")
+	if err == nil {
+		err = os.Chmod(tmp, 0o755) // PostgreSQL's test servers run as another user under it
+	}
 	if err != nil {
 		panic(err)
 	}
