@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -205,11 +206,7 @@ func (a *adoption) oldSecrets() backup.SecretsFunc {
 		for _, c := range []string{postgresChart, rabbitmqChart, redisChart} {
 			names[bitnamiFullname(a.old.Name, c)] = true
 		}
-		var list []string
-		for n := range names {
-			list = append(list, n)
-		}
-		sort.Strings(list)
+		list := slices.Sorted(maps.Keys(names))
 		return secretList(ctx, a.o.Kube, a.old.Namespace, list)
 	}
 }
@@ -266,7 +263,7 @@ func Load(ctx context.Context, target backup.Target, dir string, opts ...backup.
 		return nil, err
 	}
 	var diff []string
-	for _, t := range backup.SortedTables(m.Rows) {
+	for _, t := range slices.Sorted(maps.Keys(m.Rows)) {
 		if rep.Rows[t] != m.Rows[t] {
 			diff = append(diff, fmt.Sprintf("%s: %d rows restored, %d in the old database", t, rep.Rows[t], m.Rows[t]))
 		}

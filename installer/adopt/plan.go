@@ -3,6 +3,8 @@ package adopt
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -65,7 +67,7 @@ func Plan(ctx context.Context, o Options) (Phases, error) {
 	var carried []string
 	for _, c := range carryPlan(ours, merged, old) {
 		var keys []string
-		for _, k := range sortedSourceKeys(c.keys) {
+		for _, k := range slices.Sorted(maps.Keys(c.keys)) {
 			src := c.keys[k]
 			keys = append(keys, fmt.Sprintf("%s <- %s/%s", k, src.secret, src.key))
 		}

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,7 +133,7 @@ func (s *secretCarrier) read(ctx context.Context, name string) (*corev1.Secret, 
 // data reads the values one Secret of ours gets from the old release's.
 func (s *secretCarrier) data(ctx context.Context, c carried) (map[string][]byte, error) {
 	out := map[string][]byte{}
-	for _, k := range sortedSourceKeys(c.keys) {
+	for _, k := range slices.Sorted(maps.Keys(c.keys)) {
 		src := c.keys[k]
 		sec, err := s.read(ctx, src.secret)
 		if err != nil {
@@ -229,13 +229,4 @@ func (s *secretCarrier) uncarry(ctx context.Context, rec *Record) error {
 	}
 	rec.Created = nil
 	return nil
-}
-
-func sortedSourceKeys(m map[string]source) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

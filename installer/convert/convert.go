@@ -7,6 +7,8 @@ package convert
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -112,11 +114,7 @@ func (c *converter) walk(path string, v any) {
 			Reason: "not a key of the official chart 2.x that this table knows (a typo, a newer chart's key, or a Bitnami subchart key other than those listed in the README)"})
 		return
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	for _, k := range keys {
 		p := k
 		if path != "" {

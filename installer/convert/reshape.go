@@ -2,7 +2,8 @@ package convert
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -97,14 +98,14 @@ func artifactsStore(v any, _ map[string]any) ([]assign, string) {
 	}
 	var out []assign
 	var lost []string
-	for _, k := range sortedKeys(s) {
+	for _, k := range slices.Sorted(maps.Keys(s)) {
 		val := s[k]
 		switch k {
 		case "name", "kind":
 			out = append(out, assign{path: "artifactsStore." + k, value: val})
 		case "secret":
 			if sec, ok := val.(map[string]any); ok {
-				for _, sk := range sortedKeys(sec) {
+				for _, sk := range slices.Sorted(maps.Keys(sec)) {
 					if sk == "name" || sk == "mountPath" {
 						out = append(out, assign{path: "artifactsStore.secret." + sk, value: sec[sk]})
 					} else {
@@ -118,7 +119,7 @@ func artifactsStore(v any, _ map[string]any) ([]assign, string) {
 				lost = append(lost, "schema (not a map)")
 				continue
 			}
-			for _, sk := range sortedKeys(sch) {
+			for _, sk := range slices.Sorted(maps.Keys(sch)) {
 				switch sk {
 				case "mountPath", "hostPath", "bucket":
 					out = append(out, assign{path: "artifactsStore." + sk, value: sch[sk]})
@@ -146,13 +147,4 @@ func artifactsStore(v any, _ map[string]any) ([]assign, string) {
 		return out, fmt.Sprintf("artifactsStore: %s cannot be expressed in ours (the rest was converted): ours mounts the store whole, takes its credentials from secret, and has no configMap or env for it", strings.Join(lost, ", "))
 	}
 	return out, ""
-}
-
-func sortedKeys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -3,7 +3,6 @@ package pgtest
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -231,16 +230,6 @@ func DatabaseSize(ctx context.Context, s *Server, db string) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(out, 10, 64)
-}
-
-// TableNames returns the sorted keys of a Checksums map.
-func TableNames(m map[string]string) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // SeedTo seeds db until it holds about size bytes and returns how many runs that took: a

@@ -15,11 +15,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -231,11 +233,7 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		"max_connections = 50",
 		"log_min_messages = warning",
 	}
-	keys := make([]string, 0, len(cfg.settings))
-	for k := range cfg.settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(cfg.settings))
 	for _, k := range keys {
 		conf = append(conf, fmt.Sprintf("%s = '%s'", k, cfg.settings[k]))
 	}
