@@ -1,9 +1,10 @@
 package charts_test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,11 +116,7 @@ func renderWith(ch *chart.Chart, vals map[string]any, upgrade bool, cluster engi
 	if err != nil {
 		return rendered{}, err
 	}
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(files))
 	var r rendered
 	for _, n := range names {
 		if strings.HasSuffix(n, "NOTES.txt") {

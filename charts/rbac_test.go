@@ -2,7 +2,9 @@ package charts_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -35,11 +37,7 @@ func grants(rules []rbacv1.PolicyRule) []string {
 			}
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for k := range seen {
-		out = append(out, k)
-	}
-	sort.Strings(out)
+	out := slices.Sorted(maps.Keys(seen))
 	return out
 }
 

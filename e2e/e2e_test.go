@@ -10,10 +10,11 @@
 // its own namespace; `kubectl exec` into each namespace's polyaxon-postgresql-0 runs the
 // PostgreSQL client programs on this machine against a database of one real PostgreSQL
 // server started by installer/pgtest, so backups take the installer's real exec path and the
-// data can be compared. Scenarios 5 and 6 change cluster-wide things (no core nodes, no
-// default StorageClass) and get clusters of their own, as do 8 (run pods and the admission
-// policies, cluster-scoped) and 9 (the Kubeflow training operator and its CRDs, built by
-// e2e/scripts/build-training-operator.sh on first use).
+// data can be compared. A migration pod given a script (migrationValues) runs it through the
+// same exec path against the same database, so migrations really write. Scenarios 5 and 6
+// change cluster-wide things (no core nodes, no default StorageClass) and get clusters of
+// their own, as do 8 (run pods and the admission policies, cluster-scoped) and 9 (the Kubeflow
+// training operator and its CRDs, built by e2e/scripts/build-training-operator.sh on first use).
 package e2e
 
 import (
@@ -71,10 +72,11 @@ const (
 	nsFailMigrate = "failed-migration"
 	nsInterrupted = "interrupted"
 	nsPlainHelm   = "plain-helm"
+	nsRestore     = "restore"
 )
 
 // dbNamespaces have a database of their own behind their Postgres pod.
-var dbNamespaces = []string{nsUpgrade, nsFailMigrate, nsInterrupted}
+var dbNamespaces = []string{nsUpgrade, nsFailMigrate, nsInterrupted, nsRestore}
 
 // generatedSecrets are the chart's Secrets generated once and kept (chart contract).
 var generatedSecrets = []string{"polyaxon-platform", "polyaxon-postgresql", "polyaxon-rabbitmq", "polyaxon-redis"}
@@ -445,9 +447,10 @@ func lifecycleCluster(t *testing.T) *testCluster {
 				suite.lcErr = err
 				return
 			}
-			execs = append(execs, cluster.PostgresExec(ns, pg, dbName(ns)))
+			// The Postgres pod and the migration pods reach the namespace's database.
+			execs = append(execs, cluster.PostgresExec(ns, pg, dbName(ns)), cluster.MigrationExec(ns, cluster.TargetOf(pg, dbName(ns))))
 		}
-		suite.lifecycle, suite.lcErr = createCluster("lifecycle", pg, cluster.WithClusterExec(execs...))
+		suite.lifecycle, suite.lcErr = createCluster("lifecycle", pg, cluster.WithClusterExec(execs...), cluster.WithPodCommands())
 		if suite.lcErr != nil {
 			_ = pg.Close()
 		}

@@ -41,8 +41,8 @@ func (d upgradeData) phaseIndex(name string) int {
 // TestScenario2UpgradeWithBackup: a production release upgraded to a new Polyaxon version
 // (a chart copy one minor version up) with a changed value. Before anything changes a backup is written
 // and verified (it restores to the same data); the migration Job of the target version runs
-// and completes before any Deployment rolls; the generated Secrets are unchanged and the data
-// in Postgres is intact.
+// (its pod writes to the release's database) and completes before any Deployment rolls; the
+// generated Secrets are unchanged and the data in Postgres is intact.
 func TestScenario2UpgradeWithBackup(t *testing.T) {
 	target := nextVersion(t, 1)
 	c := lifecycleCluster(t)
@@ -54,8 +54,9 @@ func TestScenario2UpgradeWithBackup(t *testing.T) {
 	secretsBefore := secretData(t, cs, ns)
 	backups := t.TempDir()
 
+	require.Empty(t, appliedMigrations(t, c.pg, dbName(ns)))
 	res := c.deploy(t, "upgrade", "-n", ns, "--chart", bumpedChart(t, target), "--set", "gateway.replicas=3",
-		"--backup-dir", backups, "-o", "json").requireExit(t, 0)
+		"-f", migrationValues(t, recordMigration(target)), "--backup-dir", backups, "-o", "json").requireExit(t, 0)
 	r := res.result(t)
 	require.NotNil(t, r.Release)
 	assert.Equal(t, 2, r.Release.Revision)
@@ -145,7 +146,8 @@ func TestScenario2UpgradeWithBackup(t *testing.T) {
 		assert.Equal(t, secretsBefore, secretData(t, cs, ns))
 	})
 
-	t.Run("postgres data intact", func(t *testing.T) {
+	t.Run("the migration wrote to the database, the data is intact", func(t *testing.T) {
+		assert.Equal(t, []string{target}, appliedMigrations(t, c.pg, dbName(ns)), "the migration pod ran against the release's database")
 		assert.Equal(t, seeded, c.checksums(t, ns))
 	})
 }

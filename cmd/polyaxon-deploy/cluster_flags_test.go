@@ -15,24 +15,26 @@ func TestEveryCommandTakesTheClusterFlags(t *testing.T) {
 	backups := t.TempDir()
 	// Arguments each command needs; the cluster-free ones must then succeed.
 	args := map[string][]string{
-		"render":        {"--values-only"},
-		"backup list":   {"--dir", backups},
-		"backup verify": {backups + "/no-such-backup"},
-		"restore":       {backups + "/no-such-backup", "--yes"},
-		"completion":    {"bash"},
-		"check":         {"--pre"},
-		"plan":          {"--no-release"},
-		"uninstall":     {"--yes"},
-		"recover":       {"--yes"},
-		"upgrade":       {"--skip-backup", "--yes"},
-		"version":       nil,
-		"backup":        nil,
-		"install":       nil,
-		"status":        nil,
-		"history":       nil,
-		"rollback":      nil,
+		"render":         {"--values-only"},
+		"backup list":    {"--dir", backups},
+		"backup verify":  {backups + "/no-such-backup"},
+		"restore":        {backups + "/no-such-backup", "--yes"},
+		"completion":     {"bash"},
+		"check":          {"--pre"},
+		"plan":           {"--no-release"},
+		"uninstall":      {"--yes"},
+		"recover":        {"--yes"},
+		"upgrade":        {"--skip-backup", "--yes"},
+		"version":        nil,
+		"backup":         nil,
+		"install":        nil,
+		"status":         nil,
+		"history":        nil,
+		"rollback":       nil,
+		"convert-values": {"../../installer/convert/testdata/official-values-example.yaml"},
+		"adopt":          {"--from-release", "plx"},
 	}
-	clusterFree := map[string]bool{"render": true, "backup list": true, "completion": true, "version": true}
+	clusterFree := map[string]bool{"render": true, "backup list": true, "completion": true, "version": true, "convert-values": true}
 	cluster := []string{"--kubeconfig", "/nonexistent/kubeconfig", "--context", "no-such-context", "-n", "elsewhere"}
 
 	var walk func(prefix string, cmds []*cli.Command)

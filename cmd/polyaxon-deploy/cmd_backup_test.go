@@ -34,7 +34,9 @@ func TestBackupCLISmoke(t *testing.T) {
 	ctx := context.Background()
 	s := pgtest.New(t, pgtest.WithFastUnsafe())
 	require.NoError(t, pgtest.Seed(ctx, s, s.Database, pgtest.SeedSpec{Runs: 500}))
-	want, _ := pgtest.Checksums(ctx, s, s.Database)
+	want, err := pgtest.Checksums(ctx, s, s.Database)
+	require.NoError(t, err)
+	require.Len(t, want, len(pgtest.Tables), "a checksum per seeded table")
 	lbl := map[string]string{"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": "polyaxon"}
 	cs := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-postgresql", Namespace: "polyaxon", Labels: lbl},
 		Data: map[string][]byte{"postgres-password": []byte(s.Password())}})
@@ -74,14 +76,19 @@ func TestBackupCLISmoke(t *testing.T) {
 	code, out, errs = runIt("backup", "verify", res.Data.Path, "--full")
 	t.Log(out, errs)
 	require.Equal(t, 0, code)
-	_, _ = s.Psql(ctx, s.Database, "DELETE FROM metrics")
+	_, err = s.Psql(ctx, s.Database, "DELETE FROM metrics")
+	require.NoError(t, err)
+	emptied, err := pgtest.Checksums(ctx, s, s.Database)
+	require.NoError(t, err)
+	require.NotEqual(t, want, emptied, "the restore below has something to put back")
 	code, out, errs = runIt("restore", res.Data.Path, "--local", "--pg-port", strconv.Itoa(s.Port), "--pg-bin-dir", s.BinDir)
 	t.Log(out, errs)
 	require.Equal(t, 2, code)
 	code, out, errs = runIt("restore", res.Data.Path, "--yes", "--local", "--pg-port", strconv.Itoa(s.Port), "--pg-bin-dir", s.BinDir)
 	t.Log(out, errs)
 	require.Equal(t, 0, code)
-	got, _ := pgtest.Checksums(ctx, s, s.Database)
+	got, err := pgtest.Checksums(ctx, s, s.Database)
+	require.NoError(t, err)
 	require.Equal(t, want, got)
 	// The restore's own output shows each table's rows beside what the backup recorded: the
 	// same, metrics (emptied before the restore) included.
@@ -91,9 +98,10 @@ func TestBackupCLISmoke(t *testing.T) {
 	}
 	// damaged
 	f := filepath.Join(res.Data.Path, "database.dump.zst")
-	b, _ := os.ReadFile(f)
+	b, err := os.ReadFile(f)
+	require.NoError(t, err)
 	b[len(b)/2] ^= 1
-	os.WriteFile(f, b, 0o600)
+	require.NoError(t, os.WriteFile(f, b, 0o600))
 	code, out, errs = runIt("backup", "verify", res.Data.Path)
 	t.Log(out, errs)
 	require.Equal(t, 1, code)

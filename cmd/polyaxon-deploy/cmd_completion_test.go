@@ -20,7 +20,19 @@ func TestMain(m *testing.M) {
 	if os.Getenv(actAsCLIEnv) == "1" {
 		os.Exit(run(context.Background(), os.Args, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	// A failing command leaves its debug log in TMPDIR for the user; the tests' failing
+	// commands leave theirs in a directory removed afterwards, not in /tmp.
+	tmp, err := os.MkdirTemp("", "polyaxon-deploy-cmd-tests-")
+	if err == nil {
+		err = os.Chmod(tmp, 0o755) // PostgreSQL's test servers run as another user under it
+	}
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("TMPDIR", tmp)
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
 }
 
 // cliOnPath puts an executable named polyaxon-deploy (this test binary acting as the CLI) in

@@ -48,11 +48,12 @@ touched. --purge-data also deletes the release's volumes and kept Secrets, after
 func recoverCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "recover",
-		Usage:     "repair a release left pending-install|upgrade|rollback by a crashed run",
+		Usage:     "repair a release left pending-install|upgrade|rollback, or an adoption left half-done, by a crashed run",
 		UsageText: "polyaxon-deploy recover [--yes] [--timeout D] [-n NS] [--release NAME]",
 		Description: `Marks the pending revision failed and rolls back to the last good revision (a pending
-install with no good revision is uninstalled, volumes kept). Asks first (or --yes): only
-recover when no other polyaxon-deploy or helm process works on the release.`,
+install with no good revision is uninstalled, volumes kept). After an 'adopt' that was killed,
+it undoes what the adoption did instead, and the old release serves again. Asks first (or
+--yes): only recover when no other polyaxon-deploy or helm process works on the release.`,
 		Flags: joinFlags(clusterFlags(), outputFlags(), []cli.Flag{
 			yesFlag("do not ask for confirmation"),
 			timeoutFlag("the rollback"),
@@ -103,6 +104,9 @@ func runRecover(c *cli.Context) error {
 		return err
 	}
 	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
+		if handled, out, err := recoverAdoption(ctx, c); handled || err != nil {
+			return out, err
+		}
 		res, err := (&action.Recover{Env: actionEnv(c), Release: rc, Yes: c.Bool(flagYes), Timeout: c.Duration(flagTimeout)}).Run(ctx)
 		return releaseResult("recover", rc, res), err
 	})

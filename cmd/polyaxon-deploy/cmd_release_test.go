@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -103,17 +103,80 @@ func TestReleaseExitCodes(t *testing.T) {
 	assert.Equal(t, ExitError, exitCode(releaseExit(errors.New("boom"))))
 }
 
+// Each release command parses the flags a user gives it into the values its action reads
+// (the flag names the actions use), refuses a misspelt flag as a usage error, and has help.
 func TestReleaseCommandsParse(t *testing.T) {
-	for _, cmd := range []*cli.Command{installCommand(), upgradeCommand(), statusCommand(), historyCommand(),
-		rollbackCommand(), uninstallCommand(), recoverCommand()} {
-		t.Run(cmd.Name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			app := newApp(&out, &errb)
-			app.Commands = []*cli.Command{cmd}
-			setUsageHandler(cmd)
-			err := app.RunContext(context.Background(), []string{"polyaxon-deploy", cmd.Name, "--help"})
-			require.NoError(t, err, errb.String())
-			assert.True(t, strings.Contains(out.String(), cmd.Name), out.String())
+	type seen = map[string]any
+	read := func(c *cli.Context) seen {
+		out := seen{"namespace": c.String(flagNamespace), "release": c.String(flagRelease), "args": c.Args().Slice()}
+		for _, f := range []string{flagDryRun, flagKeepFailed, flagSkipBackup, flagYes, flagRestoreOnFailure, flagForce,
+			flagAllowPGMajor, flagResetValues, flagPurgeData} {
+			if c.IsSet(f) {
+				out[f] = c.Bool(f)
+			}
+		}
+		if c.IsSet(flagTimeout) {
+			out[flagTimeout] = c.Duration(flagTimeout)
+		}
+		if c.IsSet(flagMax) {
+			out[flagMax] = c.Int(flagMax)
+		}
+		if c.IsSet(flagBackupDir) {
+			out[flagBackupDir] = c.String(flagBackupDir)
+		}
+		if c.IsSet("profile") {
+			out["profile"] = c.String("profile")
+		}
+		return out
+	}
+	common := []string{"-n", "ml", "--release", "px"}
+	for _, tc := range []struct {
+		cmd  *cli.Command
+		args []string
+		want seen
+	}{
+		{installCommand(), []string{"--profile", "development", "--dry-run", "--keep-failed", "--timeout", "3m"},
+			seen{"profile": "development", flagDryRun: true, flagKeepFailed: true, flagTimeout: 3 * time.Minute}},
+		{upgradeCommand(), []string{"--skip-backup", "--yes", "--restore-on-failure", "--force", "--allow-postgres-major-upgrade",
+			"--reset-values", "--backup-dir", "/srv/b", "--timeout", "90s"},
+			seen{flagSkipBackup: true, flagYes: true, flagRestoreOnFailure: true, flagForce: true, flagAllowPGMajor: true,
+				flagResetValues: true, flagBackupDir: "/srv/b", flagTimeout: 90 * time.Second}},
+		{statusCommand(), nil, seen{}},
+		{historyCommand(), []string{"--max", "3"}, seen{flagMax: 3}},
+		{rollbackCommand(), []string{"--timeout", "1m", "4"}, seen{flagTimeout: time.Minute, "args": []string{"4"}}},
+		{uninstallCommand(), []string{"--purge-data", "-y"}, seen{flagPurgeData: true, flagYes: true}},
+		{recoverCommand(), []string{"--yes", "--timeout", "2m"}, seen{flagYes: true, flagTimeout: 2 * time.Minute}},
+	} {
+		t.Run(tc.cmd.Name, func(t *testing.T) {
+			run := func(args ...string) (int, string, seen) {
+				var out, errb bytes.Buffer
+				app := newApp(&out, &errb)
+				var got seen
+				cmd := *tc.cmd
+				cmd.Action = func(c *cli.Context) error { got = read(c); return nil }
+				app.Commands = []*cli.Command{&cmd}
+				setUsageHandler(&cmd)
+				err := app.RunContext(context.Background(), append([]string{"polyaxon-deploy", cmd.Name}, args...))
+				return finish(app, err), out.String() + errb.String(), got
+			}
+			code, out, got := run(append(append([]string{}, common...), tc.args...)...)
+			require.Equal(t, ExitOK, code, out)
+			want := seen{"namespace": "ml", "release": "px", "args": []string{}}
+			for k, v := range tc.want {
+				want[k] = v
+			}
+			if len(got["args"].([]string)) == 0 {
+				got["args"] = []string{}
+			}
+			assert.Equal(t, want, got)
+
+			code, out, got = run("--no-such-flag")
+			assert.Equal(t, ExitUsage, code, out)
+			assert.Nil(t, got, "the action does not run")
+
+			code, out, _ = run("--help")
+			require.Equal(t, ExitOK, code, out)
+			assert.Contains(t, out, "polyaxon-deploy "+tc.cmd.Name)
 		})
 	}
 }

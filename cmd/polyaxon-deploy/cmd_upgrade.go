@@ -66,7 +66,7 @@ func runUpgrade(c *cli.Context) error {
 	}
 	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
 		res, err := (&action.Upgrade{Env: actionEnv(c), Release: rc, Chart: ch.Chart, ChartSource: ch.Source,
-			Given: now, ResetValues: c.Bool(flagResetValues), Checks: checksOf(c), Render: clusterReleaseOptions(c), Database: db,
+			Given: now, GivenWarnings: officialWarnings(c), ResetValues: c.Bool(flagResetValues), Checks: checksOf(c), Render: clusterReleaseOptions(c), Database: db,
 			Timeout: c.Duration(flagTimeout), SkipBackup: c.Bool(flagSkipBackup), Yes: c.Bool(flagYes),
 			RestoreOnFailure: c.Bool(flagRestoreOnFailure), Force: c.Bool(flagForce), AllowPostgresMajorUpgrade: c.Bool(flagAllowPGMajor),
 			DryRun: c.Bool(flagDryRun),

@@ -60,7 +60,7 @@ func inputFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: flagSetString, Usage: "like --set but the value is always a string", Category: "Input"},
 		&cli.StringSliceFlag{Name: flagSetFile, Usage: "set a value from a file's content (key=path)", Category: "Input"},
 		&cli.StringFlag{Name: flagChart, Usage: chartUsage, Category: "Input"},
-	}, chartSourceFlags()...)
+	}, append(officialValuesFlags(), chartSourceFlags()...)...)
 }
 
 // outputFlags: -o selects the result format on stdout; human progress always goes to stderr.

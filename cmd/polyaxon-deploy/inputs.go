@@ -61,7 +61,12 @@ func buildInputs(c *cli.Context, raw release.Inputs) (*action.Inputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return action.LoadInputs(ch.Chart, ch.Source, raw, envOf(c).scrub)
+	in, err := action.LoadInputs(ch.Chart, ch.Source, raw, envOf(c).scrub)
+	if err != nil {
+		return nil, err
+	}
+	in.Warnings = append(officialWarnings(c), in.Warnings...)
+	return in, nil
 }
 
 // readInputs reads this run's inputs with the contents of every file (they are stored with the
@@ -98,6 +103,14 @@ func readInputs(c *cli.Context, install bool) (release.Inputs, error) {
 			return in, fmt.Errorf("values file %s: %w", f, err)
 		}
 		in.ValuesFiles = append(in.ValuesFiles, release.ValuesFile{Name: f, Content: string(data)})
+	}
+	layer, warns, err := officialLayer(c)
+	if err != nil {
+		return in, err
+	}
+	if layer != nil {
+		in.ValuesFiles = append([]release.ValuesFile{*layer}, in.ValuesFiles...)
+		c.App.Metadata[officialWarningsKey] = warns
 	}
 	if err := checkSetArgs(c); err != nil {
 		return in, err

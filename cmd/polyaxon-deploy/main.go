@@ -41,6 +41,8 @@ func commands() []*cli.Command {
 		recoverCommand(),
 		backupCommand(),
 		restoreCommand(),
+		convertValuesCommand(),
+		adoptCommand(),
 		versionCommand(),
 		completionCommand(),
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
@@ -24,7 +26,7 @@ func rowsBlock(rows, inBackup map[string]int64) [][]string {
 		header = append(header, "IN BACKUP")
 	}
 	out := [][]string{{}, header}
-	for _, t := range backup.SortedTables(rows) {
+	for _, t := range slices.Sorted(maps.Keys(rows)) {
 		r := []string{t, strconv.FormatInt(rows[t], 10)}
 		if inBackup != nil {
 			b, ok := inBackup[t]

@@ -81,6 +81,8 @@ type CreateOptions struct {
 	Timeout time.Duration
 	// KubeconfigPath, when set, receives a copy of the cluster's kubeconfig.
 	KubeconfigPath string
+	// PodCommands runs the scripts of pods annotated RunAnnotation (local provider).
+	PodCommands bool
 }
 
 // CreateOption configures Create.

@@ -131,6 +131,9 @@ func (p *LocalProvider) Create(ctx context.Context, name string, opts ...CreateO
 		return nil, fmt.Errorf("local cluster %q: %w", name, err)
 	}
 	stages := append(append(defaults, FailPodStage()), o.Stages...)
+	if o.PodCommands {
+		stages = append(stages, RunPodStage())
+	}
 	for _, f := range []string{p.configPath(name), p.kubeconfigPath(name), p.logPath(name)} {
 		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 			return nil, fmt.Errorf("local cluster %q: %w", name, err)
@@ -314,6 +317,9 @@ func (p *LocalProvider) setup(ctx context.Context, c *Cluster, o CreateOptions) 
 	bg, stop := context.WithCancel(context.Background())
 	c.stopBack = stop
 	go runReclaimer(bg, c.Clientset)
+	if o.PodCommands {
+		go runPodCommands(bg, c)
+	}
 	p.mu.Lock()
 	p.open[c.Name] = c
 	p.mu.Unlock()

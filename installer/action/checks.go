@@ -20,6 +20,12 @@ type Checks struct {
 	Ignore []string
 	// SettleTime lets the installed-release checks wait for rollouts (see preflight.Env).
 	SettleTime time.Duration
+	// TakeOverFrom ("namespace/release") is the official chart's release whose CRDs adopt
+	// takes over: their ownership by it is expected.
+	TakeOverFrom string
+	// Recreated names the objects ("Kind/name") the upgrade deletes and creates afresh; the
+	// dry-run validates them as new objects.
+	Recreated []string
 }
 
 // Check runs the checks of the release the inputs render: the preflight checks (Pre) or the
@@ -57,13 +63,20 @@ func (e *Env) render(in *Inputs, opts render.Options) (*render.Result, error) {
 // release under the profile's policy. An unknown --ignore ID is a *UsageError.
 func (e *Env) runChecks(ctx context.Context, c Checks, in *Inputs, rendered *render.Result, pre bool) (check.Report, error) {
 	env := &preflight.Env{
-		Release:    c.Release,
-		Namespace:  c.Namespace,
-		Chart:      in.Chart,
-		Rendered:   rendered,
-		Policy:     in.Profile.Policy,
-		Clients:    c.Clients,
-		SettleTime: c.SettleTime,
+		Release:      c.Release,
+		Namespace:    c.Namespace,
+		Chart:        in.Chart,
+		Rendered:     rendered,
+		Policy:       in.Profile.Policy,
+		Clients:      c.Clients,
+		SettleTime:   c.SettleTime,
+		TakeOverFrom: c.TakeOverFrom,
+	}
+	for _, r := range c.Recreated {
+		if env.Recreated == nil {
+			env.Recreated = map[string]bool{}
+		}
+		env.Recreated[r] = true
 	}
 	checks := preflight.Checks(env)
 	if !pre {

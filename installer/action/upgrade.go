@@ -14,6 +14,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // Upgrade re-renders the release from the inputs stored with its deployed revision and this
@@ -25,9 +26,12 @@ type Upgrade struct {
 	Chart       *chart.Chart
 	ChartSource string
 	// Given are this run's inputs; ResetValues drops the stored files and --set values.
-	Given       release.Inputs
-	ResetValues bool
-	Checks      Checks
+	Given release.Inputs
+	// GivenWarnings are about this run's inputs, found before (converting the official
+	// chart's values): shown with the migration warnings.
+	GivenWarnings []values.Warning
+	ResetValues   bool
+	Checks        Checks
 	// Render renders the release for its checks (the cluster's capabilities, when known).
 	Render render.Options
 	// Database takes the backup before the upgrade.
@@ -77,6 +81,7 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	in.Warnings = append(a.GivenWarnings, in.Warnings...)
 	for _, w := range in.Warnings {
 		a.progress().Warn(w.String())
 	}
@@ -93,6 +98,11 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 			rendered, err := a.render(in, opts)
 			if err != nil {
 				return err
+			}
+			if pre {
+				if c.Recreated, err = recreatedByUpgrade(ctx, rc, in, rendered); err != nil {
+					return err
+				}
 			}
 			rep, err := a.runChecks(ctx, c, in, rendered, pre)
 			if err != nil {
@@ -143,4 +153,32 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 			rc.Name(), res.Release.Revision, res.Release.ChartVersion, res.Release.AppVersion))
 	}
 	return res, nil
+}
+
+// recreatedByUpgrade names the objects ("Kind/name") the upgrade deletes and creates afresh:
+// the Postgres StatefulSet when Postgres' major version changes (its data volume changes, see
+// installer/upgrade). The preflight dry-run validates them as new objects.
+func recreatedByUpgrade(ctx context.Context, rc *release.Client, in *Inputs, rendered *render.Result) ([]string, error) {
+	cur, err := rc.Deployed(ctx)
+	if err != nil || cur == nil {
+		return nil, err
+	}
+	from, fromOn, err := upgrade.PostgresMajor(cur.Chart, cur.Config)
+	if err != nil {
+		return nil, err
+	}
+	to, toOn, err := upgrade.PostgresMajor(in.Chart, in.Values)
+	if err != nil {
+		return nil, err
+	}
+	if !fromOn || !toOn || from == to {
+		return nil, nil
+	}
+	var out []string
+	for _, m := range rendered.All() {
+		if m.Kind() == "StatefulSet" && m.Object.GetLabels()["app.kubernetes.io/component"] == "postgresql" {
+			out = append(out, "StatefulSet/"+m.Name())
+		}
+	}
+	return out, nil
 }

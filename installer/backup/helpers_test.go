@@ -41,6 +41,7 @@ func TestMain(m *testing.M) {
 // sharedServer is a seeded server reused by tests that do not stop it.
 func sharedServer(t *testing.T) (*pgtest.Server, map[string]string) {
 	t.Helper()
+	pgtest.SkipIfShort(t)
 	shared.once.Do(func() {
 		ctx := context.Background()
 		s, err := pgtest.Start(ctx, pgtest.WithFastUnsafe())

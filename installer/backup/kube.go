@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -204,11 +206,7 @@ func (s *ReleaseScaler) ScaleDown(ctx context.Context) (func(context.Context) er
 	before := map[string]int32{}
 	restore := func(ctx context.Context) error {
 		var errs []error
-		names := make([]string, 0, len(before))
-		for n := range before {
-			names = append(names, n)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(before))
 		for _, name := range names {
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{"replicas":%d}}`, ReplicasAnnotation, before[name])
 			if _, err := deps.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

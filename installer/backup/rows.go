@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -49,14 +48,4 @@ func TotalRows(rows map[string]int64) int64 {
 		n += c
 	}
 	return n
-}
-
-// SortedTables returns the keys of a row count map in order.
-func SortedTables(rows map[string]int64) []string {
-	names := make([]string, 0, len(rows))
-	for k := range rows {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
 }

@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -212,11 +213,7 @@ func writeData(w io.Writer, d any) error {
 	var m map[string]any
 	raw, err := json.Marshal(d)
 	if err == nil && json.Unmarshal(raw, &m) == nil && flat(m) {
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(m))
 		for _, k := range keys {
 			fmt.Fprintf(tw, "%s\t%v\n", k, m[k])
 		}

@@ -18,6 +18,7 @@ import (
 // started it has exited (as the demo's database outlives `make demo`), a later process
 // attaches to it with the saved State and its data, and Close stops it and removes its files.
 func TestDetachOutlivesTheProcess(t *testing.T) {
+	SkipIfShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st := startDetachedInChild(t)

@@ -3,7 +3,6 @@ package pgtest
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -233,12 +232,29 @@ func DatabaseSize(ctx context.Context, s *Server, db string) (int64, error) {
 	return strconv.ParseInt(out, 10, 64)
 }
 
-// TableNames returns the sorted keys of a Checksums map.
-func TableNames(m map[string]string) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
+// SeedTo seeds db until it holds about size bytes and returns how many runs that took: a
+// first batch measures what a run costs on disk, the rest is sized from it.
+func SeedTo(ctx context.Context, s *Server, db string, size int64) (int, error) {
+	const first = 10000
+	if err := Seed(ctx, s, db, SeedSpec{Runs: first}); err != nil {
+		return 0, err
 	}
-	sort.Strings(names)
-	return names
+	empty, err := DatabaseSize(ctx, s, "template1")
+	if err != nil {
+		return 0, err
+	}
+	cur, err := DatabaseSize(ctx, s, db)
+	if err != nil {
+		return 0, err
+	}
+	perRun := float64(cur-empty) / first
+	runs := first
+	if rest := int(float64(size-cur) / perRun); rest > 0 {
+		if err := Seed(ctx, s, db, SeedSpec{Runs: rest, BatchSize: 100000}); err != nil {
+			return 0, err
+		}
+		runs += rest
+	}
+	_, err = s.Psql(ctx, db, "VACUUM ANALYZE; CHECKPOINT")
+	return runs, err
 }

@@ -15,11 +15,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -115,10 +117,19 @@ func versionOf(initdbPath string) float64 {
 	return v
 }
 
+// SkipIfShort skips a test that needs a PostgreSQL server under `go test -short` (make unit).
+func SkipIfShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a PostgreSQL server: skipped with -short")
+	}
+}
+
 // New starts a server for a test and stops it (and removes its files) on
-// t.Cleanup. It fails the test when the server cannot start.
+// t.Cleanup. It fails the test when the server cannot start, and skips it under -short.
 func New(t testing.TB, opts ...Option) *Server {
 	t.Helper()
+	SkipIfShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := Start(ctx, opts...)
@@ -222,11 +233,7 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		"max_connections = 50",
 		"log_min_messages = warning",
 	}
-	keys := make([]string, 0, len(cfg.settings))
-	for k := range cfg.settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(cfg.settings))
 	for _, k := range keys {
 		conf = append(conf, fmt.Sprintf("%s = '%s'", k, cfg.settings[k]))
 	}

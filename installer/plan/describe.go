@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,11 +53,7 @@ func fitMessage(total int, hist map[string]int) (string, []Reason) {
 }
 
 func selectorText(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = k + "=" + m[k]

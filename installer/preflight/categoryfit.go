@@ -3,7 +3,8 @@ package preflight
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,7 +50,7 @@ func (e *Env) categoryFailure(ctx context.Context, category, scheduler string) s
 		return fmt.Sprintf("category %s: no Ready node has the labels its runs look for (%s); %s", category, rules, scheduler)
 	case len(labelled) > 0 && tainted == len(labelled):
 		return fmt.Sprintf("category %s: the Ready nodes with the labels its runs look for (%s) all carry a taint they do not tolerate (%s; %s); %s",
-			category, strings.Join(first(labelled, 5), ", "), strings.Join(sortedKeys(taints), ", "), rules, scheduler)
+			category, strings.Join(first(labelled, 5), ", "), strings.Join(slices.Sorted(maps.Keys(taints)), ", "), rules, scheduler)
 	}
 	return fmt.Sprintf("category %s (%s): %s", category, rules, scheduler)
 }
@@ -59,13 +60,4 @@ func first(s []string, n int) []string {
 		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
 	}
 	return s
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

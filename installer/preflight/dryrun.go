@@ -103,6 +103,11 @@ func (e *Env) checkDryRun(ctx context.Context) (string, error) {
 		} else {
 			ri = dyn.Resource(mapping.Resource)
 		}
+		if e.Recreated[gvk.Kind+"/"+obj.GetName()] {
+			// Applied under its own name it would be a patch of the object the upgrade replaces.
+			obj.SetName(recreatedStandIn(obj.GetName()))
+			notes = append(notes, fmt.Sprintf("%s %s validated as a new object (the upgrade recreates it)", gvk.Kind, m.Name()))
+		}
 		// Apply rejects managedFields and a resourceVersion in the body; rendered objects have neither.
 		_, err = ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: e.FieldManager, DryRun: []string{metav1.DryRunAll}, Force: true})
 		n++
@@ -118,4 +123,14 @@ func (e *Env) checkDryRun(ctx context.Context) (string, error) {
 		detail += "; " + note
 	}
 	return detail, nil
+}
+
+// recreatedStandIn is the name a recreated object is validated under: one no object has, within
+// the 52 characters a StatefulSet's name may have.
+func recreatedStandIn(name string) string {
+	const suffix = "-dry-run-new"
+	if len(name)+len(suffix) > 52 {
+		name = name[:52-len(suffix)]
+	}
+	return name + suffix
 }

@@ -64,10 +64,17 @@ type Env struct {
 	Scheduler Scheduler
 	// FieldManager for server-side dry-runs.
 	FieldManager string
+	// Recreated names objects ("Kind/name") the upgrade deletes and creates afresh instead of
+	// patching (the Postgres StatefulSet of a major-version upgrade, whose claim template the
+	// API server never lets change): the dry-run validates them as new objects.
+	Recreated map[string]bool
 	// SettleTime lets workloads-ready wait for rollouts to settle: right after Helm's wait
 	// (which reads the new ReplicaSet) a Deployment's own status may still lag behind it.
 	// Zero reports the state as it is (a plain `check`).
 	SettleTime time.Duration
+	// TakeOverFrom is a release whose ownership of the polyaxon.com CRDs is expected: adopt
+	// takes them from it after the checks (namespace/name; empty: none).
+	TakeOverFrom string
 
 	once struct {
 		version, nodes, ns, sched sync.Once

@@ -590,3 +590,35 @@ func TestIDsAreStable(t *testing.T) {
 		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "ingress-class",
 	}, preflight.IDs())
 }
+
+// adopt takes the CRDs over from the official chart's release after its checks: their
+// ownership by that release (and by no other) is expected then.
+func TestCRDOwnershipTakenOverFrom(t *testing.T) {
+	c := healthy()
+	c.crds = []runtime.Object{crd("jobs.polyaxon.com", map[string]string{"meta.helm.sh/release-name": "plx", "meta.helm.sh/release-namespace": "ml"})}
+	e := env(t, c, false, profile.Policy{})
+	e.TakeOverFrom = "ml/plx"
+	res := byID(check.NewRunner(preflight.Checks(e)).Run(context.Background()))
+	assert.Equal(t, check.Passed, res["crd-ownership"].Status, res["crd-ownership"].Detail)
+
+	e = env(t, c, false, profile.Policy{})
+	e.TakeOverFrom = "other/plx"
+	res = byID(check.NewRunner(preflight.Checks(e)).Run(context.Background()))
+	assert.Equal(t, check.Failed, res["crd-ownership"].Status, "a release of the same name elsewhere is another release")
+}
+
+// An object the upgrade recreates (the Postgres StatefulSet of a major upgrade) is validated as
+// a new object: applied under its own name it would be a patch of an immutable field, which
+// the API server refuses although the upgrade never patches it.
+func TestPreflightDryRunValidatesRecreatedObjectsAsNew(t *testing.T) {
+	c := healthy()
+	e := env(t, c, true, restricted)
+	e.Recreated = map[string]bool{"StatefulSet/polyaxon-postgresql": true}
+	rep := check.NewRunner(preflight.Checks(e)).Run(context.Background())
+	res := byID(rep)
+	assert.Equal(t, check.Passed, res["dry-run"].Status, res["dry-run"].Detail)
+	assert.Contains(t, res["dry-run"].Detail, "StatefulSet polyaxon-postgresql validated as a new object (the upgrade recreates it)")
+	assert.Contains(t, c.applies, "statefulsets/polyaxon/polyaxon-postgresql-dry-run-new")
+	assert.NotContains(t, c.applies, "statefulsets/polyaxon/polyaxon-postgresql")
+	assert.Contains(t, c.applies, "deployments/polyaxon/polyaxon-gateway", "the others as they are")
+}

@@ -3,6 +3,8 @@ package preflight
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -170,11 +172,7 @@ func (e *Env) checkIngressClass(ctx context.Context) (string, error) {
 		case class == nil:
 			used = append(used, defaults[0]+" (default)")
 		case !existing[*class]:
-			known := make([]string, 0, len(existing))
-			for k := range existing {
-				known = append(known, k)
-			}
-			sort.Strings(known)
+			known := slices.Sorted(maps.Keys(existing))
 			failures = append(failures, fmt.Sprintf("Ingress %s uses class %q, which does not exist (existing: %s)", ing.Name, *class, orDefault(strings.Join(known, ", "), "none")))
 		default:
 			used = append(used, *class)
@@ -212,6 +210,10 @@ func (e *Env) checkCRDOwnership(ctx context.Context) (string, error) {
 		}
 		ann := crd.GetAnnotations()
 		owner, ownerNS := ann["meta.helm.sh/release-name"], ann["meta.helm.sh/release-namespace"]
+		if owner != "" && e.TakeOverFrom == ownerNS+"/"+owner {
+			shared = append(shared, crd.GetName()+" (taken over from "+e.TakeOverFrom+")")
+			continue
+		}
 		if owner != "" && (owner != e.Release || ownerNS != e.Namespace) {
 			failures = append(failures, fmt.Sprintf("CRD %s is owned by release %s in namespace %s", crd.GetName(), owner, ownerNS))
 			continue

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -353,11 +355,7 @@ func gpuInValues(v any, path string) []valueGPU {
 	if !ok {
 		return nil
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	for _, k := range keys {
 		p := strings.TrimPrefix(path+"."+k, ".")
 		if (k == "requests" || k == "limits") && strings.HasSuffix(path, "resources") {

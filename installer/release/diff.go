@@ -2,7 +2,9 @@ package release
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -101,7 +103,7 @@ func DiffManifests(current, next string) (Diff, error) {
 	for k := range nxt {
 		keys[k] = true
 	}
-	for _, k := range sortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		ci, ni := images(cur[k]), images(nxt[k])
 		names := map[string]bool{}
 		for n := range ci {
@@ -110,7 +112,7 @@ func DiffManifests(current, next string) (Diff, error) {
 		for n := range ni {
 			names[n] = true
 		}
-		for _, n := range sortedKeys(names) {
+		for _, n := range slices.Sorted(maps.Keys(names)) {
 			if ci[n] != ni[n] {
 				d.Images = append(d.Images, ImageChange{Object: k, Container: n, Old: ci[n], New: ni[n]})
 			}

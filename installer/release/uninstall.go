@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -64,7 +65,7 @@ func (c *Client) Volumes(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sortedKeys(k.pvcs), nil
+	return slices.Sorted(maps.Keys(k.pvcs)), nil
 }
 
 // Uninstall removes the release and its history. The chart keeps PersistentVolumeClaims (and
@@ -111,11 +112,11 @@ func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*Unins
 		return res, err
 	}
 	if !o.purgeData {
-		res.KeptVolumes = sortedKeys(kept.pvcs)
+		res.KeptVolumes = slices.Sorted(maps.Keys(kept.pvcs))
 		return res, nil
 	}
 	var errs []error
-	for _, name := range sortedKeys(kept.pvcs) {
+	for _, name := range slices.Sorted(maps.Keys(kept.pvcs)) {
 		if o.dryRun {
 			res.PurgedVolumes = append(res.PurgedVolumes, name)
 			continue
@@ -126,7 +127,7 @@ func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*Unins
 		}
 		res.PurgedVolumes = append(res.PurgedVolumes, name)
 	}
-	for _, name := range sortedKeys(kept.secrets) {
+	for _, name := range slices.Sorted(maps.Keys(kept.secrets)) {
 		if o.dryRun {
 			res.PurgedSecrets = append(res.PurgedSecrets, name)
 			continue
@@ -138,13 +139,4 @@ func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*Unins
 		res.PurgedSecrets = append(res.PurgedSecrets, name)
 	}
 	return res, errors.Join(errs...)
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

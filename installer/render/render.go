@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -485,11 +487,7 @@ func schemaKeys(schema []byte, dotted string) []string {
 		}
 	}
 	props, _ := node["properties"].(map[string]any)
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(props))
 	return keys
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -181,7 +182,7 @@ func TestPipelineFailedHelmUpgradeRollsBackThenRestores(t *testing.T) {
 	assert.Equal(t, map[int]string{1: "superseded", 2: "failed", 3: "deployed"}, s.statuses(t))
 	ev := s.rec.Events()
 	// The application goes back first, then its database.
-	assert.Less(t, index(ev, "cleanup rollback point"), index(ev, "restore /backups/polyaxon-20260101T000000Z"))
+	requireOrder(t, ev, "cleanup rollback point", "restore /backups/polyaxon-20260101T000000Z")
 	in, _, err := s.f.Client.LoadInputs(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"gateway.replicas=2"}, in.Set, "inputs follow the rolled-back revision")
@@ -400,9 +401,7 @@ func TestPipelinePostgresMajorUpgradeDumpsSwitchesRestoresThenMigrates(t *testin
 	ev := s.rec.Events()
 	order := []string{"backup", "verify /backups/polyaxon-20260101T000000Z", "start postgres new volume",
 		"restore /backups/polyaxon-20260101T000000Z", "migrate polyaxon-migrate-2-16-0", "start apply"}
-	for i := 1; i < len(order); i++ {
-		assert.Less(t, index(ev, order[i-1]), index(ev, order[i]), "%s before %s in %v", order[i-1], order[i], ev)
-	}
+	requireOrder(t, ev, order...)
 	ann := seen()
 	require.Len(t, ann, 1, "one new Postgres StatefulSet created")
 	assert.Equal(t, rt.Name, ann[0]["meta.helm.sh/release-name"], "owned by the release so Helm adopts it")
@@ -433,13 +432,17 @@ func TestPipelinePostgresMajorUpgradeFailureReturnsToOldServer(t *testing.T) {
 	assert.Len(t, seen(), 2, "new server, then the old one again")
 }
 
-func index(list []string, s string) int {
-	for i, x := range list {
-		if x == s {
-			return i
-		}
+// requireOrder fails unless every event in order happened, each after the one before it (a
+// missing event fails too: it has no place in the order).
+func requireOrder(t *testing.T, events []string, order ...string) {
+	t.Helper()
+	last := -1
+	for _, e := range order {
+		i := slices.Index(events, e)
+		require.GreaterOrEqualf(t, i, 0, "event %q did not happen: %v", e, events)
+		require.Greaterf(t, i, last, "%q happened before %q: %v", e, order[max(0, slices.Index(order, e)-1)], events)
+		last = i
 	}
-	return -1
 }
 
 func TestPipelinePostgresMajorUpgradeRefusesLeftoverVolume(t *testing.T) {

@@ -2,6 +2,8 @@ package values
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -151,7 +153,7 @@ func (m *migrator) nodeSelector() error {
 	plural := m.subMap("nodeSelectors")
 	switch {
 	case byCategory == len(sel):
-		for _, cat := range sortedKeys(sel) {
+		for _, cat := range slices.Sorted(maps.Keys(sel)) {
 			if existing, ok := plural[cat].(map[string]any); ok && len(existing) > 0 {
 				return m.fail("nodeSelector."+cat, "both nodeSelector."+cat+" and nodeSelectors."+cat+" are set in the same file",
 					"keep only nodeSelectors."+cat)
@@ -195,7 +197,7 @@ func (m *migrator) tolerations() error {
 				"put it in a list under a category, e.g.\n"+indent(spelling("tolerations.core", []any{t}), "    ")+
 					"\n  (categories: "+strings.Join(Categories, ", ")+")")
 		}
-		for _, cat := range sortedKeys(t) {
+		for _, cat := range slices.Sorted(maps.Keys(t)) {
 			if !isCategory(cat) {
 				continue // the chart schema reports unknown keys with their path
 			}
@@ -236,7 +238,7 @@ func (m *migrator) affinity() error {
 
 // <component>.tolerations given as one object -> a list of one.
 func (m *migrator) componentTolerations() error {
-	for _, comp := range sortedKeys(m.layer) {
+	for _, comp := range slices.Sorted(maps.Keys(m.layer)) {
 		if comp == "tolerations" {
 			continue
 		}
@@ -316,15 +318,6 @@ func isCategory(s string) bool {
 		}
 	}
 	return false
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func setPath(m map[string]any, path string, v any) {

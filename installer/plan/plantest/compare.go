@@ -168,9 +168,22 @@ func RandomChoice(r *rand.Rand) func([]string) string {
 
 // PlanCase is the upfront plan of a case: its pods in order on its nodes and existing pods.
 func PlanCase(c Case, snap *plan.Snapshot) []plan.PodResult {
+	return PlanCaseResult(c, snap).Pods
+}
+
+// PlanCaseResult is PlanCase's whole result, as `plan` prints it.
+func PlanCaseResult(c Case, snap *plan.Snapshot) *plan.Result {
 	pods := make([]plan.PodToPlace, len(c.Pods))
 	for i := range c.Pods {
 		pods[i] = plan.PodToPlace{Name: c.Pods[i].Name, Source: plan.SourceRelease, Kind: "Pod", Pod: &c.Pods[i]}
 	}
-	return plan.Plan(snap, pods).Pods
+	return plan.Plan(snap, pods)
+}
+
+// UncertainShare is the share of upfront verdicts that are uncertain, in percent.
+func (s Stats) UncertainShare() float64 {
+	if s.Pods == 0 {
+		return 0
+	}
+	return 100 * float64(s.UpfrontUncertain) / float64(s.Pods)
 }

@@ -44,7 +44,10 @@ func TestUpfrontVerdictsHoldForAnyScheduler(t *testing.T) {
 	// The generator exercises both outcomes, and certain verdicts dominate.
 	assert.Greater(t, total.Bound, 1000)
 	assert.Greater(t, total.Pending, 300)
-	assert.Less(t, total.UpfrontUncertain*10, total.Pods, "uncertain verdicts stay under 10%%")
+	// The share does not depend on the scheduler (the e2e agreement test holds it to the same
+	// bar against the real one): it is measured here too, where it is cheap.
+	t.Logf("uncertain upfront verdicts: %d of %d (%.2f%%)", total.UpfrontUncertain, total.Pods, total.UncertainShare())
+	assert.LessOrEqual(t, total.UncertainShare(), 5.0, "at most 5%% of the verdicts are uncertain")
 }
 
 // The comparison can fail: a wrong verdict is reported.

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
+)
+
+const officialExample = "../../installer/convert/testdata/official-values-example.yaml"
+
+// convert-values prints a values file ours accepts on stdout and the account of every key
+// on stderr; a key ours cannot express fails the command with nothing on stdout, unless
+// --allow-unmapped.
+func TestConvertValues(t *testing.T) {
+	r := runCLI(t, nil, "convert-values", officialExample)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var vals map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(r.stdout), &vals))
+	host, _ := values.Lookup(vals, "ingress.host")
+	assert.Equal(t, "polyaxon.example.com", host)
+	assert.Contains(t, r.stderr, "ingress.hostName -> ingress.host")
+	assert.Contains(t, r.stderr, "flower: ignored: flower.enabled is off")
+
+	// The converted file is a values file for ours: render takes it.
+	out := writeFile(t, "new.yaml", r.stdout)
+	rr := runCLI(t, nil, "render", "--profile", "development", "-f", out, "--values-only")
+	require.Equal(t, ExitOK, rr.code, rr.stderr)
+
+	bad := writeFile(t, "old.yaml", "flower:\n  enabled: true\ngateway:\n  replicas: 3\n")
+	r = runCLI(t, nil, "convert-values", bad)
+	assert.Equal(t, ExitError, r.code)
+	assert.Empty(t, r.stdout, "no half-converted file on stdout")
+	assert.Contains(t, r.stderr, "flower: ours runs no Flower")
+	assert.Contains(t, r.stderr, "--allow-unmapped")
+
+	r = runCLI(t, nil, "convert-values", bad, "--allow-unmapped")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "replicas: 3")
+	assert.Contains(t, r.stderr, "flower: NOT MAPPED: ours runs no Flower", "listed either way")
+
+	r = runCLI(t, nil, "convert-values")
+	assert.Equal(t, ExitUsage, r.code)
+}
+
+// --from-official-values converts in memory beneath the -f files, with warnings; unmapped
+// keys fail it unless --allow-unmapped.
+func TestFromOfficialValues(t *testing.T) {
+	over := writeFile(t, "mine.yaml", "gateway:\n  replicas: 5\n")
+	r := runCLI(t, nil, "render", "--profile", "development", "--from-official-values", officialExample, "-f", over, "--values-only")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var vals map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(r.stdout), &vals))
+	tz, _ := values.Lookup(vals, "timeZone")
+	assert.Equal(t, "Europe/Berlin", tz, "converted from timezone")
+	n, _ := values.Lookup(vals, "gateway.replicas")
+	assert.EqualValues(t, 5, n, "-f wins over the converted file")
+	assert.Contains(t, r.stderr, "converted from the official polyaxon/polyaxon chart")
+
+	bad := writeFile(t, "old.yaml", "ldap:\n  enabled: true\n  serverUri: ldap://x\n")
+	r = runCLI(t, nil, "render", "--profile", "development", "--from-official-values", bad, "--values-only")
+	assert.Equal(t, ExitError, r.code)
+	assert.Contains(t, r.stderr, "ldap: ours passes no LDAP settings")
+	r = runCLI(t, nil, "render", "--profile", "development", "--from-official-values", bad, "--allow-unmapped", "--values-only")
+	assert.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "ldap is not carried over (--allow-unmapped)")
+}
+
+// install and upgrade store the converted layer with the release, beneath the -f files, so
+// an upgrade months later replays it without the official file.
+func TestFromOfficialValuesIsStoredWithTheInputs(t *testing.T) {
+	over := writeFile(t, "mine.yaml", "gateway:\n  replicas: 5\n")
+	require.NoError(t, withInputFlags(t, []string{"--profile", "development", "--from-official-values", officialExample, "-f", over}, func(c *cli.Context) error {
+		raw, err := readInputs(c, true)
+		if err != nil {
+			return err
+		}
+		require.Len(t, raw.ValuesFiles, 2)
+		assert.Equal(t, officialExample+" (converted from the official chart)", raw.ValuesFiles[0].Name, "the converted layer comes first")
+		assert.Contains(t, raw.ValuesFiles[0].Content, "host: polyaxon.example.com", "stored converted, not as the official file")
+		in, err := buildInputs(c, raw)
+		if err != nil {
+			return err
+		}
+		n, _ := values.Lookup(in.Values, "gateway.replicas")
+		assert.EqualValues(t, 5, n)
+		assert.NotEmpty(t, in.Warnings, "the conversion's warnings reach the command")
+		return nil
+	}))
+}

@@ -1,0 +1,67 @@
+package convert
+
+import (
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
+)
+
+// Check returns an *UnmappedError when keys could not be converted and allowUnmapped is
+// false.
+func (r *Result) Check(source string, allowUnmapped bool) error {
+	if un := r.Unmapped(); len(un) > 0 && !allowUnmapped {
+		return &UnmappedError{Source: source, Keys: un}
+	}
+	return nil
+}
+
+// YAML is the converted values as a values file.
+func (r *Result) YAML() ([]byte, error) {
+	if len(r.Values) == 0 {
+		return []byte("{}\n"), nil
+	}
+	return yaml.Marshal(r.Values)
+}
+
+// Counts returns how many keys were mapped, ignored and left unmapped.
+func (r *Result) Counts() (mapped, ignored, unmapped int) {
+	for _, e := range r.Entries {
+		switch e.Action {
+		case Mapped:
+			mapped++
+		case Ignored:
+			ignored++
+		case Unmapped:
+			unmapped++
+		}
+	}
+	return
+}
+
+// Warnings says, for a conversion done in memory, what a user would otherwise not see: a
+// summary, every key left out (allowed), and every value the user set that ours ignores.
+// Keys that were empty, at the official default or under a switch that is off are counted
+// in the summary only.
+func (r *Result) Warnings(source string) []values.Warning {
+	mapped, ignored, unmapped := r.Counts()
+	out := []values.Warning{{Source: source, Message: fmt.Sprintf(
+		"converted from the official polyaxon/polyaxon chart: %d key(s) mapped, %d ignored (no effect in ours), %d not mapped; `polyaxon-deploy convert-values` lists each with its reason",
+		mapped, ignored, unmapped)}}
+	for _, e := range r.Entries {
+		switch {
+		case e.Action == Unmapped:
+			out = append(out, values.Warning{Source: source, Path: e.Key, Message: e.Key + " is not carried over (--allow-unmapped): " + e.Reason})
+		case e.Action == Ignored && !routine(e.Reason):
+			out = append(out, values.Warning{Source: source, Path: e.Key, Message: e.Key + " is ignored: " + e.Reason})
+		}
+	}
+	return out
+}
+
+// routine reasons need no warning of their own.
+func routine(reason string) bool {
+	return reason == "empty" || strings.HasPrefix(reason, "the official default") || strings.HasSuffix(reason, " is off")
+}
