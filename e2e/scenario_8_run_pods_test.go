@@ -199,6 +199,24 @@ func TestScenario8RunPods(t *testing.T) {
 		assert.Equal(t, cluster.PoolExperiments, pools[bound.Spec.NodeName])
 	})
 
+	t.Run("an upgrade that turns the policies off lowers enforce to baseline, turning them on raises it", func(t *testing.T) {
+		enforce := func() string {
+			nsObj, err := cs.CoreV1().Namespaces().Get(ctxT(t, time.Minute), ns, metav1.GetOptions{})
+			require.NoError(t, err)
+			return nsObj.Labels["pod-security.kubernetes.io/enforce"]
+		}
+		require.Equal(t, "restricted", enforce())
+		r := c.deploy(t, "upgrade", "--set", "runs.admissionPolicies.enabled=false", "--ignore", "scheduling-experiments", "--skip-backup", "--yes").requireExit(t, 0)
+		assert.Contains(t, r.Stderr, `namespace `+ns+` enforces Pod Security "baseline" (warn and audit "restricted")`)
+		assert.Equal(t, "baseline", enforce(), "restricted would refuse every run now that nothing hardens them")
+		created, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), loadRunPod(t, "build.yaml", ns), metav1.CreateOptions{})
+		require.NoError(t, err, "a run as Polyaxon sends it is admitted after the upgrade")
+		assert.Equal(t, &corev1.PodSecurityContext{}, created.Spec.SecurityContext, "not hardened: the policies are gone")
+
+		c.deploy(t, "upgrade", "--set", "runs.admissionPolicies.enabled=true", "--ignore", "scheduling-experiments", "--skip-backup", "--yes").requireExit(t, 0)
+		assert.Equal(t, "restricted", enforce(), "the profile's level is back with the policies")
+	})
+
 	t.Run("without the policies install enforces baseline and runs are admitted where they say", func(t *testing.T) {
 		const unplaced = "unplaced"
 		r := c.deploy(t, "install", "--profile", "production", "-n", unplaced, "--set", "runs.admissionPolicies.enabled=false", "-o", "json").requireExit(t, 0)

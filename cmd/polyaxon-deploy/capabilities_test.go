@@ -47,7 +47,7 @@ func TestCheckAndPlanRenderForTheirCluster(t *testing.T) {
 				} else {
 					assert.Contains(t, c.Detail, "does not serve admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")
 				}
-				assert.Contains(t, c.Detail, "install labels namespace polyaxon pod-security.kubernetes.io/enforce=baseline (warn and audit restricted)")
+				assert.Contains(t, c.Detail, "install and upgrade label namespace polyaxon pod-security.kubernetes.io/enforce=baseline (warn and audit restricted)")
 			}
 		}
 		assert.Contains(t, r.stderr, "‼ the API server places run pods per category and hardens them [run-placement]")

@@ -120,8 +120,13 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 	if err != nil {
 		return res, err
 	}
+	ps, err := a.podSecurity(in, rc.Namespace())
+	if err != nil {
+		return res, err
+	}
 	kube := rc.Kube()
 	res.Result, err = upgrade.Run(ctx, upgrade.Options{
+		PodSecurity:               &ps,
 		Release:                   rc,
 		Chart:                     in.Chart,
 		Values:                    in.Values,
@@ -181,4 +186,21 @@ func recreatedByUpgrade(ctx context.Context, rc *release.Client, in *Inputs, ren
 		}
 	}
 	return out, nil
+}
+
+// podSecurity is the namespace's Pod Security for the upgraded release: the profile's,
+// lowered as at install when the new release does not harden run pods (say, an upgrade that
+// turns the admission policies off), with the same warning.
+func (a *Upgrade) podSecurity(in *Inputs, namespace string) (release.PodSecurity, error) {
+	opts := a.Render
+	opts.IsUpgrade = true
+	rendered, err := a.render(in, opts)
+	if err != nil {
+		return release.PodSecurity{}, err
+	}
+	ps, warning, err := NamespacePodSecurity(in, rendered, namespace)
+	if warning != "" {
+		a.progress().Warn(warning)
+	}
+	return ps, err
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
@@ -171,10 +170,7 @@ func (e *Env) checkRunPlacement(ctx context.Context) (string, error) {
 	if r.Refused() {
 		msg = append(msg, fmt.Sprintf("Polyaxon's run pods break %q (%s)", level, strings.Join(r.Violations, "; ")))
 		if enforce := RunsEnforceLevel(level, r); enforce != level {
-			msg = append(msg, fmt.Sprintf("install labels namespace %s pod-security.kubernetes.io/enforce=%s (warn and audit %s) so that runs are admitted", e.Namespace, enforce, level))
-			if cur := e.namespaceEnforce(ctx); cur == level {
-				msg = append(msg, fmt.Sprintf("the namespace enforces %s today: an upgrade does not relabel it (kubectl label namespace %s pod-security.kubernetes.io/enforce=%s --overwrite)", cur, e.Namespace, enforce))
-			}
+			msg = append(msg, fmt.Sprintf("install and upgrade label namespace %s pod-security.kubernetes.io/enforce=%s (warn and audit %s) so that runs are admitted", e.Namespace, enforce, level))
 		} else {
 			msg = append(msg, "the namespace would refuse them: enable securityContext (securityContext.enabled=true) or lower the profile's podSecurityLevel")
 		}
@@ -194,17 +190,4 @@ func (e *Env) whyNoPolicies(ctx context.Context) string {
 		return fmt.Sprintf("the API server (%s) does not serve %s (is it switched off with --runtime-config?)", v.GitVersion, render.MutatingPolicyKinds()[0])
 	}
 	return "the release has no run admission policies (the cluster does not serve " + render.MutatingPolicyKinds()[0] + ")"
-}
-
-// namespaceEnforce is the enforce label of the release namespace, "" when it does not exist.
-func (e *Env) namespaceEnforce(ctx context.Context) string {
-	cs, err := e.clientset()
-	if err != nil {
-		return ""
-	}
-	ns, err := cs.CoreV1().Namespaces().Get(ctx, e.Namespace, metav1.GetOptions{})
-	if err != nil {
-		return ""
-	}
-	return ns.Labels[psaapi.EnforceLevelLabel]
 }

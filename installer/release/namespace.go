@@ -94,3 +94,30 @@ func (c *Client) EnsureNamespace(ctx context.Context, ps PodSecurity) (created b
 	}
 	return created, nil
 }
+
+// levelRank orders Pod Security levels from the least to the most restrictive.
+var levelRank = map[psapi.Level]int{psapi.LevelPrivileged: 0, psapi.LevelBaseline: 1, psapi.LevelRestricted: 2}
+
+// LowersEnforce reports whether ps enforces a less restrictive level than the namespace does
+// now (false when the namespace or its label is missing, or ps enforces nothing).
+func (c *Client) LowersEnforce(ctx context.Context, ps PodSecurity) (bool, error) {
+	if ps.Enforce == "" {
+		return false, nil
+	}
+	want, err := psapi.ParseLevel(ps.Enforce)
+	if err != nil {
+		return false, fmt.Errorf("label %s: %w (use privileged, baseline or restricted)", psapi.EnforceLevelLabel, err)
+	}
+	ns, err := c.kube.CoreV1().Namespaces().Get(ctx, c.namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("namespace %s: %w", c.namespace, err)
+	}
+	cur, err := psapi.ParseLevel(ns.Labels[psapi.EnforceLevelLabel])
+	if err != nil {
+		return false, nil // no (or no valid) enforce label: nothing is lowered
+	}
+	return levelRank[want] < levelRank[cur], nil
+}

@@ -51,6 +51,10 @@ type Options struct {
 	Inputs  release.Inputs
 	Timeout time.Duration
 
+	// PodSecurity is the namespace's Pod Security for the new release (nil: the labels are
+	// left as they are). A lower enforce level is set before the apply, so that run pods
+	// created while the chart's hardening policies go away are admitted; the rest after it.
+	PodSecurity *release.PodSecurity
 	// Checks are the preflight checks (nil: none); PostChecks run after the upgrade (nil: none).
 	Checks     func(ctx context.Context) error
 	PostChecks func(ctx context.Context) error
@@ -578,6 +582,18 @@ func (p *pipeline) apply(ctx context.Context) error {
 			return err
 		}
 	}
+	ps := p.o.PodSecurity
+	if ps != nil {
+		lower, err := p.o.Release.LowersEnforce(ctx, *ps)
+		if err != nil {
+			return err
+		}
+		if lower {
+			if _, err := p.o.Release.EnsureNamespace(ctx, *ps); err != nil {
+				return err
+			}
+		}
+	}
 	res, err := p.o.Release.Upgrade(ctx, p.o.Chart, p.o.Values,
 		release.WithInputs(p.o.Inputs), release.WithTimeout(p.o.Timeout), release.WithoutRollback(),
 		release.WithDescription(fmt.Sprintf("Upgrade to chart %s by polyaxon-deploy", p.o.Chart.Metadata.Version)))
@@ -586,5 +602,10 @@ func (p *pipeline) apply(ctx context.Context) error {
 	}
 	p.applied = res
 	p.res.Release = &res.Info
+	if ps != nil {
+		if _, err := p.o.Release.EnsureNamespace(ctx, *ps); err != nil {
+			return fmt.Errorf("upgraded, but the namespace's Pod Security labels: %w", err)
+		}
+	}
 	return nil
 }
