@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
@@ -43,7 +41,7 @@ func (a *Plan) Run(ctx context.Context) (*plan.Result, error) {
 		return nil, err
 	}
 	a.Secrets.Add(render.SecretValues(rendered.All())...)
-	objs := renderedObjects(rendered)
+	objs := rendered.Objects()
 	ns := a.Render.Namespace
 
 	var pods []plan.PodToPlace
@@ -109,19 +107,4 @@ func (a *Plan) Run(ctx context.Context) (*plan.Result, error) {
 		}
 	}
 	return res, nil
-}
-
-// renderedObjects are the manifests and hooks, typed where the scheme knows the kind.
-func renderedObjects(r *render.Result) []runtime.Object {
-	var out []runtime.Object
-	for _, list := range [][]render.Manifest{r.Manifests, r.Hooks} {
-		for _, m := range list {
-			if m.Typed != nil {
-				out = append(out, m.Typed)
-			} else {
-				out = append(out, m.Object)
-			}
-		}
-	}
-	return out
 }

@@ -112,23 +112,11 @@ func NamespaceLevel(rendered *render.Result, decl *runs.Declaration, namespace, 
 	if on, _ := values.Lookup(rendered.Values, "agent.enabled"); on == false {
 		return level, nil
 	}
-	r, err := EvaluateRunPods(renderedObjects(rendered), decl, namespace, level)
+	r, err := EvaluateRunPods(rendered.Objects(), decl, namespace, level)
 	if err != nil {
 		return "", err
 	}
 	return RunsEnforceLevel(level, r), nil
-}
-
-func renderedObjects(r *render.Result) []runtime.Object {
-	var out []runtime.Object
-	for _, m := range append(append([]render.Manifest(nil), r.Manifests...), r.Hooks...) {
-		if m.Typed != nil {
-			out = append(out, m.Typed)
-		} else {
-			out = append(out, m.Object)
-		}
-	}
-	return out
 }
 
 func levelVersion(level string) (psaapi.LevelVersion, error) {

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kversion "k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
@@ -40,18 +39,6 @@ func renderProduction(t *testing.T, opts render.Options, sets ...string) *render
 	return res
 }
 
-func objects(r *render.Result) []runtime.Object {
-	var out []runtime.Object
-	for _, m := range append(append([]render.Manifest(nil), r.Manifests...), r.Hooks...) {
-		if m.Typed != nil {
-			out = append(out, m.Typed)
-		} else {
-			out = append(out, m.Object)
-		}
-	}
-	return out
-}
-
 // runCheck runs one preflight check by ID against a rendered release and a fake cluster.
 func runCheck(t *testing.T, id string, rendered *render.Result, c *cluster, mapper meta.RESTMapper) check.Result {
 	t.Helper()
@@ -73,7 +60,7 @@ func runCheck(t *testing.T, id string, rendered *render.Result, c *cluster, mapp
 // The chart's own policies harden a run pod as Polyaxon creates it (init and sidecar without a
 // securityContext) to "restricted": the namespace can enforce it.
 func TestRunPodsOfTheChartPassRestricted(t *testing.T) {
-	r, err := preflight.EvaluateRunPods(objects(renderProduction(t, render.Options{})), runs.Embedded(), ns, "restricted")
+	r, err := preflight.EvaluateRunPods(renderProduction(t, render.Options{}).Objects(), runs.Embedded(), ns, "restricted")
 	require.NoError(t, err)
 	assert.True(t, r.Placed)
 	assert.Empty(t, r.Violations)
@@ -90,7 +77,7 @@ func TestRunPlacementWarnsOnOldClusters(t *testing.T) {
 	old := healthy()
 	old.version = "v1.35.4"
 	rendered := renderProduction(t, render.Options{KubeVersion: "v1.35.4"})
-	r, err := preflight.EvaluateRunPods(objects(rendered), runs.Embedded(), ns, "restricted")
+	r, err := preflight.EvaluateRunPods(rendered.Objects(), runs.Embedded(), ns, "restricted")
 	require.NoError(t, err)
 	assert.False(t, r.Placed)
 	assert.NotEmpty(t, r.Violations)
@@ -130,7 +117,7 @@ func TestRunPlacementNamesWhyThereAreNoPolicies(t *testing.T) {
 
 	// Policies present but hardening off: placed, yet refused by restricted.
 	rendered := renderProduction(t, render.Options{}, "securityContext.enabled=false")
-	r, err := preflight.EvaluateRunPods(objects(rendered), runs.Embedded(), ns, "restricted")
+	r, err := preflight.EvaluateRunPods(rendered.Objects(), runs.Embedded(), ns, "restricted")
 	require.NoError(t, err)
 	assert.True(t, r.Placed)
 	assert.True(t, r.Refused())

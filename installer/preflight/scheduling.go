@@ -144,7 +144,7 @@ func (e *Env) objects() []runtime.Object {
 	if e.Rendered == nil {
 		return nil
 	}
-	return renderedObjects(e.Rendered)
+	return e.Rendered.Objects()
 }
 
 func (e *Env) schedulingChecks() []check.Check {

@@ -162,6 +162,22 @@ func (r *Result) All() []Manifest {
 	return append(out, r.Hooks...)
 }
 
+// Objects are the manifests and hooks (not the CRDs), typed where the scheme knows the kind:
+// what the pods of a release are read from.
+func (r *Result) Objects() []runtime.Object {
+	var out []runtime.Object
+	for _, list := range [][]Manifest{r.Manifests, r.Hooks} {
+		for _, m := range list {
+			if m.Typed != nil {
+				out = append(out, m.Typed)
+			} else {
+				out = append(out, m.Object)
+			}
+		}
+	}
+	return out
+}
+
 // Find returns the first object of kind with name (hooks and CRDs included).
 func (r *Result) Find(kind, name string) (Manifest, bool) {
 	for _, m := range r.All() {
