@@ -209,7 +209,17 @@ func TestScenario8RunPods(t *testing.T) {
 		r := c.deploy(t, "upgrade", "--set", "runs.admissionPolicies.enabled=false", "--ignore", "scheduling-experiments", "--skip-backup", "--yes").requireExit(t, 0)
 		assert.Contains(t, r.Stderr, `namespace `+ns+` enforces Pod Security "baseline" (warn and audit "restricted")`)
 		assert.Equal(t, "baseline", enforce(), "restricted would refuse every run now that nothing hardens them")
-		created, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), loadRunPod(t, "build.yaml", ns), metav1.CreateOptions{})
+		// Once the API server's policy informer has seen the policies go, a run as Polyaxon
+		// sends it is admitted unhardened: restricted would have refused it.
+		build := loadRunPod(t, "build.yaml", ns)
+		waitFor(t, time.Minute, "the API server dropping the removed policies", func(ctx context.Context) (bool, string, error) {
+			p, err := cs.CoreV1().Pods(ns).Create(ctx, build, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil {
+				return false, "", err
+			}
+			return p.Spec.SecurityContext.RunAsNonRoot == nil, "still hardened", nil
+		})
+		created, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), build, metav1.CreateOptions{})
 		require.NoError(t, err, "a run as Polyaxon sends it is admitted after the upgrade")
 		assert.Equal(t, &corev1.PodSecurityContext{}, created.Spec.SecurityContext, "not hardened: the policies are gone")
 
