@@ -60,6 +60,16 @@ func storeCheck(t *testing.T, profileName string, vals map[string]any, objs ...r
 func TestArtifactsStoreShared(t *testing.T) {
 	static := storageClass("standard", "kubernetes.io/no-provisioner", true)
 	rwx := volume("pv-rwx", "standard", "500Gi", corev1.ReadWriteOnce, corev1.ReadWriteMany)
+	existingNFS := map[string]any{"artifactsStore": map[string]any{"persistence": map[string]any{"existingClaim": "nfs-artifacts"}}}
+	nfsClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nfs-artifacts", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("50Gi")}}}}
+	boundTo := func(name, namespace, claim string) *corev1.PersistentVolume {
+		pv := volume(name, "standard", "50Gi", corev1.ReadWriteMany)
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: namespace, Name: claim}
+		pv.Status.Phase = corev1.VolumeBound
+		return pv
+	}
 	cases := []struct {
 		name    string
 		profile string
@@ -71,6 +81,14 @@ func TestArtifactsStoreShared(t *testing.T) {
 		{"production, a pre-created shared volume", "production", nil, []runtime.Object{static, rwx}, check.Passed, "pre-created ReadWriteMany volumes"},
 		{"production, no shared volume to bind", "production", nil,
 			[]runtime.Object{static, volume("pv-rwo", "standard", "500Gi", corev1.ReadWriteOnce)}, check.Failed, "no Available PersistentVolume"},
+		{"production, a shared volume of exactly the claim's size", "production", nil,
+			[]runtime.Object{static, volume("pv-100", "standard", "100Gi", corev1.ReadWriteMany)}, check.Passed, "1 pre-created ReadWriteMany volumes"},
+		{"an existing claim already bound (an upgrade)", "production", existingNFS, []runtime.Object{static, nfsClaim, boundTo("pv-nfs", ns, "nfs-artifacts")},
+			check.Passed, "claim nfs-artifacts is bound to pv-nfs"},
+		{"a volume bound to another claim of the namespace", "production", existingNFS, []runtime.Object{static, nfsClaim, boundTo("pv-other", ns, "other")},
+			check.Failed, "no Available PersistentVolume"},
+		{"a volume bound to a claim of that name in another namespace", "production", existingNFS,
+			[]runtime.Object{static, nfsClaim, boundTo("pv-team-b", "team-b", "nfs-artifacts")}, check.Failed, "no Available PersistentVolume"},
 		{"production, a shared volume too small", "production", nil,
 			[]runtime.Object{static, volume("pv-small", "standard", "10Gi", corev1.ReadWriteMany)}, check.Failed, "room enough"},
 		{"production with a single-node claim", "production", map[string]any{"artifactsStore": map[string]any{"persistence": map[string]any{"accessModes": []any{"ReadWriteOnce"}}}},

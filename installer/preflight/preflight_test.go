@@ -242,6 +242,8 @@ type cluster struct {
 	// recorded
 	reviews []authv1.ResourceAttributes
 	applies []string
+	// managers are the field managers of the dry-run applies.
+	managers []string
 }
 
 func node(name string, labels map[string]string, ready bool, taints []corev1.Taint, extra corev1.ResourceList) *corev1.Node {
@@ -317,6 +319,7 @@ func (c *cluster) clients(t *testing.T) *clients {
 		}
 		key := p.GetResource().Resource + "/" + p.GetNamespace() + "/" + p.Name
 		c.applies = append(c.applies, key)
+		c.managers = append(c.managers, p.PatchOptions.FieldManager)
 		if msg, bad := c.rejectApply[p.GetResource().Resource]; bad {
 			return true, nil, apierrors.NewBadRequest(msg)
 		}
