@@ -39,7 +39,7 @@ func scanPairs(arg string) []SetPair {
 	rs := []rune(arg)
 	i := 0
 	for i < len(rs) {
-		key, _ := scanUntil(rs, &i, "=,")
+		key := scanUntil(rs, &i, "=,")
 		p := SetPair{Key: key}
 		if i < len(rs) && rs[i] == '=' {
 			i++
@@ -47,7 +47,7 @@ func scanPairs(arg string) []SetPair {
 			if i < len(rs) && rs[i] == '{' {
 				p.Value = scanList(rs, &i)
 			} else {
-				p.Value, _ = scanUntil(rs, &i, ",")
+				p.Value = scanUntil(rs, &i, ",")
 			}
 		}
 		pairs = append(pairs, p)
@@ -58,48 +58,45 @@ func scanPairs(arg string) []SetPair {
 	return pairs
 }
 
-// scanUntil reads runes up to one of stops (not escaped) and reports whether it stopped at one.
-func scanUntil(rs []rune, i *int, stops string) (string, bool) {
-	var b strings.Builder
-	for *i < len(rs) {
-		r := rs[*i]
-		if r == '\\' && *i+1 < len(rs) {
-			b.WriteRune(r)
-			b.WriteRune(rs[*i+1])
-			*i += 2
-			continue
-		}
-		if strings.ContainsRune(stops, r) {
-			return b.String(), true
-		}
-		b.WriteRune(r)
-		*i++
-	}
-	return b.String(), false
+// scanUntil reads runes up to one of stops (not escaped), which it leaves unread.
+func scanUntil(rs []rune, i *int, stops string) string {
+	return scan(rs, i, func(r rune) (bool, bool) { return strings.ContainsRune(stops, r), false })
 }
 
-// scanList reads a {list} value, braces included.
+// scanList reads a {list} value, braces included, up to the brace that closes the first.
 func scanList(rs []rune, i *int) string {
-	var b strings.Builder
 	depth := 0
-	for *i < len(rs) {
-		r := rs[*i]
-		if r == '\\' && *i+1 < len(rs) {
-			b.WriteRune(r)
-			b.WriteRune(rs[*i+1])
-			*i += 2
-			continue
-		}
-		b.WriteRune(r)
-		*i++
+	return scan(rs, i, func(r rune) (bool, bool) {
 		switch r {
 		case '{':
 			depth++
 		case '}':
 			depth--
-			if depth == 0 {
-				return b.String()
-			}
+		}
+		return depth == 0, true
+	})
+}
+
+// scan reads runes from rs[*i] until stop says so, after reading that rune or before it
+// (take). An escaped rune (\x) is read as written and never shown to stop.
+func scan(rs []rune, i *int, stop func(r rune) (end, take bool)) string {
+	var b strings.Builder
+	for *i < len(rs) {
+		r := rs[*i]
+		if r == '\\' && *i+1 < len(rs) {
+			b.WriteRune(r)
+			b.WriteRune(rs[*i+1])
+			*i += 2
+			continue
+		}
+		end, take := stop(r)
+		if end && !take {
+			break
+		}
+		b.WriteRune(r)
+		*i++
+		if end {
+			break
 		}
 	}
 	return b.String()
