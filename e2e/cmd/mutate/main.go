@@ -30,6 +30,9 @@ func main() {
 	workers := flag.Int("workers", 1, "mutants tested at once (each builds and runs the package's tests)")
 	coefficient := flag.Int("timeout-coefficient", 10, "a mutant's tests time out after this many times the first test run (a loaded machine needs room)")
 	keep := flag.String("keep", "", "keep gremlins' JSON reports in this directory")
+	// Helper packages for tests (plantest, like net/http/httptest) are test code: their
+	// mutants say how the tests are written, not whether they guard the product.
+	exclude := flag.String("exclude", `test/[^/]+\.go$`, "regexp of files not to mutate (gremlins --exclude-files)")
 	flag.Parse()
 	if *gremlins == "" {
 		fmt.Fprintln(os.Stderr, "usage: mutate -gremlins PATH [-survivors FILE] [-gate PKG,...] [-min PERCENT] [PKG...]")
@@ -45,7 +48,7 @@ func main() {
 			gate[p] = *minEfficacy
 		}
 	}
-	ok, err := run(*gremlins, *survivorsFile, *keep, pkgs, gate, *workers, *coefficient)
+	ok, err := run(*gremlins, *survivorsFile, *keep, *exclude, pkgs, gate, *workers, *coefficient)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(1)
@@ -55,7 +58,7 @@ func main() {
 	}
 }
 
-func run(gremlins, survivorsFile, keep string, pkgs []string, gate mutation.Gate, workers, coefficient int) (bool, error) {
+func run(gremlins, survivorsFile, keep, exclude string, pkgs []string, gate mutation.Gate, workers, coefficient int) (bool, error) {
 	f, err := os.Open(survivorsFile)
 	if err != nil {
 		return false, err
@@ -80,8 +83,12 @@ func run(gremlins, survivorsFile, keep string, pkgs []string, gate mutation.Gate
 		out := filepath.Join(dir, strings.ReplaceAll(pkg, "/", "_")+".json")
 		start := time.Now()
 		fmt.Fprintf(os.Stderr, "mutate: %s ...\n", pkg)
-		cmd := exec.Command(gremlins, "unleash", "--silent", "--workers", strconv.Itoa(workers),
-			"--timeout-coefficient", strconv.Itoa(coefficient), "-o", out, "./"+pkg)
+		args := []string{"unleash", "--silent", "--workers", strconv.Itoa(workers),
+			"--timeout-coefficient", strconv.Itoa(coefficient), "-o", out}
+		if exclude != "" {
+			args = append(args, "--exclude-files", exclude)
+		}
+		cmd := exec.Command(gremlins, append(args, "./"+pkg)...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			return false, fmt.Errorf("gremlins on %s: %w", pkg, err)
