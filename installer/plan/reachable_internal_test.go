@@ -27,6 +27,12 @@ func TestReachableStopsAtItsWorkBudget(t *testing.T) {
 	pods := []PodToPlace{mk("x", cpu("1")), mk("y", cpu("1")), mk("z", cpu("2")), mk("w", cpu("2"))}
 	assert.Equal(t, Unschedulable, Plan(snap, pods).Pods[3].Verdict, "within the budget every placement decides")
 	defer func(old int) { maxReachableWork = old }(maxReachableWork)
+	// Two nodes feasible for each pod: x, y, z and w meet 1, 2, 3 and 3 states (placements
+	// differ in pod counts too), 18 tries in all.
+	maxReachableWork = 18
+	assert.Equal(t, Unschedulable, Plan(snap, pods).Pods[3].Verdict, "the budget is spent exactly")
+	maxReachableWork = 17
+	assert.Equal(t, Uncertain, Plan(snap, pods).Pods[3].Verdict, "one try short")
 	maxReachableWork = 5
 	assert.Equal(t, Uncertain, Plan(snap, pods).Pods[3].Verdict, "past it the bounds decide")
 }

@@ -81,6 +81,27 @@ func TestEveryPlacementOnlyForSmallPlans(t *testing.T) {
 	}
 	res := plan.Plan(plan.NewSnapshot(nodes, nil), pairPods("pair"))
 	assert.Equal(t, plan.Uncertain, res.Pods[3].Verdict, "65 nodes: bounds only")
+	res = plan.Plan(plan.NewSnapshot(nodes[:64], nil), pairPods("pair"))
+	assert.Equal(t, plan.Unschedulable, res.Pods[3].Verdict, "64 nodes: every placement")
+
+	// After x, y and z there are 3 states (the pods' counts tell the two full ones apart); u
+	// (1 CPU) is pending in those two and splits the third: 4. Each pod given a pair of
+	// 1-CPU nodes of its own doubles them: 2048 after 9 such pods, 4096 after 10.
+	withPairs := func(n int) *plan.Result {
+		nodes, pods := pairNodes("pair"), pairPods("pair")
+		w := pods[3]
+		pods = append(pods[:3], replicas(onPool("u", "pair", map[string]string{"cpu": "1"}), 1)...)
+		for i := 0; i < n; i++ {
+			pool := "pair" + itoa(i)
+			nodes = append(nodes, node(pool+"-a", 1, 8, 0, map[string]string{"polyaxon": pool}), node(pool+"-b", 1, 8, 0, map[string]string{"polyaxon": pool}))
+			pods = append(pods, replicas(onPool(pool, pool, map[string]string{"cpu": "1"}), 1)...)
+		}
+		return plan.Plan(plan.NewSnapshot(nodes, nil), append(pods, w))
+	}
+	res = withPairs(9)
+	assert.Equal(t, plan.Unschedulable, res.Pods[13].Verdict, "2048 states: every placement")
+	res = withPairs(10)
+	assert.Equal(t, plan.Uncertain, res.Pods[14].Verdict, "4096 states: bounds only")
 
 	nodes = pairNodes("pair")
 	for i := 0; i < 12; i++ {

@@ -118,21 +118,45 @@ func TestSeedTopologyFitsAndReportsMissingGPUs(t *testing.T) {
 }
 
 func TestTopologyValidation(t *testing.T) {
-	for name, doc := range map[string]string{
-		"unknown field":     "environment: {resources: {cpu: {request: 1}}}",
-		"index range":       "environment: {replicas: {n_workers: 2, worker: [{index: 2}]}}",
-		"duplicate index":   "environment: {replicas: {n_ps: 2, ps: [{index: 1}, {index: 1}]}}",
-		"fractional gpu":    "environment: {resources: {gpu: {requests: 0.5}}}",
-		"bad placement":     "environment: {placement: {mode: per-rack}}",
-		"per-machine w/o n": "environment: {placement: {mode: per-machine}}",
-		"requests > limits": "environment: {resources: {cpu: {requests: 2, limits: 1}}}",
+	// Each error names the field to fix; the edge of each rule is accepted.
+	for _, c := range []struct{ name, doc, err string }{
+		{"unknown field", "environment: {resources: {cpu: {request: 1}}}", `unknown field "request"`},
+		{"index past the end", "environment: {replicas: {n_workers: 2, worker: [{index: 2}]}}", "environment.replicas.worker[0]: index 2 out of range 0..1"},
+		{"negative index", "environment: {replicas: {n_ps: 2, ps: [{index: -1}]}}", "environment.replicas.ps[0]: index -1 out of range 0..1"},
+		{"first and last index", "environment: {replicas: {n_workers: 2, worker: [{index: 0}, {index: 1}]}}", ""},
+		{"duplicate index", "environment: {replicas: {n_ps: 2, ps: [{index: 1}, {index: 1}]}}", "environment.replicas.ps[1]: index 1 given twice"},
+		{"negative workers", "environment: {replicas: {n_workers: -1}}", "environment.replicas: n_workers and n_ps must be >= 0"},
+		{"negative ps", "environment: {replicas: {n_ps: -1}}", "environment.replicas: n_workers and n_ps must be >= 0"},
+		{"no replicas", "environment: {replicas: {n_workers: 0, n_ps: 0}}", ""},
+		{"negative amount", "environment: {resources: {cpu: {requests: -1}}}", "amount -1: must be >= 0"},
+		{"zero amount", "environment: {resources: {cpu: {requests: 0}}}", ""},
+		{"bad quantity", `environment: {resources: {memory: {requests: "1Gx"}}}`, `amount "1Gx"`},
+		{"fractional gpu", "environment: {resources: {gpu: {requests: 0.5}}}", "gpu: 0.5 is not a whole number of devices"},
+		{"fractional gpu limit", "environment: {resources: {gpu: {limits: 1.5}}}", "gpu: 1.5 is not a whole number"},
+		{"gpu requests below limits", "environment: {resources: {gpu: {requests: 1, limits: 2}}}", "nvidia.com/gpu: requests 1 must equal limits 2 (extended resource)"},
+		{"custom gpu resource", "environment: {gpu_resource: amd.com/gpu, resources: {gpu: {requests: 2, limits: 1}}}", "amd.com/gpu: requests 2 exceed limits 1"},
+		{"requests > limits", "environment: {resources: {cpu: {requests: 2, limits: 1}}}", "cpu: requests 2 exceed limits 1"},
+		{"requests = limits", "environment: {resources: {cpu: {requests: 1, limits: 1}, gpu: {requests: 1, limits: 1}}}", ""},
+		{"bad placement", "environment: {placement: {mode: per-rack}}", `environment.placement: placement mode "per-rack": want requests, per-gpu or per-machine`},
+		{"per-machine w/o n", "environment: {placement: {mode: per-machine}}", "environment.placement: placement per-machine needs processesPerMachine >= 1"},
+		{"per-machine with 1", "environment: {placement: {mode: per-machine, processesPerMachine: 1}}", ""},
+		{"per-gpu with n", "environment: {placement: {mode: per-gpu, processesPerMachine: 2}}", "placement per-gpu takes no processesPerMachine"},
+		{"requests placement", "environment: {placement: {mode: requests}}", ""},
+		{"default worker placement", "environment: {replicas: {n_workers: 1, default_worker: {placement: {mode: x}}}}", "environment.replicas.default_worker.placement: "},
+		{"default ps placement", "environment: {replicas: {n_ps: 1, default_ps: {placement: {mode: per-machine}}}}", "environment.replicas.default_ps.placement: "},
+		{"override placement", "environment: {replicas: {n_workers: 1, worker: [{index: 0, placement: {mode: x}}]}}", "environment.replicas.worker[0].placement: "},
+		{"worker resources", "environment: {replicas: {n_workers: 2, worker: [{index: 1, resources: {cpu: {requests: 2, limits: 1}}}]}}", "worker 1: cpu: requests 2 exceed limits 1"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			topo, err := plan.ParseTopology([]byte(doc))
+		t.Run(c.name, func(t *testing.T) {
+			topo, err := plan.ParseTopology([]byte(c.doc))
 			if err == nil {
 				_, err = topo.Pods("t", "ns", plan.CategoryScheduling{})
 			}
-			assert.Error(t, err)
+			if c.err == "" {
+				assert.NoError(t, err)
+			} else if assert.Error(t, err) {
+				assert.Contains(t, err.Error(), c.err)
+			}
 		})
 	}
 	topo, err := plan.ParseTopology([]byte(`environment: {resources: {memory: {requests: "1Gi"}, cpu: {limits: 0.5}}}`))
