@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 )
@@ -225,4 +226,71 @@ func TestDaemonSetsGoFirstOnEveryEligibleNode(t *testing.T) {
 	assert.Equal(t, 2, d.DaemonSet.EligibleNodes, "cordoned is tolerated by DaemonSet pods, the tainted node is not")
 	assert.Equal(t, 2, d.DaemonSet.Fitting)
 	assert.Equal(t, plan.Unschedulable, res.Pods[1].Verdict, "the DaemonSet took the room on a")
+}
+
+// Every constraint the plan does not evaluate is named in the pod's notes, once.
+func TestNotesNameEachUnevaluatedConstraint(t *testing.T) {
+	blocker := boundPod("blocker", "a", nil)
+	blocker.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+		{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}}}}}
+	snap := plan.NewSnapshot([]corev1.Node{node("a", 4, 8, 0, nil)}, []corev1.Pod{blocker})
+
+	p := spec("x", map[string]string{"cpu": "1"})
+	term := corev1.PodAffinityTerm{TopologyKey: "zone", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "y"}}}
+	p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}},
+		PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}}
+	p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{
+		{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.ScheduleAnyway},
+		{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.DoNotSchedule},
+		{MaxSkew: 1, TopologyKey: "host", WhenUnsatisfiable: corev1.DoNotSchedule},
+	}
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "wait"}}
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}}
+	p.Spec.Volumes = []corev1.Volume{
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "d"}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}},
+	}
+	p.Spec.PriorityClassName = "high"
+	y := spec("y", map[string]string{"cpu": "1"})
+	y.Spec.Affinity = blocker.Spec.Affinity
+	r := plan.Plan(snap, append(replicas(p, 1), replicas(y, 1)...)).Pods[0]
+	assert.Equal(t, plan.Uncertain, r.Verdict)
+	assert.Equal(t, []string{
+		"required pod affinity (not evaluated)",
+		"required pod anti-affinity (not evaluated)",
+		"topology spread constraint with DoNotSchedule (not evaluated)",
+		"scheduling gates: the pod waits until they are removed",
+		"dynamic resource claims (not evaluated)",
+		"an existing pod's required anti-affinity selects this pod (not evaluated)",
+		"another planned pod's required anti-affinity selects this pod (not evaluated)",
+		"assumes volume data binds on the chosen node (volume binding not evaluated)",
+		"assumes volume tmp binds on the chosen node (volume binding not evaluated)",
+		"priority class high: preemption of lower-priority pods not modelled",
+	}, r.Notes)
+
+	plain := spec("z", map[string]string{"cpu": "1"})
+	plain.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{}, PodAntiAffinity: &corev1.PodAntiAffinity{}}
+	plain.Spec.TopologySpreadConstraints = p.Spec.TopologySpreadConstraints[:1]
+	r = plan.Plan(snap, replicas(plain, 1)).Pods[0]
+	assert.Equal(t, plan.Fits, r.Verdict, "empty affinity terms and ScheduleAnyway spreads decide nothing")
+	assert.Empty(t, r.Notes)
+}
+
+// A pod bound to a node by name goes there or nowhere; a cordoned node takes only pods that
+// tolerate the unschedulable taint.
+func TestNodeNameAndCordon(t *testing.T) {
+	cordoned := node("c", 4, 8, 0, nil)
+	cordoned.Spec.Unschedulable = true
+	snap := plan.NewSnapshot([]corev1.Node{node("a", 4, 8, 0, nil), node("b", 4, 8, 0, nil), cordoned}, nil)
+	p := spec("x", map[string]string{"cpu": "1"})
+	p.Spec.NodeName = "b"
+	r := plan.Plan(snap, replicas(p, 1)).Pods[0]
+	assert.Equal(t, "b", r.Node)
+	p.Spec.NodeName = "c"
+	r = plan.Plan(snap, replicas(p, 1)).Pods[0]
+	assert.Equal(t, "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match the requested node name.", r.Message)
+	p.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	r = plan.Plan(snap, replicas(p, 1)).Pods[0]
+	assert.Equal(t, "c", r.Node)
 }
