@@ -103,6 +103,76 @@ spec:
 
 }
 
+// Edges of the replica counts and of the manifest reader.
+func TestPodsFromObjectsEdges(t *testing.T) {
+	job := func(name string, parallelism, completions *int32, suspend bool) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "polyaxon"},
+			Spec: batchv1.JobSpec{Parallelism: parallelism, Completions: completions, Suspend: ptr.To(suspend), Template: template("migrations", nil)}}
+	}
+	withInit := template("api", nil)
+	withInit.Namespace = "other"
+	withInit.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}}
+	objs := toObjects(
+		job("same", ptr.To[int32](2), ptr.To[int32](2), false),
+		job("more-completions", ptr.To[int32](2), ptr.To[int32](5), false),
+		job("default", nil, nil, false),
+		job("suspended", ptr.To[int32](2), nil, true),
+		&batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "paused"}, Spec: batchv1.CronJobSpec{Suspend: ptr.To(true),
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: template("cleanup", nil)}}}},
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "hook", Annotations: map[string]string{"helm.sh/hook": "pre-install, test-success"}},
+			Spec: batchv1.JobSpec{Template: template("x", nil)}},
+		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "rs", Namespace: "polyaxon"}, Spec: appsv1.ReplicaSetSpec{Template: withInit}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "polyaxon"}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](0),
+			Template: template("postgresql", nil)}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: "polyaxon", Labels: map[string]string{"app.kubernetes.io/component": "tool"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}},
+	)
+	pods, err := plan.PodsFromObjects(objs)
+	require.NoError(t, err)
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	assert.Equal(t, []string{"same-0", "same-1", "more-completions-0", "more-completions-1", "default-0", "rs-0", "bare"}, names,
+		"parallelism at most completions; suspended, paused, zero-replica and Helm test pods start nothing")
+	assert.Equal(t, 1, pods[1].Index)
+	rs := pods[5]
+	assert.Equal(t, "ReplicaSet", rs.Kind)
+	assert.Equal(t, "other", rs.Pod.Namespace, "the template's own namespace wins")
+	assert.Equal(t, "polyaxon", pods[0].Pod.Namespace, "else the owner's")
+	assert.Equal(t, "64Mi", rs.Pod.Spec.InitContainers[0].Resources.Requests.Memory().String(), "init containers' requests default to limits too")
+	assert.Equal(t, "Pod", pods[6].Kind)
+	assert.Equal(t, "tool", pods[6].Category, "a component's pods go to its own category")
+
+	objs, err = plan.DecodeManifests(strings.NewReader(`
+---
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {containers: [{name: c}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: b}, spec: {containers: [{name: c}]}}
+---
+{"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly"}, "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"parallelism": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}}}}
+`))
+	require.NoError(t, err)
+	pods, err = plan.PodsFromObjects(objs)
+	require.NoError(t, err)
+	names = nil
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	assert.Equal(t, []string{"a", "b", "nightly-0", "nightly-1"}, names, "list items, and a CronJob's run")
+
+	_, err = plan.DecodeManifests(strings.NewReader("kind: Pod\n---\n[unclosed\n"))
+	assert.ErrorContains(t, err, "decoding manifest document 1")
+	objs, err = plan.DecodeManifests(strings.NewReader("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {replicas: many}\n"))
+	require.NoError(t, err)
+	_, err = plan.PodsFromObjects(objs)
+	assert.ErrorContains(t, err, "decoding Deployment d")
+}
+
 // Where a run of each category goes is what the chart's admission policies do to a run pod of
 // that category: evaluated on the production render with the API server's own code.
 func TestCategoryDefaultsFollowTheChartsPolicies(t *testing.T) {
