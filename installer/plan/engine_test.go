@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -293,4 +294,64 @@ func TestNodeNameAndCordon(t *testing.T) {
 	p.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 	r = plan.Plan(snap, replicas(p, 1)).Pods[0]
 	assert.Equal(t, "c", r.Node)
+}
+
+// The plan's own placement: the feasible node with the most free CPU and memory (ties to the
+// first by name); feasible nodes counted by pool, largest first, then by name.
+func TestAssumedPlacementAndPoolCounts(t *testing.T) {
+	nodes := []corev1.Node{
+		node("a1", 4, 8, 0, map[string]string{"polyaxon": "a"}), node("a2", 4, 8, 0, map[string]string{"polyaxon": "a"}),
+		node("b1", 4, 8, 0, map[string]string{"polyaxon": "b"}), node("b2", 4, 8, 0, map[string]string{"polyaxon": "b"}),
+		node("c1", 8, 8, 0, map[string]string{"polyaxon": "c"}),
+		node("d1", 4, 16, 0, map[string]string{"polyaxon": "d"}), node("d2", 4, 8, 0, map[string]string{"polyaxon": "d"}),
+		node("d3", 4, 8, 0, map[string]string{"polyaxon": "d"}),
+	}
+	busy := []corev1.Pod{boundPod("busy", "c1", map[string]string{"cpu": "6"}), boundPod("full", "d1", map[string]string{"memory": "12Gi"})}
+	res := plan.Plan(plan.NewSnapshot(nodes, busy), replicas(spec("x", map[string]string{"cpu": "1", "memory": "1Gi"}), 2))
+	x0, x1 := res.Pods[0], res.Pods[1]
+	assert.Equal(t, []plan.PoolCount{{Pool: "polyaxon=d", Nodes: 3}, {Pool: "polyaxon=a", Nodes: 2}, {Pool: "polyaxon=b", Nodes: 2}, {Pool: "polyaxon=c", Nodes: 1}}, x0.Pools)
+	assert.Equal(t, 8, x0.FeasibleNodes)
+	assert.Equal(t, 8, x0.CandidateNodes)
+	assert.Equal(t, "a1", x0.AssumedNode, "equal scores: the first node by name")
+	assert.Equal(t, "polyaxon=a", x0.Pool)
+	assert.Equal(t, "a2", x1.AssumedNode, "a1 has less free now")
+	assert.Equal(t, map[string]string{"cpu": "1", "memory": "1Gi"}, x0.Requests)
+
+	// Memory counts as much as CPU: d1 (16Gi, 12Gi used) scores below the 8Gi nodes with CPU alike.
+	small := []corev1.Node{nodes[5], nodes[6]}
+	r := plan.Plan(plan.NewSnapshot(small, busy), replicas(spec("y", map[string]string{"cpu": "1"}), 1)).Pods[0]
+	assert.Equal(t, "d2", r.AssumedNode)
+	// CPU alone decides between nodes with equal memory: c1 (8 cores, 6 used) loses to a1.
+	r = plan.Plan(plan.NewSnapshot([]corev1.Node{nodes[4], nodes[0]}, busy), replicas(spec("y", map[string]string{"memory": "1Gi"}), 1)).Pods[0]
+	assert.Equal(t, "a1", r.AssumedNode)
+}
+
+// A DaemonSet that lacks room on some eligible nodes says on how many, and which.
+func TestDaemonSetShortOfRoom(t *testing.T) {
+	var nodes []corev1.Node
+	var busy []corev1.Pod
+	for i := 0; i < 23; i++ {
+		name := fmt.Sprintf("n%02d", i)
+		nodes = append(nodes, node(name, 1, 8, 0, nil))
+		if i > 0 {
+			busy = append(busy, boundPod("busy-"+name, name, map[string]string{"cpu": "1"}))
+		}
+	}
+	objs, err := plan.PodsFromObjects(toObjects(daemonSet("agent", map[string]string{"cpu": "100m"})))
+	require.NoError(t, err)
+	r := plan.Plan(plan.NewSnapshot(nodes, busy), objs).Pods[0]
+	assert.Equal(t, plan.Unschedulable, r.Verdict)
+	assert.False(t, r.AssumedFits)
+	assert.Equal(t, "22 of 23 eligible node(s) lack room for the DaemonSet pod", r.Message)
+	assert.Equal(t, 23, r.DaemonSet.EligibleNodes)
+	assert.Equal(t, 1, r.DaemonSet.Fitting)
+	assert.Len(t, r.DaemonSet.Unfit, 20, "at most 20 named")
+	assert.Equal(t, "n01", r.DaemonSet.Unfit[0])
+	assert.Equal(t, []plan.PoolCount{{Pool: "(no pool label)", Nodes: 1}}, r.Pools)
+	assert.Equal(t, map[string]string{"cpu": "100m"}, r.Requests)
+
+	r = plan.Plan(plan.NewSnapshot(nodes[:1], nil), objs).Pods[0]
+	assert.Equal(t, plan.Fits, r.Verdict)
+	assert.Empty(t, r.Message)
+	assert.Empty(t, r.DaemonSet.Unfit)
 }
