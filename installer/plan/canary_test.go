@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -87,4 +88,46 @@ func TestProbePodIsRestrictedAndCarriesDefaults(t *testing.T) {
 	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
 	assert.True(t, *p.Spec.SecurityContext.RunAsNonRoot)
 	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, p.Spec.SecurityContext.SeccompProfile.Type)
+}
+
+// The canary returns once every pod is decided, not at its timeout.
+func TestCanaryReturnsOnceEveryPodIsDecided(t *testing.T) {
+	cs := fake.NewClientset()
+	fakeScheduler(cs)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	res, err := plan.RunCanary(ctx, cs, "polyaxon", plan.RunPlacement{Categories: []plan.CategoryScheduling{{Category: "experiments"}, {Category: "builds"}}},
+		plan.WithCanaryTimeout(time.Hour), plan.WithCanaryPoll(5*time.Millisecond))
+	require.NoError(t, err, "waited past the point where both pods were decided")
+	assert.True(t, res[0].Scheduled)
+	assert.Equal(t, "Unschedulable", res[1].Reason)
+	assert.Contains(t, res[1].Message, "0/3 nodes are available")
+}
+
+func TestCanaryErrorsNameTheNamespace(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(corev1.Resource("namespaces"), "polyaxon")
+	})
+	_, err := plan.RunCanary(context.Background(), cs, "polyaxon", plan.RunPlacement{Categories: []plan.CategoryScheduling{{Category: "jobs"}}})
+	assert.ErrorContains(t, err, "creating canary pod for category jobs in namespace polyaxon")
+	assert.ErrorContains(t, err, "install first or pass -n", "a missing namespace says what to do")
+
+	cs = fake.NewClientset()
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", fmt.Errorf("no"))
+	})
+	_, err = plan.RunCanary(context.Background(), cs, "polyaxon", plan.RunPlacement{Categories: []plan.CategoryScheduling{{Category: "jobs"}}})
+	assert.ErrorContains(t, err, "creating canary pod for category jobs")
+	assert.NotContains(t, err.Error(), "install first")
+
+	cs = fake.NewClientset()
+	fakeScheduler(cs)
+	cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("connection refused")
+	})
+	res, err := plan.RunCanary(context.Background(), cs, "polyaxon", plan.RunPlacement{Categories: []plan.CategoryScheduling{{Category: "jobs"}}})
+	assert.ErrorContains(t, err, "watching canary pods in namespace polyaxon: connection refused")
+	require.Len(t, res, 1)
+	assert.True(t, res[0].Deleted, "the pod it made is still deleted")
 }
