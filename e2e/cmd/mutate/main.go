@@ -90,6 +90,10 @@ func run(gremlins, survivorsFile, keep, exclude string, pkgs []string, gate muta
 		}
 		cmd := exec.Command(gremlins, append(args, "./"+pkg)...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		// gremlins times each mutant against its first, coverage run: a cached result there would
+		// make the timeout a fraction of a real run and report survivors as timed out. Vet is off:
+		// a mutant is judged by the tests, and vet adds a second to each of hundreds of runs.
+		cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -count=1 -vet=off"))
 		if err := cmd.Run(); err != nil {
 			return false, fmt.Errorf("gremlins on %s: %w", pkg, err)
 		}
