@@ -42,6 +42,8 @@ func TestSchedulingTexts(t *testing.T) {
 		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: one}}}}
 	assert.Equal(t, "polyaxon=jobs and gpu,!cordon,cores Gt 8", constraintsText(pod))
 	assert.Equal(t, "", constraintsText(&corev1.Pod{}))
+	pod.Spec.NodeSelector = nil
+	assert.Equal(t, "gpu,!cordon,cores Gt 8", constraintsText(pod), "affinity alone")
 
 	assert.Equal(t, "", indexRanges(nil))
 	assert.Equal(t, "0", indexRanges([]int{0}))

@@ -45,7 +45,7 @@ import (
 // 6 fit and 1 unschedulable. Where the bounds still disagree and the plan is small (at most 64
 // nodes, 2048 distinct capacity states), every placement the scheduler could choose is listed
 // instead and decides (reachable.go): in the randomized cases of plantest this takes the
-// uncertain verdicts from 5.6% to 2.3%, and what stays uncertain truly depends on scoring.
+// uncertain verdicts from 7.1% to 2.4%, and what stays uncertain truly depends on scoring.
 // plantest checks the verdicts against random schedulers, the e2e suite against kube-scheduler.
 //
 // Not evaluated (the verdict becomes "uncertain" where they apply, with a note): required

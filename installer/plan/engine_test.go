@@ -169,6 +169,7 @@ func TestUncertainWhenOrderAndScoringDecide(t *testing.T) {
 	assert.Empty(t, res.Pods[0].Node)
 	assert.Equal(t, "large", res.Pods[0].AssumedNode, "LeastAllocated picks the emptier node")
 	assert.Equal(t, plan.Uncertain, res.Pods[1].Verdict)
+	assert.Equal(t, []string{"depends on which nodes the scheduler picks for earlier pods (scoring is not predicted)"}, res.Pods[1].Notes)
 	assert.False(t, res.Pods[1].AssumedFits)
 	assert.False(t, res.Summary.OK)
 	assert.Equal(t, plan.ExitCheckFailed, res.ExitCode(false))
