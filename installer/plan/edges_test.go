@@ -161,3 +161,50 @@ func TestBoundsPastTheFirst64Nodes(t *testing.T) {
 	}
 	assert.Contains(t, res.Pods[3].Notes, "depends on which nodes the scheduler picks for earlier pods (scoring is not predicted)")
 }
+
+// A pod after one that may stay pending (an unevaluated constraint makes it uncertain) is not
+// ruled out: only pods that surely fit surely take a slot.
+func TestPodAfterAnUncertainOneIsNotRuledOut(t *testing.T) {
+	snap := plan.NewSnapshot([]corev1.Node{node("a", 2, 8, 0, nil)}, nil)
+	spread := spec("spread", map[string]string{"cpu": "2"})
+	spread.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.DoNotSchedule}}
+	pods := append(replicas(spread, 1), replicas(spec("plain", map[string]string{"cpu": "2"}), 1)...)
+	res := plan.Plan(snap, pods)
+	assert.Equal(t, plan.Uncertain, res.Pods[0].Verdict)
+	assert.Equal(t, plan.Uncertain, res.Pods[1].Verdict, "fits if the first stays pending")
+}
+
+// A pod that surely fits but may land off the nodes of a per-gpu run still counts against
+// the run: the last worker fits only if that pod went elsewhere.
+func TestFixedPodBeforeAPerGPURun(t *testing.T) {
+	gpu := map[string]string{"polyaxon": "gpu"}
+	snap := plan.NewSnapshot([]corev1.Node{node("a-other", 8, 32, 1, nil), node("g1", 8, 32, 1, gpu), node("g2", 8, 32, 1, gpu)}, nil)
+	topo, err := plan.ParseTopology([]byte(`
+environment:
+  placement: {mode: per-gpu}
+  replicas: {n_workers: 1}
+`))
+	require.NoError(t, err)
+	run, err := topo.Pods("r", "ns", plan.CategoryScheduling{NodeSelector: gpu})
+	require.NoError(t, err)
+	pods := append(replicas(spec("job", map[string]string{"cpu": "1", "nvidia.com/gpu": "1"}), 1), run...)
+	res := plan.Plan(snap, pods)
+	assert.Equal(t, plan.Fits, res.Pods[0].Verdict)
+	assert.Equal(t, "a-other", res.Pods[0].AssumedNode)
+	assert.Equal(t, plan.Fits, byName(t, res, "r-master-0").Verdict)
+	w := byName(t, res, "r-worker-0")
+	assert.Equal(t, plan.Uncertain, w.Verdict, "the job may take g1 or g2")
+	assert.True(t, w.AssumedFits)
+}
+
+// While a pod is resized in place, the scheduler counts the larger of its spec and its
+// status: pod-level resources too.
+func TestPodLevelResizeCountsTheStatus(t *testing.T) {
+	resized := boundPod("resized", "a", nil)
+	resized.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	resized.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+	resized.Status.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}
+	snap := plan.NewSnapshot([]corev1.Node{node("a", 4, 8, 0, nil)}, []corev1.Pod{resized})
+	res := plan.Plan(snap, replicas(spec("x", map[string]string{"cpu": "2"}), 1))
+	assert.Equal(t, plan.Unschedulable, res.Pods[0].Verdict, "3 of 4 cores are taken, not 1")
+}
