@@ -27,6 +27,7 @@ data:
   minor: {{ .Capabilities.KubeVersion.Minor | quote }}
   policies: {{ .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" | quote }}
   kubeflow: {{ .Capabilities.APIVersions.Has "kubeflow.org/v1/PyTorchJob" | quote }}
+  revision: {{ .Release.Revision | quote }}
 `)},
 }
 
@@ -115,4 +116,18 @@ type blockingDiscovery struct {
 func (b blockingDiscovery) ServerVersion() (*kversion.Info, error) {
 	<-b.block
 	return b.FakeDiscovery.ServerVersion()
+}
+
+// Offline, the policy kinds are added from Kubernetes 1.36 on, where they are GA and served by
+// default; before it the chart renders no policies.
+func TestOfflineRenderAddsThePolicyKindsFrom136(t *testing.T) {
+	for version, want := range map[string]string{"1.35.4": "false", "1.36.0": "true", "1.37.2": "true", "2.0.0": "true"} {
+		assert.Equal(t, want, renderCaps(t, render.Options{KubeVersion: version})["policies"], version)
+	}
+}
+
+// A render is revision 1 unless told otherwise, as a first install is.
+func TestRenderRevision(t *testing.T) {
+	assert.Equal(t, "1", renderCaps(t, render.Options{})["revision"])
+	assert.Equal(t, "3", renderCaps(t, render.Options{Revision: 3})["revision"])
 }

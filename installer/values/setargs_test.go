@@ -50,3 +50,16 @@ func TestBuildNeverQuotesSecrets(t *testing.T) {
 	assert.NotContains(t, err.Error(), "hunter22")
 	assert.Contains(t, err.Error(), "postgresql.auth.password=<redacted>")
 }
+
+// A trailing backslash escapes nothing and stays as written; a key with '=' and nothing after
+// it has an empty value.
+func TestSplitSetArgEdges(t *testing.T) {
+	pairs, err := values.SplitSetArg(`a=b\`)
+	require.NoError(t, err)
+	assert.Equal(t, []values.SetPair{{Key: "a", Value: `b\`, Assigned: true}}, pairs)
+	pairs, err = values.SplitSetArg("a=")
+	require.NoError(t, err)
+	assert.Equal(t, []values.SetPair{{Key: "a", Value: "", Assigned: true}}, pairs)
+	assert.Equal(t, `b\`, values.Unescape(`b\`))
+	assert.Equal(t, `b,c`, values.Unescape(`b\,c`))
+}
