@@ -76,6 +76,24 @@ func TestMigrate(t *testing.T) {
 			warnPaths: []string{"rbac.enabled", "postgresql.postgresUser", "postgresql.postgresqlPassword", "postgresql.postgresDatabase", "postgresql.existingSecret", "postgresql.primary.persistence"},
 		},
 		{
+			name:      "nodeSelector into an empty nodeSelectors.core",
+			in:        "nodeSelector: {core: {a: b}}\nnodeSelectors: {core: {}}\n",
+			want:      "nodeSelectors: {core: {a: b}}\n",
+			warnPaths: []string{"nodeSelector"},
+		},
+		{
+			name:      "flat nodeSelector into an empty nodeSelectors.core",
+			in:        "nodeSelector: {polyaxon: core}\nnodeSelectors: {core: {}}\n",
+			want:      "nodeSelectors: {core: {polyaxon: core}}\n",
+			warnPaths: []string{"nodeSelector"},
+		},
+		{
+			name:      "every component's single toleration is wrapped",
+			in:        "postgresql:\n  tolerations: {key: a, operator: Exists}\nredis:\n  tolerations: {key: b, operator: Exists}\n",
+			want:      "postgresql:\n  tolerations: [{key: a, operator: Exists}]\nredis:\n  tolerations: [{key: b, operator: Exists}]\n",
+			warnPaths: []string{"postgresql.tolerations", "redis.tolerations"},
+		},
+		{
 			name: "current spelling untouched",
 			in:   "nodeSelectors: {core: {a: b}}\ntolerations: {core: [{operator: Exists}]}\naffinity: {core: {}}\npostgresql: {tolerations: []}\n",
 			want: "nodeSelectors: {core: {a: b}}\ntolerations: {core: [{operator: Exists}]}\naffinity: {core: {}}\npostgresql: {tolerations: []}\n",
@@ -106,6 +124,8 @@ func TestMigrateRejects(t *testing.T) {
 	cases := []struct{ name, in, path, fix string }{
 		{"single toleration without category", "tolerations: {key: k, operator: Exists}\n", "tolerations", "tolerations:\n      core:"},
 		{"both spellings in one file", "nodeSelector: {core: {a: b}}\nnodeSelectors: {core: {c: d}}\n", "nodeSelector.core", "keep only nodeSelectors.core"},
+		{"flat nodeSelector and nodeSelectors.core", "nodeSelector: {polyaxon: core}\nnodeSelectors: {core: {c: d}}\n", "nodeSelector", "keep only nodeSelectors.core"},
+		{"nodeSelector keyed by what is not a category", "nodeSelector: {gpus: {a: b}}\n", "nodeSelector", "nodeSelectors.<category>"},
 		{"mixed nodeSelector", "nodeSelector: {core: {a: b}, polyaxon: core}\n", "nodeSelector", "nodeSelectors.<category>"},
 		{"category toleration not a toleration", "tolerations: {core: {foo: bar}}\n", "tolerations.core", "as a list"},
 		{"old and new key together", "rbac: {enabled: true, create: false}\n", "rbac.enabled", "keep only rbac.create"},
