@@ -187,6 +187,11 @@ func TestRenderUnknownKeyListsTheKnownOnes(t *testing.T) {
 	_, err = render.Render(ch, map[string]any{"nodeSelectors": map[string]any{"gpus": map[string]any{"a": "b"}}}, render.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "at nodeSelectors: additional properties 'gpus' not allowed (known: builds, core, experiments, jobs, notebooks, tensorboards)")
+
+	// Through a shared definition ($ref) too.
+	_, err = render.Render(ch, map[string]any{"gateway": map[string]any{"image": map[string]any{"tagg": "x"}}}, render.Options{})
+	require.Error(t, err)
+	assert.Regexp(t, `at gateway\.image: additional properties 'tagg' not allowed \(known: [^)]*\btag\b`, err.Error())
 }
 
 func TestRenderStrictDecoding(t *testing.T) {
