@@ -258,3 +258,25 @@ func TestRenderLookupReusesClusterSecret(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, []byte("kept"), sec.Typed.(*corev1.Secret).Data["key"])
 }
+
+// A CRD file with several documents names each after the first by its index, so an error or a
+// plan line points at the right one.
+func TestCRDDocumentsAreNamedByIndex(t *testing.T) {
+	crd := func(name string) string {
+		return "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: " + name + "\n"
+	}
+	ch, err := render.LoadDir(writeChart(t, map[string]string{
+		"Chart.yaml":      "apiVersion: v2\nname: tiny\nversion: 0.1.0\n",
+		"crds/two.yaml":   crd("as.x.io") + "---\n" + crd("bs.x.io"),
+		"crds/one.yaml":   crd("cs.x.io"),
+		"templates/.keep": "",
+	}))
+	require.NoError(t, err)
+	res, err := render.Render(ch, nil, render.Options{})
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, m := range res.CRDs {
+		got[m.Object.GetName()] = m.Template
+	}
+	assert.Equal(t, map[string]string{"as.x.io": "tiny/crds/two.yaml", "bs.x.io": "tiny/crds/two.yaml#1", "cs.x.io": "tiny/crds/one.yaml"}, got)
+}
