@@ -26,9 +26,11 @@ package:
 	  $(if $(CHART_VERSION),--version '$(CHART_VERSION)') \
 	  $(if $(KEY),--sign --keyring '$(KEYRING)' --key '$(KEY)' $(if $(PASSPHRASE_FILE),--passphrase-file '$(PASSPHRASE_FILE)'))
 
-# System packages (PostgreSQL) and the control-plane binaries, cached outside the repo.
+# System packages (PostgreSQL), and Polyaxon's own programs (haupt, polyaxon: pinned with hashes,
+# in a virtual environment), cached outside the repo.
 deps:
 	@bash e2e/scripts/install-deps.sh
+	@bash e2e/scripts/install-polyaxon.sh >/dev/null
 
 binaries:
 	@bash e2e/scripts/build-binaries.sh >/dev/null
