@@ -38,6 +38,10 @@ type Cluster struct {
 
 	addPool  func(ctx context.Context, pool NodePool) ([]string, error)
 	stopBack context.CancelFunc
+	// hosts runs the host programs (WithHostPrograms); nil without them.
+	hosts *hostRunner
+	// backDone is closed when the background helpers have stopped (their processes included).
+	backDone chan struct{}
 }
 
 // AddNodePool adds pool.Count nodes of the pool and waits until they are Ready.
@@ -61,10 +65,14 @@ func (c *Cluster) WaitNodesReady(ctx context.Context) error {
 	return waitNodesReady(ctx, c.Clientset, nil)
 }
 
-// Close stops background helpers of this handle (the volume reclaimer). It does not delete the cluster.
+// Close stops background helpers of this handle (the volume reclaimer, the host programs and
+// their processes). It does not delete the cluster.
 func (c *Cluster) Close() {
 	if c.stopBack != nil {
 		c.stopBack()
+	}
+	if c.backDone != nil {
+		<-c.backDone
 	}
 }
 
@@ -83,6 +91,10 @@ type CreateOptions struct {
 	KubeconfigPath string
 	// PodCommands runs the scripts of pods annotated RunAnnotation (local provider).
 	PodCommands bool
+	// Programs run on this machine for the pods of their images (local provider).
+	Programs []Program
+	// Backends are real servers on this machine behind simulated pods (local provider).
+	Backends []HostBackend
 }
 
 // CreateOption configures Create.

@@ -156,6 +156,8 @@ type kwokctlOptions struct {
 	KubeVersion string
 	BinDir      string
 	Ports       componentPortSet
+	// EnableCRDs are kwok kinds read from the API server at run time instead of the config.
+	EnableCRDs []string
 }
 
 // renderKwokConfig writes the multi-document config passed to `kwokctl -c`.
@@ -175,6 +177,9 @@ func renderKwokConfig(o kwokctlOptions, stages []Stage, execs []ClusterExec) ([]
 	}
 	if o.KubeVersion != "" {
 		opts["kubeVersion"] = o.KubeVersion
+	}
+	if len(o.EnableCRDs) > 0 {
+		opts["enableCRDs"] = o.EnableCRDs
 	}
 	for key, port := range map[string]uint32{
 		"etcdPort":                  o.Ports.Etcd,

@@ -134,6 +134,9 @@ func (p *LocalProvider) Create(ctx context.Context, name string, opts ...CreateO
 	if o.PodCommands {
 		stages = append(stages, RunPodStage())
 	}
+	if len(o.Programs) > 0 {
+		stages = append(stages, HostProgramStages(o.Programs)...)
+	}
 	for _, f := range []string{p.configPath(name), p.kubeconfigPath(name), p.logPath(name)} {
 		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 			return nil, fmt.Errorf("local cluster %q: %w", name, err)
@@ -184,7 +187,12 @@ func (p *LocalProvider) createOnce(ctx context.Context, name, binDir string, sta
 	if err != nil {
 		return nil, fmt.Errorf("local cluster %q: %w", name, err)
 	}
-	cfg, err := renderKwokConfig(kwokctlOptions{KubeVersion: o.KubeVersion, BinDir: binDir, Ports: newComponentPortSet(ports)}, stages, o.ClusterExecs)
+	kopts := kwokctlOptions{KubeVersion: o.KubeVersion, BinDir: binDir, Ports: newComponentPortSet(ports)}
+	if len(o.Programs) > 0 {
+		// Host programs' logs are served per pod: Logs objects made at run time.
+		kopts.EnableCRDs = []string{"Logs"}
+	}
+	cfg, err := renderKwokConfig(kopts, stages, o.ClusterExecs)
 	if err != nil {
 		return nil, fmt.Errorf("local cluster %q: %w", name, err)
 	}
@@ -316,10 +324,22 @@ func (p *LocalProvider) setup(ctx context.Context, c *Cluster, o CreateOptions) 
 	}
 	bg, stop := context.WithCancel(context.Background())
 	c.stopBack = stop
-	go runReclaimer(bg, c.Clientset)
+	var wg sync.WaitGroup
+	wg.Go(func() { runReclaimer(bg, c.Clientset) })
 	if o.PodCommands {
-		go runPodCommands(bg, c)
+		wg.Go(func() { runPodCommands(bg, c) })
 	}
+	if len(o.Programs) > 0 {
+		hosts, err := newHostRunner(c, filepath.Join(p.ClusterDir(c.Name), "pods"), o.Programs, o.Backends)
+		if err != nil {
+			stop()
+			return err
+		}
+		c.hosts = hosts
+		wg.Go(func() { hosts.run(bg) })
+	}
+	c.backDone = make(chan struct{})
+	go func() { wg.Wait(); close(c.backDone) }()
 	p.mu.Lock()
 	p.open[c.Name] = c
 	p.mu.Unlock()

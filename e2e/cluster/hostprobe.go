@@ -1,0 +1,171 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+)
+
+// maxProbePeriod caps a probe's period: the chart's periods suit a cluster, not a test.
+const maxProbePeriod = 2 * time.Second
+
+// probe runs the container's readiness probe against the process, as the kubelet would, and
+// keeps the pod's Ready condition to its result until ctx ends. Without a probe the pod is
+// Ready once the process runs. The initial delay is not waited for: it only delays.
+func (r *hostRunner) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container, prog Program, pc ProgramContainer, proc *HostProcess) {
+	pr := c.ReadinessProbe
+	if pr == nil {
+		_ = r.setReady(ctx, p, true)
+		return
+	}
+	period := time.Duration(pr.PeriodSeconds) * time.Second
+	if period <= 0 || period > maxProbePeriod {
+		period = maxProbePeriod
+	}
+	failures := max(pr.FailureThreshold, 1)
+	ready, fails := false, int32(0)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		err := r.probeOnce(ctx, pr, prog, pc, proc)
+		switch {
+		case err == nil && !ready:
+			if r.setReady(ctx, p, true) == nil {
+				ready, fails = true, 0
+			}
+		case err == nil:
+			fails = 0
+		case ready:
+			if fails++; fails >= failures && r.setReady(ctx, p, false) == nil {
+				ready = false
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// probeOnce is one readiness check: nil when it passes.
+func (r *hostRunner) probeOnce(ctx context.Context, pr *corev1.Probe, prog Program, pc ProgramContainer, proc *HostProcess) error {
+	timeout := time.Duration(max(pr.TimeoutSeconds, 1)) * time.Second
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	switch {
+	case pr.HTTPGet != nil:
+		port, err := hostPort(pr.HTTPGet.Port, pc)
+		if err != nil {
+			return err
+		}
+		scheme := "http"
+		if pr.HTTPGet.Scheme == corev1.URISchemeHTTPS {
+			scheme = "https"
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s://127.0.0.1:%d%s", scheme, port, pr.HTTPGet.Path), nil)
+		if err != nil {
+			return err
+		}
+		for _, h := range pr.HTTPGet.HTTPHeaders {
+			if http.CanonicalHeaderKey(h.Name) == "Host" {
+				req.Host = h.Value
+			} else {
+				req.Header.Add(h.Name, h.Value)
+			}
+		}
+		// The kubelet does not verify a probe's certificate either.
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+			return fmt.Errorf("HTTP probe: status %d", resp.StatusCode)
+		}
+		return nil
+	case pr.TCPSocket != nil:
+		port, err := hostPort(pr.TCPSocket.Port, pc)
+		if err != nil {
+			return err
+		}
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	case pr.Exec != nil:
+		if prog.ExecProbe == nil {
+			return fmt.Errorf("exec probe %q: the program has no equivalent here", pr.Exec.Command)
+		}
+		argv, err := prog.ExecProbe(pc, pr.Exec.Command)
+		if err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env, cmd.Dir = proc.Env, proc.Dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("exec probe: %w: %s", err, out)
+		}
+		return nil
+	}
+	return fmt.Errorf("probe of no kind")
+}
+
+// hostPort is the loopback port for a probe's port, by number or by the container port's name.
+func hostPort(port intstr.IntOrString, pc ProgramContainer) (int, error) {
+	if port.Type == intstr.Int {
+		if hp := pc.Port(port.IntVal); hp != 0 {
+			return hp, nil
+		}
+		return 0, fmt.Errorf("probe port %d is not a port of the container", port.IntVal)
+	}
+	for _, c := range pc.Pod.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name == port.StrVal {
+				return pc.Port(cp.ContainerPort), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("probe port %q names no port of the container", port.StrVal)
+}
+
+// setReady writes the pod's Ready and ContainersReady conditions and its containers' ready flag.
+func (r *hostRunner) setReady(ctx context.Context, p *corev1.Pod, ready bool) error {
+	status, reason := corev1.ConditionTrue, ""
+	if !ready {
+		status, reason = corev1.ConditionFalse, "ContainersNotReady"
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := r.c.Clientset.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != p.UID || cur.Status.Phase != corev1.PodRunning {
+			return nil
+		}
+		now := metav1.Now()
+		for i := range cur.Status.Conditions {
+			if t := cur.Status.Conditions[i].Type; t == corev1.PodReady || t == corev1.ContainersReady {
+				cur.Status.Conditions[i].Status, cur.Status.Conditions[i].Reason = status, reason
+				cur.Status.Conditions[i].LastTransitionTime = now
+			}
+		}
+		for i := range cur.Status.ContainerStatuses {
+			cur.Status.ContainerStatuses[i].Ready = ready
+		}
+		_, err = r.c.Clientset.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}

@@ -1,0 +1,448 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Program is what runs on this machine for the containers of one image (WithHostPrograms).
+// The image's own entrypoint is not run (its files are not here); Command says what it would
+// start.
+type Program struct {
+	// Image is the image's repository ("polyaxon/polyaxon-api"): the first container of a pod
+	// whose image is this repository, at any tag or digest, runs the program.
+	Image string
+	// Command is the argv for a container of the image.
+	Command func(c ProgramContainer) ([]string, error)
+	// ExecProbe is what runs here for an exec probe of the image (nil: exec probes fail).
+	ExecProbe func(c ProgramContainer, probe []string) ([]string, error)
+	// ImageEnv is what the image sets that the pod does not: the container's own env wins.
+	ImageEnv []EnvVar
+	// EnvOverrides replace a variable's value after the pod's env, each a HostRewrites row.
+	EnvOverrides map[string]string
+}
+
+// ProgramContainer is a container as its Program sees it.
+type ProgramContainer struct {
+	Pod *corev1.Pod
+	// Command and Args are the container's, with $(VAR) expanded as the kubelet does.
+	Command, Args []string
+	// Ports maps each container port to the loopback port the program must listen on.
+	Ports map[int32]int
+	Env   []EnvVar
+}
+
+// Port is the loopback port for container port p (0 when the container does not declare it).
+func (c ProgramContainer) Port(p int32) int { return c.Ports[p] }
+
+// Lookup is a variable of the container's environment.
+func (c ProgramContainer) Lookup(name string) (string, bool) {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// WithHostPrograms runs programs on this machine for the pods whose first container's image
+// is one of theirs (local provider): see HostProgramStages and doc.go.
+func WithHostPrograms(programs ...Program) CreateOption {
+	return func(o *CreateOptions) { o.Programs = append(o.Programs, programs...) }
+}
+
+// WithHostBackend says that address (host:port, on this machine) answers containerPort of
+// pod in namespace, a simulated pod backed by a real server (the Postgres pod's PostgreSQL):
+// the Services that select the pod forward to it.
+func WithHostBackend(namespace, pod string, containerPort int32, address string) CreateOption {
+	return func(o *CreateOptions) {
+		o.Backends = append(o.Backends, HostBackend{namespace, pod, containerPort, address})
+	}
+}
+
+// HostBackend is one WithHostBackend.
+type HostBackend struct {
+	Namespace, Pod string
+	Port           int32
+	Address        string
+}
+
+// imageRepositoryQuery is the jq expression kwok evaluates for a pod's first image without
+// its tag or digest.
+const imageRepositoryQuery = `.spec.containers.[0].image | sub("@.*$"; "") | sub(":[^:/]*$"; "")`
+
+// HostProgramStages keep kwok from running the pods that host programs stand behind: such a
+// pod becomes Running with its containers started but not Ready (kwok's pod-ready stage loses
+// to the weight), and stays so; the runner marks it Ready when its readiness probe passes and
+// ends it when the process exits. Pods annotated FailAnnotation keep kwok's failure.
+func HostProgramStages(programs []Program) []Stage {
+	var images []string
+	for _, p := range programs {
+		images = append(images, fmt.Sprintf("%q", p.Image))
+	}
+	match := `
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: '` + imageRepositoryQuery + `'
+      operator: In
+      values: [` + strings.Join(images, ", ") + `]
+    - key: '.metadata.annotations["` + FailAnnotation + `"]'
+      operator: DoesNotExist`
+	start := `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: polyaxon-deploy-host-program-start
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .status.phase
+      operator: In
+      values: ["Pending"]` + match + `
+  weight: 1000
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: Ready, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        ready: false
+        started: true
+        restartCount: 0
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      {{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+      {{ with $podIPs }}
+      podIP: {{ index . 0 | Quote }}
+      podIPs:
+      {{ range . }}
+      - ip: {{ . | Quote }}
+      {{ end }}
+      {{ end }}
+      phase: Running
+      startTime: {{ $now | Quote }}
+`
+	// Its patch changes nothing, so kwok applies nothing; it only outweighs pod-complete.
+	hold := `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: polyaxon-deploy-host-program-hold
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .status.phase
+      operator: In
+      values: ["Running"]` + match + `
+  weight: 1000
+  next:
+    statusTemplate: |
+      phase: Running
+`
+	return []Stage{{Name: "polyaxon-deploy-host-program-start", YAML: start}, {Name: "polyaxon-deploy-host-program-hold", YAML: hold}}
+}
+
+// imageRepository is image without its tag or digest (imageRepositoryQuery, in Go).
+func imageRepository(image string) string {
+	if i := strings.IndexByte(image, '@'); i >= 0 {
+		image = image[:i]
+	}
+	if i := strings.LastIndexByte(image, ':'); i >= 0 && !strings.Contains(image[i:], "/") {
+		image = image[:i]
+	}
+	return image
+}
+
+// hostRunner starts, probes and stops the host programs of a cluster's pods.
+type hostRunner struct {
+	c        *Cluster
+	dir      string // <cluster dir>/pods
+	programs map[string]Program
+	backends *backendTable
+	proxy    *serviceProxy
+	dyn      dynamic.Interface
+
+	mu      sync.Mutex
+	running map[types.UID]*hostPod
+}
+
+type hostPod struct {
+	proc   *HostProcess
+	cancel context.CancelFunc
+	grace  time.Duration
+}
+
+func newHostRunner(c *Cluster, dir string, programs []Program, backends []HostBackend) (*hostRunner, error) {
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return nil, err
+	}
+	r := &hostRunner{c: c, dir: dir, programs: map[string]Program{}, backends: newBackendTable(), dyn: dyn, running: map[types.UID]*hostPod{}}
+	for _, p := range programs {
+		r.programs[p.Image] = p
+	}
+	for _, b := range backends {
+		r.backends.set(b.Namespace, b.Pod, b.Port, b.Address)
+	}
+	r.proxy = newServiceProxy(c.Clientset, r.backends)
+	return r, nil
+}
+
+// ServiceAddress is the loopback address that reaches a Service port from this machine, as
+// the host programs reach it (a test's client, `make demo`'s printed address).
+func (c *Cluster) ServiceAddress(namespace, service string, port int32) (string, error) {
+	if c.hosts == nil {
+		return "", fmt.Errorf("cluster %s runs no host programs (WithHostPrograms)", c.Name)
+	}
+	return c.hosts.proxy.Address(namespace, service, port)
+}
+
+// run watches pods until ctx ends, then stops every process.
+func (r *hostRunner) run(ctx context.Context) {
+	f := informers.NewSharedInformerFactory(r.c.Clientset, 0)
+	inf := f.Core().V1().Pods().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.observe(ctx, obj) },
+		UpdateFunc: func(_, obj any) { r.observe(ctx, obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				r.stop(p.UID)
+			}
+		},
+	})
+	f.Start(ctx.Done())
+	<-ctx.Done()
+	f.Shutdown()
+	r.mu.Lock()
+	pods := make([]*hostPod, 0, len(r.running))
+	for _, hp := range r.running {
+		pods = append(pods, hp)
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, hp := range pods {
+		wg.Add(1)
+		go func() { defer wg.Done(); hp.cancel(); hp.proc.Stop(hp.grace) }()
+	}
+	wg.Wait()
+	r.proxy.Close()
+}
+
+func (r *hostRunner) observe(ctx context.Context, obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || len(p.Spec.Containers) == 0 {
+		return
+	}
+	if p.DeletionTimestamp != nil {
+		r.stop(p.UID)
+		return
+	}
+	prog, ok := r.programs[imageRepository(p.Spec.Containers[0].Image)]
+	if !ok || p.Status.Phase != corev1.PodRunning || p.Annotations[FailAnnotation] == "true" {
+		return
+	}
+	r.mu.Lock()
+	_, seen := r.running[p.UID]
+	if !seen {
+		r.running[p.UID] = nil // claimed: started below
+	}
+	r.mu.Unlock()
+	if seen {
+		return
+	}
+	go func(p *corev1.Pod) {
+		if err := r.start(ctx, p, prog); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "host program for %s/%s: %v\n", p.Namespace, p.Name, err)
+			r.fail(ctx, p, err)
+		}
+	}(p.DeepCopy())
+}
+
+// stop ends a pod's process (its pod was deleted).
+func (r *hostRunner) stop(uid types.UID) {
+	r.mu.Lock()
+	hp := r.running[uid]
+	r.mu.Unlock()
+	if hp != nil {
+		go func() { hp.proc.Stop(hp.grace); hp.cancel() }()
+	}
+}
+
+// fail ends a pod whose program could not start, as a container that cannot start.
+func (r *hostRunner) fail(ctx context.Context, p *corev1.Pod, err error) {
+	_ = endPod(ctx, r.c, p.Namespace, p.Name, p.Spec.Containers[0].Name, 128, err.Error(), metav1.Now())
+}
+
+// start prepares the pod's directory and environment, starts its program and follows it.
+func (r *hostRunner) start(ctx context.Context, p *corev1.Pod, prog Program) error {
+	c := &p.Spec.Containers[0]
+	dir := filepath.Join(r.dir, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, string(p.UID)[:8]))
+	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o755); err != nil {
+		return err
+	}
+	mounts, kubeconfig, err := prepareMounts(ctx, r.c, p, c, dir)
+	if err != nil {
+		return err
+	}
+	podEnv, err := ContainerEnv(ctx, r.c.Clientset, p, c)
+	if err != nil {
+		return err
+	}
+	env := envList{}
+	for _, e := range prog.ImageEnv {
+		env.set(e.Name, e.Value)
+	}
+	for _, e := range podEnv {
+		env.set(e.Name, e.Value)
+	}
+	services, err := r.c.Clientset.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	rw := newRewriter(p.Namespace, services.Items, r.proxy.Address, mounts)
+	vars, err := rw.apply(env.vars)
+	if err != nil {
+		return err
+	}
+	env = envList{}
+	for _, e := range vars {
+		env.set(e.Name, e.Value)
+	}
+	for name, v := range prog.EnvOverrides {
+		if old, ok := env.lookup(name); ok && old != v {
+			env.set(name, v)
+			rw.note(name, old, v)
+		}
+	}
+	env.set("HOME", filepath.Join(dir, "home"))
+	if kubeconfig != "" {
+		env.set("KUBECONFIG", kubeconfig)
+	}
+	pc := ProgramContainer{Pod: p, Env: env.vars, Ports: map[int32]int{}}
+	for _, port := range c.Ports {
+		hp, err := freeLoopbackPort()
+		if err != nil {
+			return err
+		}
+		pc.Ports[port.ContainerPort] = hp
+	}
+	pc.Command = expandAll(c.Command, env.lookup)
+	pc.Args = expandAll(c.Args, env.lookup)
+	argv, err := prog.Command(pc)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rewrites.txt"), []byte(strings.Join(rw.log, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	proc := &HostProcess{Path: argv[0], Args: argv[1:], Env: processEnv(env.vars), Dir: filepath.Join(dir, "home"),
+		LogPath: filepath.Join(dir, c.Name+".log")}
+	pctx, cancel := context.WithCancel(ctx)
+	grace := 10 * time.Second
+	if g := p.Spec.TerminationGracePeriodSeconds; g != nil && time.Duration(*g)*time.Second < grace {
+		grace = time.Duration(*g) * time.Second
+	}
+	if err := proc.Start(); err != nil {
+		cancel()
+		return err
+	}
+	r.mu.Lock()
+	r.running[p.UID] = &hostPod{proc: proc, cancel: cancel, grace: grace}
+	r.mu.Unlock()
+	for port, hp := range pc.Ports {
+		r.backends.set(p.Namespace, p.Name, port, fmt.Sprintf("127.0.0.1:%d", hp))
+	}
+	if err := r.serveLogs(ctx, p, c.Name, proc.LogPath); err != nil {
+		fmt.Fprintf(os.Stderr, "host program for %s/%s: logs: %v\n", p.Namespace, p.Name, err)
+	}
+	go r.probe(pctx, p, c, prog, pc, proc)
+	<-proc.Done()
+	cancel()
+	r.backends.removePod(p.Namespace, p.Name)
+	msg := logTail(proc.LogPath, 20)
+	if len(msg) > 2048 {
+		msg = "..." + msg[len(msg)-2048:]
+	}
+	err = endPod(context.WithoutCancel(ctx), r.c, p.Namespace, p.Name, c.Name, proc.ExitCode(), msg, metav1.Now())
+	if err != nil && ctx.Err() == nil && !strings.Contains(err.Error(), "deleted") {
+		return err
+	}
+	return nil
+}
+
+// logsGVR is kwok's Logs resource (served as a CRD: the local provider enables it).
+var logsGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "logs"}
+
+// serveLogs makes `kubectl logs` of the pod show the process's output: a kwok Logs object
+// named like the pod, owned by it (so it goes with the pod).
+func (r *hostRunner) serveLogs(ctx context.Context, p *corev1.Pod, container, path string) error {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1",
+		"kind":       "Logs",
+		"metadata": map[string]any{
+			"name":      p.Name,
+			"namespace": p.Namespace,
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": "v1", "kind": "Pod", "name": p.Name, "uid": string(p.UID),
+			}},
+		},
+		"spec": map[string]any{"logs": []any{map[string]any{
+			"containers": []any{container},
+			"logsFile":   path,
+		}}},
+	}}
+	_, err := r.dyn.Resource(logsGVR).Namespace(p.Namespace).Create(ctx, obj, metav1.CreateOptions{})
+	return err
+}
+
+func expandAll(in []string, lookup func(string) (string, bool)) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = ExpandVars(s, lookup)
+	}
+	return out
+}
+
+// processEnv is the process's environment: the container's, on this machine's PATH.
+func processEnv(vars []EnvVar) []string {
+	out := make([]string, 0, len(vars)+1)
+	hasPath := false
+	for _, e := range vars {
+		if e.Name == "PATH" {
+			hasPath = true
+		}
+		out = append(out, e.Name+"="+e.Value)
+	}
+	if !hasPath {
+		out = append(out, "PATH="+os.Getenv("PATH"))
+	}
+	return out
+}
