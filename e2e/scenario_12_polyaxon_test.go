@@ -2,57 +2,411 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 )
 
 // TestScenario12PolyaxonRuns: `install --profile production` on the local provider, where the
-// platform's pods run Polyaxon's own programs (haupt's API and migrations, the polyaxon agent,
-// the operator stand-in) with the environment the chart renders; then Polyaxon's own CLI,
-// pointed at the gateway Service, creates a project and runs polyaxonfiles, and each run goes
-// from the real API through the real agent (with its own ServiceAccount's token) and the
-// operator to pods placed on the category's pool.
+// platform's pods run Polyaxon's own programs (haupt's API, which migrates the database at
+// start, the polyaxon agent, and the operator stand-in) with the environment the chart
+// renders, and the real Kubeflow training operator runs TFJobs. Polyaxon's own CLI, pointed at
+// the gateway Service, creates a project and runs polyaxonfiles: each run goes from the real
+// API through the real agent (with its own ServiceAccount's token) and the operator to pods
+// that the chart's admission policies place and the real scheduler binds to the category's
+// pool, and its status in the API reaches succeeded (jobs: kwok completes their pods) or
+// running (services). Runs that cannot be, fail in Polyaxon with its own message, and nothing
+// of the platform restarts.
+//
+// The broker is off (scheduler.enabled=false): Polyaxon then runs its tasks inline in the API,
+// which the local provider runs; RabbitMQ and Celery are not run here.
 func TestScenario12PolyaxonRuns(t *testing.T) {
 	ns := nsInstall
+	opBin, crds := trainingOperatorBuild(t)
 	c := polyaxonCluster(t, "polyaxon", ns)
 	venv, _ := polyaxonPrograms(t)
+	applyKubeflowCRDs(t, c, crds, "tfjobs")
+	createNamespace(t, c, ns)
+	_, err := c.Clientset.CoreV1().Secrets(ns).Create(ctxT(t, time.Minute), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "training-credentials"},
+		StringData: map[string]string{"api-key": "not-a-real-key"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	startTrainingOperator(t, c, opBin, ns, "tfjob")
+
+	root, err := cluster.RepoRoot()
+	require.NoError(t, err)
+	files := filepath.Join(root, "e2e", "testdata", "polyaxonfiles")
 	c.deploy(t, "install", "--profile", "production", "--namespace", ns,
 		"--set", c.postgresPasswordValue(),
 		"--set", "scheduler.enabled=false", "--set", "rabbitmq.enabled=false", "--set", "redis.enabled=false",
+		"--set", "operators.tfjob=true",
+		"-f", filepath.Join(files, "connections-values.yaml"),
 	).requireExit(t, 0)
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
+	platform := platformPods(t, c, ns)
 
 	addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
 	cli := newPolyaxonCLI(t, venv, "http://"+addr)
-	ctx := ctxT(t, 5*time.Minute)
-	out, err := cli.run(ctx, "project", "create", "--name", "demo")
-	require.NoError(t, err)
-	t.Log(out)
-	root, err := cluster.RepoRoot()
-	require.NoError(t, err)
-	out, err = cli.run(ctx, "run", "-f", root+"/values/polyaxonfiles/hello-job.yaml", "-p", "demo")
-	require.NoError(t, err)
-	t.Log(out)
+	ctx := ctxT(t, 15*time.Minute)
 
-	waitFor(t, 3*time.Minute, "the run's pod", func(ctx context.Context) (bool, string, error) {
-		pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=polyaxon"})
-		if err != nil {
-			return false, "", err
+	t.Run("the platform pods run Polyaxon's programs", func(t *testing.T) {
+		for _, p := range platform {
+			if p.Labels["app.kubernetes.io/component"] != "gateway" {
+				continue
+			}
+			logs := podLogs(t, c, ns, p.Name)
+			assert.Containsf(t, logs, "DB Migration finished", "gateway %s: kubectl logs shows haupt server, which migrates before it serves:\n%s", p.Name, lastLines(logs, 20))
+			assert.Containsf(t, logs, "migrat", "gateway %s: haupt server migrates before it serves:\n%s", p.Name, lastLines(logs, 20))
+		}
+		var installation struct {
+			Version string `json:"version"`
+			Dist    string `json:"dist"`
+		}
+		require.NoError(t, cli.get(ctx, "/api/v1/installation", &installation))
+		assert.Equal(t, installedVersion(t), installation.Version, "the API behind the gateway Service is haupt of the chart's appVersion")
+		assert.Equal(t, "ce", installation.Dist)
+	})
+
+	_, err = cli.run(ctx, "project", "create", "--name", "demo")
+	require.NoError(t, err)
+
+	type run struct {
+		file     string
+		category string // the run category the chart places it as
+		pool     string // the pool its pods land on
+		status   string // where its status goes
+		pods     int
+	}
+	runs := []run{
+		{file: filepath.Join(root, "values", "polyaxonfiles", "hello-job.yaml"), category: "jobs", pool: cluster.PoolExperiments, status: "succeeded", pods: 1},
+		{file: filepath.Join(files, "gpu-job.yaml"), category: "jobs", pool: cluster.PoolExperiments, status: "succeeded", pods: 1},
+		{file: filepath.Join(files, "build.yaml"), category: "builds", pool: cluster.PoolBuilds, status: "succeeded", pods: 1},
+		{file: filepath.Join(files, "notebook.yaml"), category: "notebooks", pool: cluster.PoolExperiments, status: "running", pods: 1},
+		{file: filepath.Join(files, "distributed-tf.yaml"), category: "experiments", pool: cluster.PoolExperiments, status: "running", pods: 4},
+	}
+	uuids := map[string]string{}
+	landed := map[string]string{} // category -> the pool its real runs' pods landed on
+	for _, r := range runs {
+		name := strings.TrimSuffix(filepath.Base(r.file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			uuid := cli.submit(t, ctx, r.file, "demo")
+			uuids[name] = uuid
+			pods := waitRunPods(t, c, ns, uuid, r.pods)
+			pools := nodePools(t, c.Clientset)
+			for _, p := range pods {
+				landed[r.category] = pools[p.Spec.NodeName]
+				assert.Equalf(t, r.pool, pools[p.Spec.NodeName], "pod %s of %s runs on the %s pool", p.Name, name, r.pool)
+				assert.Truef(t, mountsClaim(p, "polyaxon-artifacts"), "pod %s mounts the artifacts store's claim", p.Name)
+				assert.Equalf(t, "polyaxon-runs", p.Spec.ServiceAccountName, "pod %s runs as the runs ServiceAccount", p.Name)
+			}
+			cli.waitStatus(t, ctx, "demo", uuid, r.status)
+		})
+	}
+
+	t.Run("plan --canary places each category's probe where the real runs landed", func(t *testing.T) {
+		var pr plan.Result
+		c.deploy(t, "plan", "--canary", "--no-release", "--namespace", ns, "-o", "json").requireExit(t, 0).data(t, &pr)
+		pools := nodePools(t, c.Clientset)
+		for _, can := range pr.Canary {
+			if pool, ok := landed[can.Category]; ok {
+				assert.Truef(t, can.Scheduled, "canary %s: %s %s", can.Category, can.Reason, can.Message)
+				assert.Equalf(t, pool, pools[can.Node], "the %s canary landed where the category's real runs did", can.Category)
+				delete(landed, can.Category)
+			}
+		}
+		assert.Empty(t, landed, "categories of real runs that the canary did not probe")
+	})
+
+	t.Run("the GPU job has the connection's Secret at /etc/secrets", func(t *testing.T) {
+		require.NotEmpty(t, uuids["gpu-job"], "the GPU job was not submitted")
+		pods := waitRunPods(t, c, ns, uuids["gpu-job"], 1)
+		assert.True(t, mountsSecretAt(pods[0], "training-credentials", "/etc/secrets"), "pod %s: Secret training-credentials at /etc/secrets", pods[0].Name)
+	})
+
+	t.Run("bad input fails in Polyaxon with its own message; the platform does not restart", func(t *testing.T) {
+		uuid := cli.submit(t, ctx, filepath.Join(files, "unknown-connection.yaml"), "demo")
+		msg := cli.waitStatus(t, ctx, "demo", uuid, "failed")
+		assert.Contains(t, msg, "no-such-connection", "Polyaxon names the connection it does not know")
+
+		uuid = cli.submit(t, ctx, filepath.Join(files, "too-many-gpus.yaml"), "demo")
+		msg = cli.waitStatus(t, ctx, "demo", uuid, "unschedulable")
+		assert.Contains(t, msg, "nvidia.com/gpu", "the scheduler's reason reaches Polyaxon")
+
+		for _, p := range platformPods(t, c, ns) {
+			before, ok := platform[p.Name]
+			require.Truef(t, ok, "platform pod %s is new: one was replaced", p.Name)
+			assert.Equal(t, before.UID, p.UID)
+			for _, cs := range p.Status.ContainerStatuses {
+				assert.Zerof(t, cs.RestartCount, "%s/%s restarted", p.Name, cs.Name)
+			}
+		}
+	})
+
+	t.Run("the agent acts with its own ServiceAccount's rights", func(t *testing.T) {
+		// Without create on polyaxon.com jobs in its Role, the agent's submission is refused by
+		// the API server, and the agent says so: it holds no other credentials.
+		roles := c.Clientset.RbacV1().Roles(ns)
+		role, err := roles.Get(ctx, "polyaxon-agent", metav1.GetOptions{})
+		require.NoError(t, err)
+		orig := role.DeepCopy()
+		for i, rule := range role.Rules {
+			if contains(rule.APIGroups, "polyaxon.com") {
+				role.Rules[i].Verbs = without(rule.Verbs, "create")
+			}
+		}
+		_, err = roles.Update(ctx, role, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		uuid := cli.submit(t, ctx, filepath.Join(root, "values", "polyaxonfiles", "hello-job.yaml"), "demo")
+		agent := componentPod(t, c, ns, "agent")
+		waitFor(t, 2*time.Minute, "the agent's 403", func(ctx context.Context) (bool, string, error) {
+			logs := podLogsCtx(ctx, c, ns, agent)
+			return strings.Contains(logs, "403") && strings.Contains(logs, "forbidden"), lastLines(logs, 5), nil
+		})
+		restoreRole(t, c, orig)
+		_ = uuid
+	})
+
+	t.Run("upgrade: Polyaxon's own migrations, then the admin user through its own command", func(t *testing.T) {
+		c.deploy(t, "upgrade", "--profile", "production", "--namespace", ns,
+			"--set", c.postgresPasswordValue(),
+			"--set", "scheduler.enabled=false", "--set", "rabbitmq.enabled=false", "--set", "redis.enabled=false",
+			"--set", "operators.tfjob=true", "--set", "auth.enabled=true",
+			"-f", filepath.Join(files, "connections-values.yaml"),
+			"--backup-dir", t.TempDir(),
+		).requireExit(t, 0)
+		requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
+
+		logs := jobPodLogs(t, c, ns, "migrations")
+		assert.Regexp(t, `Operations to perform|No migrations to apply`, logs, "the migration Job ran haupt's migrate against the real database")
+
+		// The hook's createuser wrote the admin user with the password the chart keeps.
+		secret, err := c.Clientset.CoreV1().Secrets(ns).Get(ctx, "polyaxon-platform", metav1.GetOptions{})
+		require.NoError(t, err)
+		password := string(secret.Data["POLYAXON_ADMIN_PASSWORD"])
+		require.NotEmpty(t, password)
+		out, err := c.pg.Psql(ctx, "polyaxon", "SELECT password FROM db_user WHERE username = 'admin' AND is_superuser")
+		require.NoError(t, err)
+		hash := strings.TrimSpace(out)
+		require.NotEmpty(t, hash, "no superuser admin in db_user")
+		ok, err := checkDjangoPassword(password, hash)
+		require.NoError(t, err)
+		assert.True(t, ok, "the admin user's password is the one kept in the platform Secret")
+
+		var projects struct {
+			Results []struct {
+				Name string `json:"name"`
+			} `json:"results"`
+		}
+		addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
+		require.NoError(t, err)
+		after := newPolyaxonCLI(t, venv, "http://"+addr)
+		require.NoError(t, after.get(ctx, "/api/v1/default/projects/list", &projects))
+		var names []string
+		for _, p := range projects.Results {
+			names = append(names, p.Name)
+		}
+		assert.Contains(t, names, "demo", "the data made before the upgrade is served after it")
+	})
+}
+
+// jobPodLogs are the logs of the pod of the release's Job of a component.
+func jobPodLogs(t *testing.T, c *testCluster, ns, component string) string {
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctxT(t, time.Minute), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/instance=" + releaseName + ",app.kubernetes.io/component=" + component})
+	require.NoError(t, err)
+	require.NotEmptyf(t, pods.Items, "no pod of the %s Job", component)
+	return podLogs(t, c, ns, pods.Items[len(pods.Items)-1].Name)
+}
+
+// createNamespace creates ns when missing.
+func createNamespace(t *testing.T, c *testCluster, ns string) {
+	_, err := c.Clientset.CoreV1().Namespaces().Create(ctxT(t, time.Minute), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+}
+
+func restoreRole(t *testing.T, c *testCluster, orig *rbacv1.Role) {
+	roles := c.Clientset.RbacV1().Roles(orig.Namespace)
+	cur, err := roles.Get(ctxT(t, time.Minute), orig.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	cur.Rules = orig.Rules
+	_, err = roles.Update(ctxT(t, time.Minute), cur, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func without(list []string, s string) []string {
+	var out []string
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// platformPods are the release's pods by name (run pods excluded).
+func platformPods(t *testing.T, c *testCluster, ns string) map[string]corev1.Pod {
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctxT(t, time.Minute), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + releaseName})
+	require.NoError(t, err)
+	out := map[string]corev1.Pod{}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning {
+			out[p.Name] = p
+		}
+	}
+	return out
+}
+
+// componentPod is the name of the running pod of a release component.
+func componentPod(t *testing.T, c *testCluster, ns, component string) string {
+	for name, p := range platformPods(t, c, ns) {
+		if p.Labels["app.kubernetes.io/component"] == component {
+			return name
+		}
+	}
+	t.Fatalf("no running %s pod in %s", component, ns)
+	return ""
+}
+
+// podLogs is `kubectl logs` of a pod's first container.
+func podLogs(t *testing.T, c *testCluster, ns, pod string) string {
+	return podLogsCtx(ctxT(t, time.Minute), c, ns, pod)
+}
+
+func podLogsCtx(ctx context.Context, c *testCluster, ns, pod string) string {
+	b, err := c.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return "logs: " + err.Error()
+	}
+	return string(b)
+}
+
+// runCreatedRE is how the CLI names the run it created: owner/project:name@uuid.
+var runCreatedRE = regexp.MustCompile(`A new run was created: \S+@([0-9a-f]{32})`)
+
+// submit runs `polyaxon run -f file -p project` and returns the run's uuid.
+func (p *polyaxonCLI) submit(t *testing.T, ctx context.Context, file, project string) string {
+	t.Helper()
+	out, err := p.run(ctx, "run", "-f", file, "-p", project)
+	require.NoError(t, err)
+	m := runCreatedRE.FindStringSubmatch(out)
+	require.NotNilf(t, m, "polyaxon run printed no run uuid:\n%s", out)
+	return m[1]
+}
+
+// waitStatus waits until the run's status in the API is want and returns the message of its
+// last condition; a run that ends in another status fails at once with its conditions.
+func (p *polyaxonCLI) waitStatus(t *testing.T, ctx context.Context, project, uuid, want string) string {
+	t.Helper()
+	var msg string
+	waitFor(t, 4*time.Minute, "run "+uuid+" "+want, func(ctx context.Context) (bool, string, error) {
+		var st struct {
+			Status     string `json:"status"`
+			Conditions []struct {
+				Type    string `json:"type"`
+				Reason  string `json:"reason"`
+				Message string `json:"message"`
+			} `json:"status_conditions"`
+		}
+		if err := p.get(ctx, fmt.Sprintf("/api/v1/default/%s/runs/%s/statuses", project, uuid), &st); err != nil {
+			return false, err.Error(), nil
 		}
 		var seen []string
-		for _, p := range pods.Items {
-			seen = append(seen, p.Name+" "+string(p.Status.Phase)+" "+p.Spec.NodeName)
-			if p.Status.Phase == corev1.PodSucceeded {
-				return true, "", nil
+		for _, c := range st.Conditions {
+			seen = append(seen, c.Type+" ("+c.Reason+": "+c.Message+")")
+			if c.Type == want {
+				msg = c.Message
 			}
+		}
+		if st.Status == want {
+			return true, "", nil
+		}
+		if terminal(st.Status) {
+			return false, "", fmt.Errorf("run %s ended %s, want %s: %s", uuid, st.Status, want, strings.Join(seen, "; "))
 		}
 		return false, strings.Join(seen, "; "), nil
 	})
+	return msg
+}
+
+func terminal(status string) bool {
+	switch status {
+	case "succeeded", "failed", "stopped", "skipped", "upstream_failed", "done":
+		return true
+	}
+	return false
+}
+
+// waitRunPods waits for n pods of the run (label app.kubernetes.io/instance=uuid) bound to nodes.
+func waitRunPods(t *testing.T, c *testCluster, ns, uuid string, n int) []corev1.Pod {
+	t.Helper()
+	var out []corev1.Pod
+	waitFor(t, 3*time.Minute, fmt.Sprintf("%d pods of run %s bound", n, uuid), func(ctx context.Context) (bool, string, error) {
+		pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + uuid})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		out = out[:0]
+		var seen []string
+		for _, p := range pods.Items {
+			seen = append(seen, p.Name+" "+string(p.Status.Phase)+" on "+p.Spec.NodeName)
+			if p.Spec.NodeName != "" {
+				out = append(out, p)
+			}
+		}
+		return len(out) >= n, strings.Join(seen, "; "), nil
+	})
+	return out
+}
+
+func mountsClaim(p corev1.Pod, claim string) bool {
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
+			return true
+		}
+	}
+	return false
+}
+
+// mountsSecretAt reports whether a container of p mounts Secret secret at path.
+func mountsSecretAt(p corev1.Pod, secret, path string) bool {
+	vols := map[string]bool{}
+	for _, v := range p.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == secret {
+			vols[v.Name] = true
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if vols[m.Name] && m.MountPath == path {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -102,13 +102,16 @@ const rotatorCertFile = "/tmp/k8s-webhook-server/serving-certs/tls.crt"
 const trainingOperatorSecret = "training-operator-webhook-cert"
 
 // startTrainingOperator runs the operator's manager as a local process against the cluster,
-// watching namespace, with only the PyTorchJob controller. No webhook is registered with the
+// watching namespace, with the controllers of schemes (default: only pytorchjob). No webhook is registered with the
 // API server: nothing calls it. The operator's certificate controller still insists on a
 // Secret to fill and on seeing the certificate mounted before it starts the controllers; this
 // harness creates the Secret and, as the kubelet would mount it, writes its files. The process
 // is killed when the test ends; its log is printed if the test failed.
-func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string) {
+func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, schemes ...string) {
 	t.Helper()
+	if len(schemes) == 0 {
+		schemes = []string{"pytorchjob"}
+	}
 	_, err := c.Clientset.CoreV1().Secrets(namespace).Create(ctxT(t, time.Minute), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: trainingOperatorSecret}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -119,13 +122,16 @@ func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string) 
 	logPath := filepath.Join(tmp, "training-operator.log")
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
-	cmd := exec.Command(bin,
-		"--enable-scheme=pytorchjob",
+	var args []string
+	for _, s := range schemes {
+		args = append(args, "--enable-scheme="+s)
+	}
+	cmd := exec.Command(bin, append(args,
 		"--namespace="+namespace,
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[0]),
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
 		"--webhook-server-port="+strconv.Itoa(ports[2]),
-		"--zap-log-level=info")
+		"--zap-log-level=info")...)
 	cmd.Env = append(subprocessEnv(), "KUBECONFIG="+c.KubeconfigPath, "MY_POD_NAMESPACE="+namespace, "TMPDIR="+tmp)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	require.NoError(t, cmd.Start())
@@ -186,7 +192,12 @@ func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string) 
 		default:
 		}
 		b, _ := os.ReadFile(logPath)
-		return bytes.Contains(b, []byte("Starting workers")) && bytes.Contains(b, []byte("pytorchjob")), lastLines(string(b), 3), nil
+		for _, s := range schemes {
+			if !bytes.Contains(b, []byte("Starting workers\t{\"controller\": \""+s+"-controller\"")) {
+				return false, lastLines(string(b), 3), nil
+			}
+		}
+		return true, "", nil
 	})
 }
 

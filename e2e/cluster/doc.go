@@ -56,4 +56,33 @@
 //     A background reclaimer (while the Cluster handle lives) makes Released volumes Available.
 //   - With the default secure port, kwokctl enables RBAC (Node,RBAC) and admission plugins, so
 //     Pod Security admission and RBAC behave as on a real cluster.
+//
+// Host programs (WithHostPrograms, local provider only). A pod whose first container's image
+// is a Program's runs that program on this machine, as a process, in place of the container:
+//
+//   - Mechanism: kwok Stages (HostProgramStages) make such a pod Running with its containers
+//     started and not Ready, and keep kwok's pod-ready and pod-complete stages off it; a
+//     watcher of the provider (hostRunner, a pod informer) then starts the process and owns the
+//     pod's status from there: Ready when the container's own readiness probe (httpGet,
+//     tcpSocket, or exec through Program.ExecProbe) passes against the process, and, when the
+//     process exits, the container terminated with its exit code (phase Succeeded or Failed).
+//     Deleting the pod stops the process (SIGTERM, then SIGKILL after the grace period).
+//     Pods annotated FailAnnotation keep kwok's failure instead.
+//   - Environment: ContainerEnv computes it from the pod spec as the kubelet does (envFrom,
+//     env, valueFrom from ConfigMaps, Secrets, the pod's fields and resources, $(VAR)); the
+//     volumes are written under the pod's directory as the kubelet would mount them. What a
+//     process here cannot have is rewritten, each rewrite a row of HostRewrites (the README
+//     prints the table): Service names become loopback listeners that forward to a Ready
+//     endpoint of the Service (serviceProxy reads EndpointSlices, as kube-proxy does), the
+//     in-cluster API config a kubeconfig with a token of the pod's own ServiceAccount
+//     (TokenRequest), mount paths the pod's directories.
+//   - Logs: the process's output is written in the CRI log format and served by kwok as the
+//     container's log: kwokctl runs with the Logs kind enabled as a CRD, and the watcher
+//     creates a Logs object named like the pod, owned by it.
+//   - Real servers behind simulated pods (WithHostBackend): the Postgres pod's Service forwards
+//     to a real PostgreSQL on this machine.
+//
+// PolyaxonPrograms is the table for Polyaxon's images: haupt's API (and its management
+// commands for the migration and admin-user Jobs) and the polyaxon agent from the virtual
+// environment of e2e/scripts/install-polyaxon.sh, and the operator stand-in (e2e/operator).
 package cluster

@@ -7,7 +7,7 @@ import (
 )
 
 // PolyaxonProgram names what runs here for one of Polyaxon's images, for the README's table.
-type PolyaxonProgram struct{ Image, Runs, ImageSets string }
+type PolyaxonProgram struct{ Image, Containers, Runs, ImageSets string }
 
 // The images whose containers run Polyaxon's own programs (PolyaxonPrograms). Their
 // entrypoints are not public: what each runs is read from Polyaxon's sources
@@ -20,10 +20,10 @@ const (
 
 // PolyaxonProgramTable is PolyaxonPrograms as the README shows it (a test keeps them equal).
 var PolyaxonProgramTable = []PolyaxonProgram{
-	{APIImage + " (gateway)", "`haupt server --host 127.0.0.1 --port <port> --workers 1`", "`POLYAXON_SERVICE=api`: without it the migrations `haupt server` runs first fail"},
-	{APIImage + " (migrations, admin user: args `migrate`, `createuser ...`)", "`haupt manage -c <args>`", "`POLYAXON_SERVICE=api`"},
-	{AgentImage + " (args `start`)", "`polyaxon agent start`; its probe `./entrypoint.sh healthz` is `polyaxon agent healthz`", "`POLYAXON_SERVICE=agent`: the `agent` command exists only then"},
-	{OperatorImage, "our stand-in (`e2e/cmd/polyaxon-operator`): the operator's 2.12+ source and binary are not published", ""},
+	{APIImage, "gateway", "`haupt server --host 127.0.0.1 --port <port> --workers 1`", "`POLYAXON_SERVICE=api`: without it the migrations `haupt server` runs first fail"},
+	{APIImage, "migrations, admin user (args `migrate`, `createuser ...`)", "`haupt manage -c <args>`", "`POLYAXON_SERVICE=api`"},
+	{AgentImage, "agent (args `start`)", "`polyaxon agent start`; its probe `./entrypoint.sh healthz` is `polyaxon agent healthz`", "`POLYAXON_SERVICE=agent`: the `agent` command exists only then"},
+	{OperatorImage, "operator", "our stand-in (`e2e/cmd/polyaxon-operator`): the operator's 2.12+ source and binary are not published", ""},
 }
 
 // PolyaxonPrograms are the programs of Polyaxon's platform images: the API, migrations and

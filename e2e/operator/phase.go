@@ -7,14 +7,14 @@ import "strings"
 type Phase string
 
 const (
-	Pending   Phase = "" // nothing created yet
-	Starting  Phase = "Starting"
+	Pending  Phase = "" // nothing created yet
+	Starting Phase = "Starting"
 	// Unschedulable: a pod of the run cannot be placed (the scheduler's reason in the message).
 	Unschedulable Phase = "Unschedulable"
 	Running       Phase = "Running"
-	Succeeded Phase = "Succeeded"
-	Failed    Phase = "Failed"
-	Stopped   Phase = "Stopped"
+	Succeeded     Phase = "Succeeded"
+	Failed        Phase = "Failed"
+	Stopped       Phase = "Stopped"
 )
 
 // Done says whether p is final: nothing changes a finished run.
