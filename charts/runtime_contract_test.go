@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -17,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract/polyaxonkeys"
 )
 
 // The runtime contract with the Polyaxon 2.15 images. Our local clusters simulate containers,
@@ -24,6 +27,11 @@ import (
 // is one its image reads (testdata/polyaxon-runtime/keys.tsv, each with the source file it was
 // read from), every process gets the keys it needs to start (required.tsv), and every JSON
 // value parses into the shape Polyaxon expects (shapes/*.json).
+//
+// The contract follows the installed Polyaxon too: the keys cli and haupt read are derived from
+// the packages of the chart's appVersion that make deps installed (installer/contract/polyaxonkeys),
+// so a version change re-derives them, and keys.tsv rows the installed version no longer reads
+// fail as drift.
 
 const runtimeDir = "testdata/polyaxon-runtime"
 
@@ -171,14 +179,18 @@ func repositoryOf(image string) string {
 	return image
 }
 
-// violations checks one render against the contract and returns what breaks it, one line each.
-func (c *runtimeContract) violations(t testing.TB, r rendered) []string {
-	type container struct {
-		where, process string
-		env            map[string]string
-	}
-	var out []string
-	var all []container
+// polyaxonContainer is a container of a Polyaxon image in a render.
+type polyaxonContainer struct {
+	where, process string
+	readers        []string // imageReaders of its image
+	env            map[string]string
+}
+
+// polyaxonContainers lists the render's containers that run a Polyaxon image, with their
+// environment.
+func polyaxonContainers(t testing.TB, r rendered) []polyaxonContainer {
+	t.Helper()
+	var all []polyaxonContainer
 	for _, p := range r.pods(t) {
 		for _, ctr := range append(append([]corev1.Container(nil), p.spec.InitContainers...), p.spec.Containers...) {
 			readers, ok := imageReaders[repositoryOf(ctr.Image)]
@@ -187,19 +199,28 @@ func (c *runtimeContract) violations(t testing.TB, r rendered) []string {
 			}
 			process := processOf(p.component, ctr.Name)
 			where := fmt.Sprintf("%s %s container %s (%s)", p.kind, p.name, ctr.Name, process)
-			env := containerEnv(r.objects, ctr)
-			all = append(all, container{where, process, env})
-			for _, k := range slices.Sorted(maps.Keys(env)) {
-				if strings.HasPrefix(k, "POLYAXON_") && !readBy(c.readers[k], readers) {
-					out = append(out, fmt.Sprintf("%s: %s is read by no %s process (not in keys.tsv)", where, k, strings.Join(readers, "/")))
-				}
-				if msg := c.checkShape(k, env[k]); msg != "" {
-					out = append(out, fmt.Sprintf("%s: %s: %s", where, k, msg))
-				}
+			all = append(all, polyaxonContainer{where, process, readers, containerEnv(r.objects, ctr)})
+		}
+	}
+	return all
+}
+
+// violations checks one render against the contract and returns what breaks it, one line each.
+func (c *runtimeContract) violations(t testing.TB, r rendered) []string {
+	var out []string
+	all := polyaxonContainers(t, r)
+	for _, ct := range all {
+		where, readers, env := ct.where, ct.readers, ct.env
+		for _, k := range slices.Sorted(maps.Keys(env)) {
+			if strings.HasPrefix(k, "POLYAXON_") && !readBy(c.readers[k], readers) {
+				out = append(out, fmt.Sprintf("%s: %s is read by no %s process (not in keys.tsv)", where, k, strings.Join(readers, "/")))
 			}
-			if _, known := c.required[process]; !known {
-				out = append(out, fmt.Sprintf("%s: process %q has no entry in required.tsv", where, process))
+			if msg := c.checkShape(k, env[k]); msg != "" {
+				out = append(out, fmt.Sprintf("%s: %s: %s", where, k, msg))
 			}
+		}
+		if _, known := c.required[ct.process]; !known {
+			out = append(out, fmt.Sprintf("%s: process %q has no entry in required.tsv", where, ct.process))
 		}
 	}
 	envOf := func(process string) map[string]string {
@@ -450,4 +471,134 @@ func assertViolation(t *testing.T, got []string, want string) {
 		}
 	}
 	t.Errorf("the contract check did not report %q; it reported:\n%s", want, strings.Join(got, "\n"))
+}
+
+// keysFile is keys.tsv as the repository names it, for the messages that ask to update it.
+const keysFile = "charts/testdata/polyaxon-runtime/keys.tsv"
+
+// installed is what the Polyaxon of the chart's appVersion reads, derived once per test binary.
+var installed struct {
+	once    sync.Once
+	version string
+	derived *polyaxonkeys.Derived
+	err     error
+}
+
+// installedPolyaxon derives the keys cli and haupt read from the packages of the chart's
+// appVersion that e2e/scripts/install-polyaxon.sh installed (make deps). A missing install fails
+// the test (make test installs it); under -short (make unit) the test is skipped, as the
+// PostgreSQL tests are (installer/pgtest).
+func installedPolyaxon(t *testing.T) (string, *polyaxonkeys.Derived) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Polyaxon's packages (make deps): skipped with -short")
+	}
+	version := loadChart(t).Metadata.AppVersion
+	installed.once.Do(func() {
+		installed.version = version
+		sp, err := polyaxonkeys.SitePackages(polyaxonkeys.VenvDir(installed.version))
+		if err == nil {
+			installed.derived, err = polyaxonkeys.Derive(sp)
+		}
+		installed.err = err
+	})
+	require.NoError(t, installed.err, "the runtime contract is checked against Polyaxon %s (the chart's appVersion)", installed.version)
+	return installed.version, installed.derived
+}
+
+// derivedReaders are the imageReaders whose keys are derived from the installed packages; the
+// others (the operator, whose Go source is not installed, and the images' entrypoint scripts)
+// come from keys.tsv only.
+var derivedReaders = map[string]bool{polyaxonkeys.CLI: true, polyaxonkeys.Haupt: true}
+
+// installedViolations: every POLYAXON_* key the chart gives a container of a cli or haupt image
+// is read by one of the image's programs in the installed Polyaxon, or (entrypoint keys) by a
+// reader keys.tsv lists that is not installed.
+func (c *runtimeContract) installedViolations(t testing.TB, r rendered, version string, d *polyaxonkeys.Derived) []string {
+	t.Helper()
+	var out []string
+	for _, ct := range polyaxonContainers(t, r) {
+		var derivable, others []string
+		for _, rd := range ct.readers {
+			if derivedReaders[rd] {
+				derivable = append(derivable, rd)
+			} else {
+				others = append(others, rd)
+			}
+		}
+		if len(derivable) == 0 {
+			continue // the operator: keys.tsv alone (violations)
+		}
+		for _, k := range slices.Sorted(maps.Keys(ct.env)) {
+			if !strings.HasPrefix(k, "POLYAXON_") || readBy(c.readers[k], others) {
+				continue
+			}
+			if !slices.ContainsFunc(derivable, func(rd string) bool { return d.Reads(rd, k) }) {
+				out = append(out, fmt.Sprintf("%s: %s is read by no %s program of the installed Polyaxon %s (%s)",
+					ct.where, k, strings.Join(derivable, "/"), version, d.SitePackages))
+			}
+		}
+	}
+	return out
+}
+
+// keysDrift lists the cli and haupt rows of keys.tsv that the installed Polyaxon does not read.
+func (c *runtimeContract) keysDrift(version string, d *polyaxonkeys.Derived) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(c.readers)) {
+		for _, rd := range slices.Sorted(maps.Keys(c.readers[k])) {
+			if derivedReaders[rd] && !d.Reads(rd, k) {
+				out = append(out, fmt.Sprintf("%s: %s\t%s\t%s: %s %s does not read it", keysFile, k, rd, c.readers[k][rd], rd, version))
+			}
+		}
+	}
+	return out
+}
+
+func TestRuntimeContractInstalledPolyaxon(t *testing.T) {
+	version, d := installedPolyaxon(t)
+	c := loadContract(t)
+	t.Logf("Polyaxon %s in %s: cli reads %d keys (%d ENV_KEYS_* constants), haupt %d",
+		version, d.SitePackages, len(d.Readers[polyaxonkeys.CLI]), len(d.Constants), len(d.Readers[polyaxonkeys.Haupt]))
+	for name, r := range contractRenders(t) {
+		t.Run(name, func(t *testing.T) {
+			assert.Empty(t, c.installedViolations(t, r, version, d), "the chart gives the Polyaxon %s images keys they do not read", version)
+		})
+	}
+}
+
+func TestRuntimeContractKeysMatchInstalledPolyaxon(t *testing.T) {
+	version, d := installedPolyaxon(t)
+	c := loadContract(t)
+	if drift := c.keysDrift(version, d); len(drift) > 0 {
+		t.Errorf("keys.tsv lists keys that Polyaxon %s (the chart's appVersion, installed in %s) does not read: update %s (and its README.md) to %s:\n%s",
+			version, d.SitePackages, keysFile, version, strings.Join(drift, "\n"))
+	}
+}
+
+// The installed checks catch a key the installed Polyaxon does not read, and a keys.tsv row
+// that a new version dropped.
+func TestRuntimeContractInstalledCatchesBreakage(t *testing.T) {
+	version, d := installedPolyaxon(t)
+	c := loadContract(t)
+	r := render(t, profileValues(t, "production"))
+	require.Empty(t, c.installedViolations(t, r, version, d))
+
+	for _, name := range []string{"polyaxon-config", "polyaxon-agent"} {
+		cm := r.get("ConfigMap", name)
+		require.NotNil(t, cm, name)
+		data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+		data["POLYAXON_NOT_A_KEY"] = "true"
+		require.NoError(t, unstructured.SetNestedStringMap(cm.Object, data, "data"))
+	}
+	got := c.installedViolations(t, r, version, d)
+	assertViolation(t, got, "container gateway (api): POLYAXON_NOT_A_KEY is read by no cli/haupt program of the installed Polyaxon "+version)
+	assertViolation(t, got, "container agent (agent): POLYAXON_NOT_A_KEY is read by no cli program of the installed Polyaxon "+version)
+
+	// An entrypoint key is not in the packages: keys.tsv vouches for it.
+	require.Contains(t, c.readers["POLYAXON_MANAGE"], "entrypoint")
+	require.False(t, d.Reads(polyaxonkeys.Haupt, "POLYAXON_MANAGE"))
+
+	c.readers["POLYAXON_GONE_IN_THIS_VERSION"] = map[string]string{"haupt": "haupt@0:haupt/haupt/schemas/platform_config.py"}
+	assertViolation(t, c.keysDrift(version, d), keysFile+": POLYAXON_GONE_IN_THIS_VERSION\thaupt\thaupt@0:haupt/haupt/schemas/platform_config.py: haupt "+version+" does not read it")
 }
