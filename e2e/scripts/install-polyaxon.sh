@@ -37,8 +37,9 @@ if $lock; then
   work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
   venv "$work/venv"
   log "resolving ${SPECS[*]}"
-  "$work/venv/bin/pip" install -q --dry-run --ignore-installed --report "$work/report.json" "${SPECS[@]}" >&2
-  go run ./e2e/cmd/pylock -header "e2e/scripts/install-polyaxon.sh --lock $VERSION: ${SPECS[*]}" <"$work/report.json" >"$REQ"
+  "$work/venv/bin/pip" install -q --dry-run --ignore-installed --report "$work/report.json" \
+    -c e2e/polyaxon/constraints.txt "${SPECS[@]}" >&2
+  go run ./e2e/cmd/pylock -header "e2e/scripts/install-polyaxon.sh --lock $VERSION: ${SPECS[*]} -c e2e/polyaxon/constraints.txt" <"$work/report.json" >"$REQ"
   log "wrote $REQ ($(grep -c '^[a-z0-9]' "$REQ") packages)"
   exit 0
 fi
