@@ -106,7 +106,7 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			uuid := cli.submit(t, ctx, r.file, "demo")
 			uuids[name] = uuid
-			pods := waitRunPods(t, c, ns, uuid, r.pods)
+			pods := waitRunPods(t, c, cli, ns, uuid, r.pods)
 			pools := nodePools(t, c.Clientset)
 			for _, p := range pods {
 				landed[r.category] = pools[p.Spec.NodeName]
@@ -134,7 +134,7 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 
 	t.Run("the GPU job has the connection's Secret at /etc/secrets", func(t *testing.T) {
 		require.NotEmpty(t, uuids["gpu-job"], "the GPU job was not submitted")
-		pods := waitRunPods(t, c, ns, uuids["gpu-job"], 1)
+		pods := waitRunPods(t, c, cli, ns, uuids["gpu-job"], 1)
 		assert.True(t, mountsSecretAt(pods[0], "training-credentials", "/etc/secrets"), "pod %s: Secret training-credentials at /etc/secrets", pods[0].Name)
 	})
 
@@ -179,6 +179,34 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 		})
 		restoreRole(t, c, orig)
 		_ = uuid
+	})
+
+	t.Run("the agent needs POLYAXON_HOST from its ConfigMap", func(t *testing.T) {
+		// Without it the agent calls Polyaxon's default, http://localhost:8000, where no API
+		// is: Polyaxon's own connection error is in its log, and a run is never submitted.
+		cms := c.Clientset.CoreV1().ConfigMaps(ns)
+		cm, err := cms.Get(ctx, "polyaxon-agent", metav1.GetOptions{})
+		require.NoError(t, err)
+		host := cm.Data["POLYAXON_HOST"]
+		require.NotEmpty(t, host)
+		delete(cm.Data, "POLYAXON_HOST")
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		restartAgent(t, c, ns)
+		agent := componentPod(t, c, ns, "agent")
+		waitFor(t, 2*time.Minute, "the agent's connection error", func(ctx context.Context) (bool, string, error) {
+			logs := podLogsCtx(ctx, c, ns, agent)
+			return strings.Contains(logs, "localhost") && strings.Contains(strings.ToLower(logs), "connect"), lastLines(logs, 5), nil
+		})
+		t.Logf("the agent without POLYAXON_HOST:\n%s", lastLines(podLogs(t, c, ns, agent), 6))
+
+		cm, err = cms.Get(ctx, "polyaxon-agent", metav1.GetOptions{})
+		require.NoError(t, err)
+		cm.Data["POLYAXON_HOST"] = host
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		restartAgent(t, c, ns)
+		requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
 	})
 
 	t.Run("upgrade: Polyaxon's own migrations, then the admin user through its own command", func(t *testing.T) {
@@ -231,6 +259,25 @@ func jobPodLogs(t *testing.T, c *testCluster, ns, component string) string {
 	require.NoError(t, err)
 	require.NotEmptyf(t, pods.Items, "no pod of the %s Job", component)
 	return podLogs(t, c, ns, pods.Items[len(pods.Items)-1].Name)
+}
+
+// restartAgent deletes the agent's pod and waits for its replacement to be Ready, as
+// `kubectl rollout restart` would (the ConfigMap is read at start).
+func restartAgent(t *testing.T, c *testCluster, ns string) {
+	old := componentPod(t, c, ns, "agent")
+	require.NoError(t, c.Clientset.CoreV1().Pods(ns).Delete(ctxT(t, time.Minute), old, metav1.DeleteOptions{}))
+	waitFor(t, 2*time.Minute, "a new agent pod", func(ctx context.Context) (bool, string, error) {
+		pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=agent"})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, p := range pods.Items {
+			if p.Name != old && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				return true, "", nil
+			}
+		}
+		return false, "", nil
+	})
 }
 
 // createNamespace creates ns when missing.
@@ -325,33 +372,49 @@ func (p *polyaxonCLI) waitStatus(t *testing.T, ctx context.Context, project, uui
 	t.Helper()
 	var msg string
 	waitFor(t, 4*time.Minute, "run "+uuid+" "+want, func(ctx context.Context) (bool, string, error) {
-		var st struct {
-			Status     string `json:"status"`
-			Conditions []struct {
-				Type    string `json:"type"`
-				Reason  string `json:"reason"`
-				Message string `json:"message"`
-			} `json:"status_conditions"`
-		}
-		if err := p.get(ctx, fmt.Sprintf("/api/v1/default/%s/runs/%s/statuses", project, uuid), &st); err != nil {
+		st, conds, err := p.statuses(ctx, project, uuid)
+		if err != nil {
 			return false, err.Error(), nil
 		}
-		var seen []string
-		for _, c := range st.Conditions {
-			seen = append(seen, c.Type+" ("+c.Reason+": "+c.Message+")")
+		for _, c := range conds {
 			if c.Type == want {
 				msg = c.Message
 			}
 		}
-		if st.Status == want {
+		if st == want {
 			return true, "", nil
 		}
-		if terminal(st.Status) {
-			return false, "", fmt.Errorf("run %s ended %s, want %s: %s", uuid, st.Status, want, strings.Join(seen, "; "))
+		if terminal(st) {
+			return false, "", fmt.Errorf("run %s ended %s, want %s: %s", uuid, st, want, conds)
 		}
-		return false, strings.Join(seen, "; "), nil
+		return false, conds.String(), nil
 	})
 	return msg
+}
+
+// runConditions are a run's status conditions as Polyaxon's API lists them.
+type runConditions []struct {
+	Type    string `json:"type"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+func (cs runConditions) String() string {
+	var seen []string
+	for _, c := range cs {
+		seen = append(seen, c.Type+" ("+c.Reason+": "+c.Message+")")
+	}
+	return strings.Join(seen, "; ")
+}
+
+// statuses is the run's status and its conditions.
+func (p *polyaxonCLI) statuses(ctx context.Context, project, uuid string) (string, runConditions, error) {
+	var st struct {
+		Status     string        `json:"status"`
+		Conditions runConditions `json:"status_conditions"`
+	}
+	err := p.get(ctx, fmt.Sprintf("/api/v1/default/%s/runs/%s/statuses", project, uuid), &st)
+	return st.Status, st.Conditions, err
 }
 
 func terminal(status string) bool {
@@ -362,11 +425,15 @@ func terminal(status string) bool {
 	return false
 }
 
-// waitRunPods waits for n pods of the run (label app.kubernetes.io/instance=uuid) bound to nodes.
-func waitRunPods(t *testing.T, c *testCluster, ns, uuid string, n int) []corev1.Pod {
+// waitRunPods waits for n pods of the run (label app.kubernetes.io/instance=uuid) bound to
+// nodes; a run that Polyaxon failed meanwhile fails at once, with Polyaxon's message.
+func waitRunPods(t *testing.T, c *testCluster, cli *polyaxonCLI, ns, uuid string, n int) []corev1.Pod {
 	t.Helper()
 	var out []corev1.Pod
 	waitFor(t, 3*time.Minute, fmt.Sprintf("%d pods of run %s bound", n, uuid), func(ctx context.Context) (bool, string, error) {
+		if st, conds, err := cli.statuses(ctx, "demo", uuid); err == nil && st == "failed" {
+			return false, "", fmt.Errorf("Polyaxon failed run %s: %s", uuid, conds)
+		}
 		pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + uuid})
 		if err != nil {
 			return false, err.Error(), nil

@@ -38,6 +38,8 @@ type Cluster struct {
 
 	addPool  func(ctx context.Context, pool NodePool) ([]string, error)
 	stopBack context.CancelFunc
+	// podsDir holds the directories of host programs' pods (local provider).
+	podsDir string
 	// hosts runs the host programs (WithHostPrograms); nil without them.
 	hosts *hostRunner
 	// backDone is closed when the background helpers have stopped (their processes included).
@@ -93,6 +95,8 @@ type CreateOptions struct {
 	PodCommands bool
 	// Programs run on this machine for the pods of their images (local provider).
 	Programs []Program
+	// ProgramStages prepare the cluster for programs run by another process (RunHostPrograms).
+	ProgramStages []Program
 	// Backends are real servers on this machine behind simulated pods (local provider).
 	Backends []HostBackend
 }

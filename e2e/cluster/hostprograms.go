@@ -60,9 +60,36 @@ func (c ProgramContainer) Lookup(name string) (string, bool) {
 }
 
 // WithHostPrograms runs programs on this machine for the pods whose first container's image
-// is one of theirs (local provider): see HostProgramStages and doc.go.
+// is one of theirs (local provider), for as long as the Cluster handle lives: see
+// HostProgramStages and doc.go.
 func WithHostPrograms(programs ...Program) CreateOption {
 	return func(o *CreateOptions) { o.Programs = append(o.Programs, programs...) }
+}
+
+// WithHostProgramStages prepares a cluster for programs that another process runs later
+// (RunHostPrograms on a handle from Get): kwok leaves their pods to it. `make demo` does this,
+// as the process that creates the cluster ends.
+func WithHostProgramStages(programs ...Program) CreateOption {
+	return func(o *CreateOptions) { o.ProgramStages = append(o.ProgramStages, programs...) }
+}
+
+// RunHostPrograms runs programs for the pods of a cluster created with WithHostProgramStages
+// of the same programs, until ctx ends (then it stops their processes). ready, when not nil,
+// is called once the runner watches, with the runner's ServiceAddress.
+func (c *Cluster) RunHostPrograms(ctx context.Context, programs []Program, backends []HostBackend, ready func(address func(ns, svc string, port int32) (string, error))) error {
+	if c.podsDir == "" {
+		return fmt.Errorf("cluster %s: host programs run on the local provider only", c.Name)
+	}
+	r, err := newHostRunner(c, c.podsDir, programs, backends)
+	if err != nil {
+		return err
+	}
+	c.hosts = r
+	if ready != nil {
+		ready(r.proxy.Address)
+	}
+	r.run(ctx)
+	return nil
 }
 
 // WithHostBackend says that address (host:port, on this machine) answers containerPort of

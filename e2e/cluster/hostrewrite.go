@@ -27,7 +27,7 @@ var HostRewrites = []HostRewrite{
 		"`false`",
 		"Polyaxon then loads `KUBECONFIG` instead of the in-cluster files"},
 	{"a volume's mount path, in a variable's value",
-		"`<pod dir>/mounts/<mount path>`: an emptyDir is a fresh directory, a ConfigMap or Secret its files, a claim the bound volume's directory",
+		"`<pod dir>/volumes/<volume>[/<subPath>]`: an emptyDir is a fresh directory, a ConfigMap, Secret or projected volume its files, a claim the bound volume's own directory (shared, as the volume is)",
 		"the image's paths do not exist on this machine, and pods must not share them"},
 	{"`HOME` (the image's user)",
 		"`<pod dir>/home`",

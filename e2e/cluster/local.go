@@ -134,8 +134,8 @@ func (p *LocalProvider) Create(ctx context.Context, name string, opts ...CreateO
 	if o.PodCommands {
 		stages = append(stages, RunPodStage())
 	}
-	if len(o.Programs) > 0 {
-		stages = append(stages, HostProgramStages(o.Programs)...)
+	if hosted := append(append([]Program{}, o.Programs...), o.ProgramStages...); len(hosted) > 0 {
+		stages = append(stages, HostProgramStages(hosted)...)
 	}
 	for _, f := range []string{p.configPath(name), p.kubeconfigPath(name), p.logPath(name)} {
 		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
@@ -188,7 +188,7 @@ func (p *LocalProvider) createOnce(ctx context.Context, name, binDir string, sta
 		return nil, fmt.Errorf("local cluster %q: %w", name, err)
 	}
 	kopts := kwokctlOptions{KubeVersion: o.KubeVersion, BinDir: binDir, Ports: newComponentPortSet(ports)}
-	if len(o.Programs) > 0 {
+	if len(o.Programs)+len(o.ProgramStages) > 0 {
 		// Host programs' logs are served per pod: Logs objects made at run time.
 		kopts.EnableCRDs = []string{"Logs"}
 	}
@@ -302,6 +302,7 @@ func (p *LocalProvider) connect(name string) (*Cluster, error) {
 	c.addPool = func(ctx context.Context, pool NodePool) ([]string, error) {
 		return createPoolNodes(ctx, c.Clientset, pool)
 	}
+	c.podsDir = filepath.Join(p.ClusterDir(name), "pods")
 	return c, nil
 }
 
@@ -330,7 +331,7 @@ func (p *LocalProvider) setup(ctx context.Context, c *Cluster, o CreateOptions) 
 		wg.Go(func() { runPodCommands(bg, c) })
 	}
 	if len(o.Programs) > 0 {
-		hosts, err := newHostRunner(c, filepath.Join(p.ClusterDir(c.Name), "pods"), o.Programs, o.Backends)
+		hosts, err := newHostRunner(c, c.podsDir, o.Programs, o.Backends)
 		if err != nil {
 			stop()
 			return err
