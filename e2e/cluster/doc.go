@@ -67,6 +67,8 @@
 //     tcpSocket, or exec through Program.ExecProbe) passes against the process, and, when the
 //     process exits, the container terminated with its exit code (phase Succeeded or Failed).
 //     Deleting the pod stops the process (SIGTERM, then SIGKILL after the grace period).
+//     A container is not restarted in place: its pod ends, and a Deployment's ReplicaSet
+//     replaces it (where a kubelet would restart the container under restartPolicy Always).
 //     Pods annotated FailAnnotation keep kwok's failure instead.
 //   - Environment: ContainerEnv computes it from the pod spec as the kubelet does (envFrom,
 //     env, valueFrom from ConfigMaps, Secrets, the pod's fields and resources, $(VAR)); the
