@@ -72,6 +72,14 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 			logs := podLogs(t, c, ns, p.Name)
 			assert.Containsf(t, logs, "DB Migration finished", "gateway %s: kubectl logs shows haupt server, which migrates before it serves:\n%s", p.Name, lastLines(logs, 20))
 			assert.Containsf(t, logs, "migrat", "gateway %s: haupt server migrates before it serves:\n%s", p.Name, lastLines(logs, 20))
+			// Ready only once the chart's probe passed against haupt: after its migrations.
+			logged := logTime(t, c, ns, p.Name, "DB Migration finished")
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady {
+					assert.Falsef(t, cond.LastTransitionTime.Time.Before(logged.Truncate(time.Second)),
+						"gateway %s was Ready at %s, before haupt had migrated (%s)", p.Name, cond.LastTransitionTime, logged)
+				}
+			}
 		}
 		var installation struct {
 			Version string `json:"version"`
@@ -278,6 +286,21 @@ func restartAgent(t *testing.T, c *testCluster, ns string) {
 		}
 		return false, "", nil
 	})
+}
+
+// logTime is the time kubectl logs --timestamps gives the first line of pod containing text.
+func logTime(t *testing.T, c *testCluster, ns, pod, text string) time.Time {
+	b, err := c.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Timestamps: true}).DoRaw(ctxT(t, time.Minute))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if stamp, rest, ok := strings.Cut(line, " "); ok && strings.Contains(rest, text) {
+			at, err := time.Parse(time.RFC3339Nano, stamp)
+			require.NoError(t, err, line)
+			return at
+		}
+	}
+	t.Fatalf("pod %s logged no %q", pod, text)
+	return time.Time{}
 }
 
 // createNamespace creates ns when missing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract/polyaxonkeys"
 	"os"
 	"path/filepath"
 	"time"
@@ -181,17 +182,6 @@ func copyFile(src, dst string) error {
 	return os.WriteFile(dst, b, 0o600)
 }
 
-// CacheDir is ${POLYAXON_DEPLOY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/polyaxon-deploy}, as in build-binaries.sh.
-func CacheDir() string {
-	if d := os.Getenv("POLYAXON_DEPLOY_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "polyaxon-deploy")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), "polyaxon-deploy")
-	}
-	return filepath.Join(home, ".cache", "polyaxon-deploy")
-}
+// CacheDir is ${POLYAXON_DEPLOY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/polyaxon-deploy}, as in
+// build-binaries.sh and install-polyaxon.sh (one definition, polyaxonkeys', for Go).
+func CacheDir() string { return polyaxonkeys.CacheDir() }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract/polyaxonkeys"
 	"path/filepath"
 	"strconv"
 )
@@ -73,6 +74,4 @@ func PolyaxonPrograms(venv, operator string) []Program {
 }
 
 // PolyaxonVenv is where e2e/scripts/install-polyaxon.sh installs Polyaxon version's programs.
-func PolyaxonVenv(version string) string {
-	return filepath.Join(CacheDir(), "polyaxon-"+version)
-}
+func PolyaxonVenv(version string) string { return polyaxonkeys.VenvDir(version) }
