@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract/polyaxonkeys"
 	"os"
 	"path/filepath"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract/polyaxonkeys"
 )
 
 // Provider creates and deletes clusters. Both providers (local and kind) build the

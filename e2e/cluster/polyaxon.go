@@ -2,9 +2,10 @@ package cluster
 
 import (
 	"fmt"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract/polyaxonkeys"
 	"path/filepath"
 	"strconv"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract/polyaxonkeys"
 )
 
 // PolyaxonProgram names what runs here for one of Polyaxon's images, for the README's table.
