@@ -114,13 +114,17 @@ func (p *polyaxonCLI) run(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// apiClient bounds each request: a poll that hangs is retried by the next one, on a new
+// connection.
+var apiClient = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
 // get reads a path of the API's REST interface, as JSON, through the same address.
 func (p *polyaxonCLI) get(ctx context.Context, path string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.host+path, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", path, err)
 	}
