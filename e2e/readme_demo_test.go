@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,15 +42,26 @@ func TestREADMEDemoBlocksCoverTheCommands(t *testing.T) {
 		"restore ", "rollback", "recover", "plan --profile production --canary", "plan --profile production --no-release --topology"} {
 		assert.Contains(t, list, "bin/polyaxon-deploy "+cmd, "the demo list runs %q", cmd)
 	}
+	// Polyaxon's own CLI against the demo's API, and where the run's pod landed.
+	for _, cmd := range []string{"polyaxon project create --name demo", "polyaxon run -f values/polyaxonfiles/hello-job.yaml -p demo",
+		"polyaxon ops ls -p demo", "kubectl get nodes -L polyaxon"} {
+		assert.Contains(t, list, "\n"+cmd, "the demo list runs %q", cmd)
+	}
 }
 
+// demoExportsRE are the last lines of `make demo` on the local provider: what a user pastes
+// for Polyaxon's CLI (and kubectl) before the README's commands.
+var demoExportsRE = regexp.MustCompile(`\nexport POLYAXON_HOST=(http://127\.0\.0\.1:\d+)\nexport PATH=(\S+):\$PATH\n$`)
+
 // TestREADMEDemoCommands brings the demo up as `make demo` does (demo.sh up, local provider,
-// this run's binary), checks that it ends with the README's list, runs every block the README
-// marks for the demo verbatim, in README order, from a directory laid out like the repository
-// (bin/polyaxon-deploy, values/), with HOME pointing at a home of its own so
-// ~/.cache/polyaxon-deploy/demo/kubeconfig is this demo's; then tears it down as
-// `make demo-down` does, which also stops the demo's PostgreSQL. The restore in the list shows
-// the rows the demo's database was seeded with.
+// this run's binary, Polyaxon's own programs), checks that it prints the README's list and
+// ends with the two export lines for Polyaxon's CLI, runs every block the README marks for the
+// demo verbatim, in README order, after those two lines (as a user pastes them), from a
+// directory laid out like the repository (bin/polyaxon-deploy, values/), with HOME pointing at
+// a home of its own so ~/.cache/polyaxon-deploy/demo/kubeconfig is this demo's; then tears it
+// down as `make demo-down` does, which also stops Polyaxon's programs and the demo's
+// PostgreSQL. The restore in the list shows the rows the demo's database was seeded with and
+// Polyaxon's own (the project the list created).
 func TestREADMEDemoCommands(t *testing.T) {
 	blocks := readmeDemoBlocks(t)
 	root, err := cluster.RepoRoot()
@@ -57,17 +70,22 @@ func TestREADMEDemoCommands(t *testing.T) {
 	require.NoError(t, err)
 	home := filepath.Join(suite.dir, "readme-home")
 	require.NoError(t, os.MkdirAll(home, 0o700))
-	env := demoEnv(t, home, kubeBin)
+	venv, _ := polyaxonPrograms(t)
+	env := append(demoEnv(t, home, kubeBin), demoVenvEnv+"="+venv)
 
 	start := time.Now()
-	up := runIn(t, root, env, 10*time.Minute, "bash", "e2e/scripts/demo.sh", "up")
+	up := runIn(t, root, env, 15*time.Minute, "bash", "e2e/scripts/demo.sh", "up")
 	upTook := time.Since(start)
 	t.Cleanup(func() { demoDown(t, root, env, home) })
 	require.Equalf(t, 0, up.code, "make demo (demo.sh up)\n%s", up)
-	t.Logf("demo up (demo.sh up, cluster + seeded PostgreSQL + install): %s", upTook.Round(100*time.Millisecond))
+	t.Logf("demo up (demo.sh up, cluster + seeded PostgreSQL + install with Polyaxon's programs): %s", upTook.Round(100*time.Millisecond))
 	for _, l := range strings.Split(strings.TrimSpace(blocks[0].Body), "\n") {
-		assert.Contains(t, up.stdout, "  "+l, "make demo ends with the README's list")
+		assert.Contains(t, up.stdout, "  "+l, "make demo prints the README's list")
 	}
+	m := demoExportsRE.FindStringSubmatch(up.stdout)
+	require.NotNilf(t, m, "make demo ends with export POLYAXON_HOST=... and export PATH=...:$PATH\n%s", up)
+	assert.Truef(t, strings.HasPrefix(m[2], venv+"/bin:"), "PATH gets Polyaxon's virtual environment first: %s", m[2])
+	exports := strings.TrimPrefix(m[0], "\n")
 
 	work := t.TempDir()
 	require.NoError(t, os.Mkdir(filepath.Join(work, "bin"), 0o755))
@@ -75,34 +93,49 @@ func TestREADMEDemoCommands(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(root, "values"), filepath.Join(work, "values")))
 	tmp := filepath.Join(suite.dir, "tmp") // the debug logs of failed commands go away with the suite
 	require.NoError(t, os.MkdirAll(tmp, 0o700))
-	cmdEnv := append(env, "TMPDIR="+tmp)
+	// A terminal's width: Polyaxon's CLI prints its tables to fit it, cutting names otherwise.
+	cmdEnv := append(env, "TMPDIR="+tmp, "COLUMNS=200")
 
 	start = time.Now()
 	var listOut string
 	for i, b := range blocks {
 		switch b.Lang {
 		case "sh":
-			script := "set -euo pipefail\ntrap 'echo \"README command failed (exit $?): $BASH_COMMAND\" >&2' ERR\n" + b.Body
-			r := runIn(t, work, cmdEnv, 10*time.Minute, "bash", "-c", script)
+			script := exports + "set -euo pipefail\ntrap 'echo \"README command failed (exit $?): $BASH_COMMAND\" >&2' ERR\n" + b.Body
+			r := runIn(t, work, cmdEnv, 25*time.Minute, "bash", "-c", script)
 			require.Equalf(t, 0, r.code, "README block at line %d\n%s", b.Line, r)
 			if i == 0 {
 				listOut = r.stdout
 			}
 		case "console":
 			for _, c := range b.Commands() {
-				r := runIn(t, work, cmdEnv, 5*time.Minute, "bash", "-c", c)
+				r := runIn(t, work, cmdEnv, 5*time.Minute, "bash", "-c", exports+c)
 				require.Equalf(t, b.Exit, r.code, "README line %d: $ %s\n%s", b.Line, c, r)
 			}
 		}
 	}
 	t.Logf("README demo commands: %s", time.Since(start).Round(100*time.Millisecond))
 
-	// The restore shows, per table, the rows the demo was seeded with, beside the backup's.
+	// Polyaxon's CLI created the project and the run through the demo's API; the run's pod
+	// landed on the jobs category's pool (experiments, in the production profile).
+	assert.Contains(t, listOut, "Project `demo` was created successfully", "polyaxon project create")
+	assert.Regexp(t, `A new run was created: default/demo:hello@[0-9a-f]{32}`, listOut, "polyaxon run")
+	assert.Regexp(t, `│ hello +│`, listOut, "polyaxon ops ls lists the run")
+	assert.Regexp(t, `(?m)^experiments-\d+ +Ready .* experiments *$`, listOut, "the run's pod's node, in the experiments pool")
+
+	// The restore shows, per table, the rows the demo was seeded with, beside the backup's, and
+	// Polyaxon's own tables, migrated by its API, beside them in the same database.
 	seeded := demoRowCounts(t, home)
 	for table, n := range seeded {
 		assert.Regexp(t, `(?m)^public\.`+table+` +`+n+` +`+n+` *$`, listOut, "restore's rows for %s", table)
 	}
+	assert.Regexp(t, `(?m)^public\.db_project +1 +1 *$`, listOut, "restore's rows of Polyaxon's projects: the demo project")
+	assert.Regexp(t, `(?m)^public\.django_migrations +[1-9]\d* +[1-9]\d* *$`, listOut, "restore's rows of Polyaxon's migrations")
 }
+
+// demoVenvEnv names Polyaxon's virtual environment for `make demo` (e2ecluster's --venv): the
+// test's HOME has none of its own.
+const demoVenvEnv = "POLYAXON_DEPLOY_VENV"
 
 // demoEnv is the environment of `make demo` for this test: a HOME of its own (the demo's
 // state, kubeconfig and kwok work dir live under it), the Go caches and control-plane
@@ -127,8 +160,8 @@ func demoEnv(t *testing.T, home, kubeBin string) []string {
 		cluster.BinDirEnv+"="+kubeBin, "DEMO_BIN="+deployBinary(t), "DEMO_PROVIDER=local")
 }
 
-// demoDown runs `make demo-down` (demo.sh down) and checks that the cluster and the demo's
-// PostgreSQL are gone.
+// demoDown runs `make demo-down` (demo.sh down) and checks that the cluster, Polyaxon's
+// programs and the demo's PostgreSQL are gone.
 func demoDown(t *testing.T, root string, env []string, home string) {
 	st, _ := readDemoState(home)
 	r := runIn(t, root, env, 5*time.Minute, "bash", "e2e/scripts/demo.sh", "down")
@@ -138,12 +171,20 @@ func demoDown(t *testing.T, root string, env []string, home string) {
 		assert.Truef(t, os.IsNotExist(err), "demo-down removed the demo's PostgreSQL (%s)", st.Postgres.DataDir)
 		assert.Empty(t, cmdlinesWith(st.Postgres.DataDir), "no PostgreSQL process of the demo is left")
 	}
+	if st != nil && st.Hosts != nil {
+		assert.Falsef(t, cluster.ProcessAlive(st.Hosts.PID), "demo-down stopped the hosts daemon (pid %d)", st.Hosts.PID)
+		assert.Empty(t, processesIn(filepath.Join(home, ".cache", "polyaxon-deploy", "kwok", "clusters", st.Name, "pods")),
+			"no process of Polyaxon's programs is left")
+	}
 }
 
 // demoState is the part of e2ecluster's state file the test reads.
 type demoState struct {
 	Name     string        `json:"name"`
 	Postgres *pgtest.State `json:"postgres"`
+	Hosts    *struct {
+		PID int `json:"pid"`
+	} `json:"hosts"`
 }
 
 func readDemoState(home string) (*demoState, error) {
@@ -155,7 +196,8 @@ func readDemoState(home string) (*demoState, error) {
 	return &st, json.Unmarshal(b, &st)
 }
 
-// demoRowCounts are the row counts of the demo's database, by table.
+// demoRowCounts are the row counts of the sample tables the demo's database was seeded with
+// (Polyaxon's own tables are beside them).
 func demoRowCounts(t *testing.T, home string) map[string]string {
 	t.Helper()
 	st, err := readDemoState(home)
@@ -165,12 +207,12 @@ func demoRowCounts(t *testing.T, home string) map[string]string {
 	defer cancel()
 	pg, err := pgtest.Attach(ctx, *st.Postgres) // not closed: demo-down stops it
 	require.NoError(t, err)
-	sums, err := pgtest.Checksums(ctx, pg, st.Postgres.Database)
-	require.NoError(t, err)
-	require.Len(t, sums, len(pgtest.Tables))
 	counts := map[string]string{}
-	for table, sum := range sums {
-		counts[table], _, _ = strings.Cut(sum, ":")
+	for _, table := range pgtest.Tables {
+		n, err := pg.Psql(ctx, st.Postgres.Database, fmt.Sprintf("SELECT count(*) FROM public.%q", table))
+		require.NoError(t, err)
+		require.NotEqualf(t, "0", n, "the demo seeded %s", table)
+		counts[table] = n
 	}
 	return counts
 }
@@ -182,6 +224,7 @@ func sweepStaleDemo(dir string) {
 	if err != nil {
 		return
 	}
+	stopStaleHosts(st, home)
 	if bin, err := kubeBinaries(); err == nil {
 		p := cluster.NewLocalProvider(cluster.WithBinDir(bin), cluster.WithWorkDir(filepath.Join(home, ".cache", "polyaxon-deploy", "kwok")))
 		_ = p.DeleteAll(context.Background())
@@ -190,6 +233,22 @@ func sweepStaleDemo(dir string) {
 		if pg, err := pgtest.Attach(context.Background(), *st.Postgres); err == nil {
 			_ = pg.Close()
 		}
+	}
+}
+
+// stopStaleHosts stops the hosts daemon of a demo under home (it stops Polyaxon's programs),
+// when it still runs.
+func stopStaleHosts(st *demoState, home string) {
+	if st.Hosts == nil || st.Hosts.PID <= 0 {
+		return
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.Hosts.PID))
+	if err != nil || !bytes.Contains(b, []byte(home)) { // gone, or a reused pid
+		return
+	}
+	_ = syscall.Kill(st.Hosts.PID, syscall.SIGTERM)
+	for i := 0; i < 300 && cluster.ProcessAlive(st.Hosts.PID); i++ {
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -218,6 +277,19 @@ func runIn(t *testing.T, dir string, env []string, timeout time.Duration, name s
 	}
 	r.code = cmd.ProcessState.ExitCode()
 	return r
+}
+
+// processesIn lists the processes whose working directory is under dir.
+func processesIn(dir string) []string {
+	var hits []string
+	paths, _ := filepath.Glob("/proc/[0-9]*/cwd")
+	for _, p := range paths {
+		if cwd, err := os.Readlink(p); err == nil && strings.HasPrefix(cwd, dir+"/") {
+			b, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+			hits = append(hits, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return hits
 }
 
 // cmdlinesWith lists processes whose command line contains s.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -447,6 +448,9 @@ func (r *hostRunner) serveLogs(ctx context.Context, p *corev1.Pod, container, pa
 		}}},
 	}}
 	_, err := r.dyn.Resource(logsGVR).Namespace(p.Namespace).Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil // a runner started again (make demo): the pod's directory, so its log, is the same
+	}
 	return err
 }
 

@@ -2,16 +2,19 @@
 # make demo / make demo-down: a production-shaped cluster with Polyaxon installed on it.
 #
 #   bash e2e/scripts/demo.sh up     create the demo cluster (kind when Docker answers, else the
-#                                   local control plane + kwok, with a real PostgreSQL seeded
-#                                   with sample data behind the Postgres pod), install
-#                                   --profile production, print the release status and which
-#                                   pod runs on which node pool, and the commands to try next
-#   bash e2e/scripts/demo.sh down   delete the demo cluster and stop its PostgreSQL
+#                                   local control plane + kwok, where Polyaxon's own programs run
+#                                   for the platform's pods and a real PostgreSQL answers for the
+#                                   Postgres pod), install --profile production, print the release
+#                                   status and which pod runs on which node pool, and the commands
+#                                   to try next; on the local provider, the last two lines are the
+#                                   exports for Polyaxon's CLI (POLYAXON_HOST) and PATH
+#   bash e2e/scripts/demo.sh down   delete the demo cluster, stop the programs and its PostgreSQL
 #
-# `up` expects bin/polyaxon-deploy (make build) and the control-plane binaries
-# (e2e/scripts/build-binaries.sh, or $POLYAXON_DEPLOY_BIN_DIR; make demo runs both first).
-# Running `up` again reuses the cluster and the release. DEMO_PROVIDER=local|kind|auto chooses
-# the provider (default auto).
+# `up` expects bin/polyaxon-deploy (make build), the control-plane binaries
+# (e2e/scripts/build-binaries.sh, or $POLYAXON_DEPLOY_BIN_DIR) and Polyaxon's virtual
+# environment (e2e/scripts/install-polyaxon.sh, or $POLYAXON_DEPLOY_VENV); make demo runs all
+# three first. Running `up` again reuses the cluster and the release, and restarts what stopped.
+# DEMO_PROVIDER=local|kind|auto chooses the provider (default auto).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export LC_ALL=C # sort and join must agree on the order
@@ -21,6 +24,15 @@ NAMESPACE=polyaxon
 
 say() { printf '\n==> %s\n' "$*"; }
 
+# e2ecluster is the demo cluster's command, built at each run of this script: the hosts
+# daemon it starts runs from this binary (renamed into place, never rewritten under it).
+E2ECLUSTER=bin/e2ecluster
+build_e2ecluster() {
+  mkdir -p bin
+  go build -o "$E2ECLUSTER.new" ./e2e/cmd/e2ecluster
+  mv -f "$E2ECLUSTER.new" "$E2ECLUSTER"
+}
+
 up() {
   if [ ! -x "$BIN" ]; then
     echo "demo: $BIN not found: run 'make build' first (or 'make demo', which builds it)" >&2
@@ -28,19 +40,31 @@ up() {
   fi
   local kubectl
   kubectl="${POLYAXON_DEPLOY_BIN_DIR:-$(bash e2e/scripts/build-binaries.sh)}/kubectl"
+  build_e2ecluster
 
   say "Creating the demo cluster (node pools: core x2, experiments x2 with GPUs and a nvidia.com/gpu taint, builds x1)"
-  local kc
-  kc="$(go run ./e2e/cmd/e2ecluster up --provider "${DEMO_PROVIDER:-auto}" --namespace "$NAMESPACE")"
-  kc="$(printf '%s\n' "$kc" | tail -n 1)"
+  "$E2ECLUSTER" up --provider "${DEMO_PROVIDER:-auto}" --namespace "$NAMESPACE" >/dev/null
+  local provider kubeconfig postgres_password_file="" venv="" namespace hosts_log=""
+  eval "$("$E2ECLUSTER" env)"
+  local kc="$kubeconfig"
   local k=("$kubectl" --kubeconfig "$kc")
   "${k[@]}" get nodes -L polyaxon
 
+  # On the local provider Polyaxon's own programs run for the platform's pods (haupt's API,
+  # the agent, the operator stand-in: e2e/cluster/doc.go), against the real PostgreSQL behind
+  # the Postgres pod, as the chart's user and database with that server's password. Celery
+  # and its broker are not run here: with scheduler.enabled=false Polyaxon runs its tasks
+  # inline in the API, so the scheduler, RabbitMQ and Redis are left out.
+  local values=()
+  if [ "$provider" = local ]; then
+    values=(--set-file "postgresql.auth.password=$postgres_password_file"
+      --set scheduler.enabled=false --set rabbitmq.enabled=false --set redis.enabled=false)
+  fi
   if "$BIN" status --kubeconfig "$kc" -n "$NAMESPACE" >/dev/null 2>&1; then
     say "Release polyaxon is already installed in this cluster: skipping the install"
   else
-    say "polyaxon-deploy install --profile production"
-    "$BIN" install --profile production --kubeconfig "$kc" -n "$NAMESPACE"
+    say "polyaxon-deploy install --profile production ${values[*]}"
+    "$BIN" install --profile production --kubeconfig "$kc" -n "$NAMESPACE" "${values[@]}"
   fi
 
   say "polyaxon-deploy status"
@@ -58,6 +82,13 @@ up() {
 
   run_pod "${k[@]}"
 
+  local host=""
+  if [ "$provider" = local ]; then
+    say "Polyaxon's API behind the gateway Service (haupt on this machine; the programs' log: $hosts_log)"
+    host="$("$E2ECLUSTER" gateway --wait 5m)"
+    echo "  $host/api/v1/installation answers"
+  fi
+
   say "The demo cluster is up"
   cat <<EOF
   kubectl:   export KUBECONFIG=$kc   (kubectl is at $kubectl)
@@ -66,6 +97,14 @@ up() {
 ==> Try next (README.md, "Try it on the demo cluster"; from the repository root):
 EOF
   try_next
+  if [ -n "$host" ]; then
+    # Last, to be pasted as they are: Polyaxon's CLI finds the API through POLYAXON_HOST (the
+    # gateway Service's address on this machine), and runs from Polyaxon's virtual
+    # environment; kubectl is the control plane's.
+    say "For Polyaxon's CLI and kubectl in your shell, paste these two lines:"
+    echo "export POLYAXON_HOST=$host"
+    echo "export PATH=$venv/bin:$(dirname "$kubectl"):\$PATH"
+  fi
 }
 
 # try_next prints the README's demo commands: its first sh block marked <!-- demo-commands -->.
@@ -106,8 +145,9 @@ pod_pools() {
 }
 
 down() {
-  go run ./e2e/cmd/e2ecluster down
-  echo "demo: torn down (cluster and its PostgreSQL)"
+  build_e2ecluster
+  "$E2ECLUSTER" down
+  echo "demo: torn down (Polyaxon's programs, the cluster and its PostgreSQL)"
 }
 
 case "${1:-}" in

@@ -16,12 +16,22 @@ import (
 // carry real rows in seconds.
 const demoRuns = 200
 
-// startDatabase starts the PostgreSQL server that answers for the demo's Postgres pod and
-// fills its database with Polyaxon-like sample data. The caller detaches it (it outlives
-// this process) or closes it on failure.
+// The chart's database and user (postgresql.auth.database, .username): Polyaxon's API connects
+// as them, with the password the install is given (the server's, from PasswordFile).
+const (
+	chartDatabase = "polyaxon"
+	chartUser     = "polyaxon"
+)
+
+// startDatabase starts the PostgreSQL server that answers for the demo's Postgres pod, with
+// the chart's database and user, and fills the database with Polyaxon-like sample data.
+// Polyaxon's API migrates its own tables into the same database when it starts: theirs are
+// haupt's db_* and Django's auth_* and django_*, none of which the sample's names collide with
+// (e2e TestREADMEDemoCommands checks both after the demo). The caller detaches it (it
+// outlives this process) or closes it on failure.
 func startDatabase(ctx context.Context) (*pgtest.Server, error) {
 	start := time.Now()
-	pg, err := pgtest.Start(ctx, pgtest.WithFastUnsafe())
+	pg, err := pgtest.Start(ctx, pgtest.WithFastUnsafe(), pgtest.WithUser(chartUser), pgtest.WithDatabase(chartDatabase))
 	if err != nil {
 		return nil, fmt.Errorf("the demo's database: %w", err)
 	}

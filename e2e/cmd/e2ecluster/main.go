@@ -1,13 +1,24 @@
 // Command e2ecluster starts and stops the demo cluster for `make demo` / `make demo-down`:
 // kind when a Docker engine answers, else the local (kwok) provider, with production-shaped
-// node pools. On the local provider a real PostgreSQL server, seeded with sample data, answers
-// for the Postgres pod of namespace polyaxon (as in the e2e scenarios), so backups, restores
-// and upgrades with their backup work on the demo; it outlives `up` and `down` stops it.
-// `up` prints the kubeconfig path on stdout; progress goes to stderr.
+// node pools.
 //
-//	go run ./e2e/cmd/e2ecluster up [--name polyaxon-demo] [--provider auto|local|kind]
+// On the local provider the demo runs what scenario 12 runs: Polyaxon's own programs (haupt's
+// API, the polyaxon agent, the operator stand-in) as processes on this machine for the
+// platform's pods, and a real PostgreSQL server behind the Postgres pod of namespace polyaxon,
+// its database "polyaxon" (user polyaxon) seeded with sample data beside Polyaxon's own
+// tables. The processes are run by a daemon (`e2ecluster hosts`, started by `up` in a session
+// of its own, output to <demo dir>/hosts.log), since the process that creates the cluster
+// ends; the daemon writes the gateway Service's loopback address to <demo dir>/gateway-address.
+// The database and the daemon outlive `up`; `up` run again restarts whichever stopped, and
+// `down` stops them.
+//
+//	go run ./e2e/cmd/e2ecluster up [--name polyaxon-demo] [--provider auto|local|kind] [--venv DIR]
+//	go run ./e2e/cmd/e2ecluster env        shell assignments for demo.sh (provider, kubeconfig, ...)
+//	go run ./e2e/cmd/e2ecluster gateway    waits for Polyaxon's API behind the gateway Service, prints its URL
 //	go run ./e2e/cmd/e2ecluster kubeconfig
 //	go run ./e2e/cmd/e2ecluster down
+//
+// `up` prints the kubeconfig path on stdout; progress goes to stderr.
 package main
 
 import (
@@ -18,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +47,22 @@ type state struct {
 	// Postgres is the server behind the Postgres pod (local provider); it holds its password,
 	// so the state file is private.
 	Postgres *pgtest.State `json:"postgres,omitempty"`
+	// Hosts is the daemon that runs Polyaxon's programs for the platform's pods (local provider).
+	Hosts *hostsState `json:"hosts,omitempty"`
+}
+
+// hostsState is what `up` needs to (re)start the hosts daemon and `down` to stop it.
+type hostsState struct {
+	Namespace string `json:"namespace"`
+	Venv      string `json:"venv"`
+	Operator  string `json:"operator"`
+	PID       int    `json:"pid"`
+	Log       string `json:"log"`
+	// AddressFile receives the gateway Service's loopback address (host:port) once the
+	// daemon runs.
+	AddressFile string `json:"addressFile"`
+	// PasswordFile holds the database password, for the install's --set-file.
+	PasswordFile string `json:"passwordFile"`
 }
 
 func demoDir() string { return filepath.Join(cluster.CacheDir(), "demo") }
@@ -51,6 +79,18 @@ func readState() (*state, error) {
 		return nil, fmt.Errorf("read %s: %w", statePath(), err)
 	}
 	return &s, nil
+}
+
+func writeState(s *state) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	tmp := statePath() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, statePath())
 }
 
 func provider(ctx context.Context, name string) (cluster.Provider, error) {
@@ -73,15 +113,7 @@ func up(c *cli.Context) error {
 	ctx := c.Context
 	if s, err := readState(); err == nil {
 		if _, err := os.Stat(s.Kubeconfig); err == nil {
-			if s.Postgres != nil {
-				// Started again when it stopped (a reboot), on the port the pod's exec uses.
-				if _, err := pgtest.Attach(ctx, *s.Postgres); err != nil {
-					return fmt.Errorf("the demo's database: %w (`make demo-down` and `make demo` start afresh)", err)
-				}
-			}
-			fmt.Fprintf(os.Stderr, "demo cluster %s (%s) already up; `make demo-down` removes it\n", s.Name, s.Provider)
-			fmt.Println(s.Kubeconfig)
-			return nil
+			return reuse(ctx, s)
 		}
 	}
 	p, err := provider(ctx, c.String("provider"))
@@ -92,15 +124,23 @@ func up(c *cli.Context) error {
 	if kc == "" {
 		kc = filepath.Join(demoDir(), "kubeconfig")
 	}
-	name := c.String("name")
+	name, ns := c.String("name"), c.String("namespace")
 	start := time.Now()
 	opts := []cluster.CreateOption{cluster.WithKubeconfigPath(kc), cluster.WithTimeout(c.Duration("timeout"))}
-	var pg *pgtest.Server
+	var (
+		pg    *pgtest.Server
+		hosts *hostsState
+	)
 	if p.Name() == "local" {
+		if hosts, err = prepareHosts(ctx, c.String("venv"), ns); err != nil {
+			return err
+		}
 		if pg, err = startDatabase(ctx); err != nil {
 			return err
 		}
-		opts = append(opts, cluster.WithClusterExec(cluster.PostgresExec(c.String("namespace"), pg, pg.Database)))
+		opts = append(opts,
+			cluster.WithClusterExec(cluster.PostgresExec(ns, pg, pg.Database)),
+			cluster.WithHostProgramStages(cluster.PolyaxonPrograms(hosts.Venv, hosts.Operator)...))
 	}
 	fmt.Fprintf(os.Stderr, "creating %s cluster %s with node pools core, experiments (GPU, tainted), builds\n", p.Name(), name)
 	cl, err := p.Create(ctx, name, opts...)
@@ -111,17 +151,46 @@ func up(c *cli.Context) error {
 		return err
 	}
 	cl.Close()
-	st := state{Provider: p.Name(), Name: name, Kubeconfig: kc}
+	st := &state{Provider: p.Name(), Name: name, Kubeconfig: kc, Hosts: hosts}
 	if pg != nil {
 		db := pg.Detach()
 		st.Postgres = &db
+		if err := os.WriteFile(hosts.PasswordFile, []byte(db.Password), 0o600); err != nil {
+			return err
+		}
 	}
-	b, _ := json.Marshal(st)
-	if err := os.WriteFile(statePath(), b, 0o600); err != nil {
+	if err := writeState(st); err != nil {
 		return err
+	}
+	if st.Hosts != nil {
+		if err := ensureHosts(ctx, st); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(os.Stderr, "cluster %s up in %s; export KUBECONFIG=%s\n", name, time.Since(start).Round(time.Second), kc)
 	fmt.Println(kc)
+	return nil
+}
+
+// reuse brings back what an existing demo cluster needs: its database and its hosts daemon,
+// started again when they stopped (a reboot, a kill).
+func reuse(ctx context.Context, s *state) error {
+	if s.Postgres != nil {
+		// Started again when it stopped, on the port the pod's exec uses.
+		if _, err := pgtest.Attach(ctx, *s.Postgres); err != nil {
+			return fmt.Errorf("the demo's database: %w (`make demo-down` and `make demo` start afresh)", err)
+		}
+	}
+	if s.Provider == "local" && s.Hosts == nil {
+		return fmt.Errorf("demo cluster %s was made before the demo ran Polyaxon's own programs: `make demo-down`, then `make demo`", s.Name)
+	}
+	if s.Hosts != nil {
+		if err := ensureHosts(ctx, s); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "demo cluster %s (%s) already up; `make demo-down` removes it\n", s.Name, s.Provider)
+	fmt.Println(s.Kubeconfig)
 	return nil
 }
 
@@ -138,6 +207,12 @@ func down(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.Hosts != nil {
+		// Before the cluster goes: the daemon stops the programs it runs.
+		if err := stopHosts(s, p); err != nil {
+			return err
+		}
+	}
 	if err := p.Delete(c.Context, s.Name); err != nil {
 		return err
 	}
@@ -152,6 +227,10 @@ func down(c *cli.Context) error {
 		fmt.Fprintf(os.Stderr, "demo database %s stopped and removed\n", s.Postgres.Dir)
 	}
 	_ = os.Remove(s.Kubeconfig)
+	if s.Hosts != nil {
+		_ = os.Remove(s.Hosts.PasswordFile)
+		_ = os.Remove(s.Hosts.AddressFile)
+	}
 	if err := os.Remove(statePath()); err != nil {
 		return err
 	}
@@ -173,6 +252,26 @@ func kubeconfig(*cli.Context) error {
 	return nil
 }
 
+// env prints the demo's facts as shell assignments for demo.sh (eval): provider, kubeconfig,
+// and on the local provider the database password's file and Polyaxon's virtual environment.
+func env(*cli.Context) error {
+	s, err := readState()
+	if err != nil {
+		return fmt.Errorf("no demo cluster (run `make demo`): %w", err)
+	}
+	vars := [][2]string{{"provider", s.Provider}, {"kubeconfig", s.Kubeconfig}}
+	if s.Hosts != nil {
+		vars = append(vars, [2]string{"postgres_password_file", s.Hosts.PasswordFile}, [2]string{"venv", s.Hosts.Venv},
+			[2]string{"namespace", s.Hosts.Namespace}, [2]string{"hosts_log", s.Hosts.Log})
+	}
+	for _, v := range vars {
+		fmt.Printf("%s=%s\n", v[0], shellQuote(v[1]))
+	}
+	return nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
 func main() {
 	app := &cli.App{
 		Name:  "e2ecluster",
@@ -186,12 +285,36 @@ func main() {
 					&cli.StringFlag{Name: "provider", Value: "auto", Usage: "auto, local or kind"},
 					&cli.StringFlag{Name: "kubeconfig", Usage: "where to write the kubeconfig (default <cache>/demo/kubeconfig)"},
 					&cli.StringFlag{Name: "namespace", Value: "polyaxon", Usage: "namespace whose Postgres pod the seeded database answers for (local provider)"},
+					&cli.StringFlag{Name: "venv", EnvVars: []string{venvEnv}, Usage: "Polyaxon's virtual environment (default: make deps's, for the chart's appVersion)"},
 					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "cluster start (the first local run also builds binaries, ~15 min, before this starts)"},
 				},
 				Action: up,
 			},
 			{Name: "down", Usage: "delete the demo cluster", Action: down},
 			{Name: "kubeconfig", Usage: "print the demo cluster's kubeconfig path", Action: kubeconfig},
+			{Name: "env", Usage: "print the demo's provider, kubeconfig, ... as shell assignments", Action: env},
+			{
+				Name:  "gateway",
+				Usage: "wait until Polyaxon's API answers behind the gateway Service (local provider), print its URL",
+				Flags: []cli.Flag{
+					&cli.DurationFlag{Name: "wait", Value: 5 * time.Minute},
+				},
+				Action: gateway,
+			},
+			{
+				Name:   "hosts",
+				Usage:  "run Polyaxon's programs for the demo cluster's pods until SIGTERM (started by up)",
+				Hidden: true,
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "name", Required: true},
+					&cli.StringFlag{Name: "namespace", Required: true},
+					&cli.StringFlag{Name: "postgres", Required: true, Usage: "host:port of the PostgreSQL behind the Postgres pod"},
+					&cli.StringFlag{Name: "venv", Required: true},
+					&cli.StringFlag{Name: "operator", Required: true},
+					&cli.StringFlag{Name: "address-file", Required: true},
+				},
+				Action: runHosts,
+			},
 		},
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
