@@ -169,6 +169,10 @@ func typedObjects(t testing.TB, r rendered) []runtimepkg.Object {
 			typed = &admissionregistrationv1.MutatingAdmissionPolicy{}
 		case "MutatingAdmissionPolicyBinding":
 			typed = &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+		case "ValidatingAdmissionPolicy":
+			typed = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		case "ValidatingAdmissionPolicyBinding":
+			typed = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 		default:
 			continue
 		}

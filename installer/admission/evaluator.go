@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/cel/environment"
@@ -31,6 +32,9 @@ type Evaluator struct {
 	dispatcher generic.Dispatcher[mutating.PolicyHook]
 	objects    admission.ObjectInterfaces
 	namespaces cache.Indexer
+
+	vhooks      []validating.PolicyHook
+	vdispatcher generic.Dispatcher[validating.PolicyHook]
 }
 
 // Policies picks the MutatingAdmissionPolicies and their bindings out of rendered objects.

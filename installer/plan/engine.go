@@ -174,6 +174,10 @@ func Plan(snap *Snapshot, pods []PodToPlace, opts ...Option) *Result {
 			}
 		}
 		r := e.placeOne(p, c, sureFit, sureNot)
+		if p.Refused != "" {
+			r.Verdict, r.AssumedFits, r.Node, r.AssumedNode = Unschedulable, false, "", ""
+			r.Message, r.Reasons = "refused by the API server: "+p.Refused, nil
+		}
 		switch {
 		case p.Hypothetical:
 		case r.Verdict == Fits && len(c.feasible) == 1:

@@ -22,6 +22,9 @@ type CategoryScheduling struct {
 	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
 	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
 	Affinity     *corev1.Affinity    `json:"affinity,omitempty"`
+	// Refused is why the API server refuses the category's run pods (a ValidatingAdmissionPolicy
+	// of the chart: e.g. the category's placement targets a protected category's nodes).
+	Refused string `json:"refused,omitempty"`
 }
 
 // String is a compact one-line description.
@@ -109,22 +112,57 @@ func CategoryDefaults(objs []runtime.Object, decl *runs.Declaration, namespace s
 	if namespace == "" {
 		namespace = metav1.NamespaceDefault
 	}
+	if err := ev.AddValidating(admission.ValidatingPolicies(typed)); err != nil {
+		return RunPlacement{}, fmt.Errorf("the chart's run admission policies: %w", err)
+	}
+	sa := runsServiceAccount(objs)
 	for _, name := range decl.Names() {
-		pod, err := ev.MutatePod(context.Background(), decl.Pod(name, namespace))
+		sent := decl.Pod(name, namespace)
+		sent.Spec.ServiceAccountName = sa
+		pod, err := ev.MutatePod(context.Background(), sent)
 		if err != nil {
 			return RunPlacement{}, fmt.Errorf("run category %s: the admission policies refuse its pods: %w", name, err)
 		}
-		out.Categories = append(out.Categories, CategoryScheduling{
+		cs := CategoryScheduling{
 			Category:     name,
 			NodeSelector: pod.Spec.NodeSelector,
 			Tolerations:  pod.Spec.Tolerations,
 			Affinity:     pod.Spec.Affinity,
-		})
+		}
+		if _, err := ev.AdmitPod(context.Background(), sent); admission.IsRefusal(err) {
+			cs.Refused = err.Error()
+		} else if err != nil {
+			return RunPlacement{}, fmt.Errorf("run category %s: %w", name, err)
+		}
+		out.Categories = append(out.Categories, cs)
 	}
 	return out, nil
 }
 
-// admissionTyped decodes rendered MutatingAdmissionPolicies and their bindings; other objects
+// runsServiceAccount is the account Polyaxon gives every run: the agent's POLYAXON_AGENT_RUNS_SA
+// in the rendered ConfigMaps; empty when the chart sets none (the pod then names none).
+func runsServiceAccount(objs []runtime.Object) string {
+	for _, o := range objs {
+		if o.GetObjectKind().GroupVersionKind().Kind != "ConfigMap" {
+			continue
+		}
+		switch t := o.(type) {
+		case *corev1.ConfigMap:
+			if sa := t.Data["POLYAXON_AGENT_RUNS_SA"]; sa != "" {
+				return sa
+			}
+		case interface{ UnstructuredContent() map[string]any }:
+			if data, ok := t.UnstructuredContent()["data"].(map[string]any); ok {
+				if sa, ok := data["POLYAXON_AGENT_RUNS_SA"].(string); ok && sa != "" {
+					return sa
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// admissionTyped decodes rendered Mutating and ValidatingAdmissionPolicies and their bindings; other objects
 // are skipped (nil).
 func admissionTyped(o runtime.Object) (runtime.Object, error) {
 	u, ok := o.(interface{ UnstructuredContent() map[string]any })
@@ -132,7 +170,7 @@ func admissionTyped(o runtime.Object) (runtime.Object, error) {
 		return o, nil
 	}
 	gvk := o.GetObjectKind().GroupVersionKind()
-	if gvk.Group != "admissionregistration.k8s.io" || !strings.HasPrefix(gvk.Kind, "MutatingAdmissionPolicy") {
+	if gvk.Group != "admissionregistration.k8s.io" || !(strings.HasPrefix(gvk.Kind, "MutatingAdmissionPolicy") || strings.HasPrefix(gvk.Kind, "ValidatingAdmissionPolicy")) {
 		return nil, nil
 	}
 	target, err := scheme.Scheme.New(gvk)
@@ -198,7 +236,7 @@ func CategoryProbes(placement RunPlacement, namespace string) []PodToPlace {
 	for _, cs := range placement.Categories {
 		p := ProbePod(cs, namespace)
 		p.Name = "probe-" + cs.Category
-		out = append(out, PodToPlace{Name: "probe-" + cs.Category, Source: SourceCategory, Kind: "Pod", Category: cs.Category, Pod: p, Hypothetical: true})
+		out = append(out, PodToPlace{Name: "probe-" + cs.Category, Source: SourceCategory, Kind: "Pod", Category: cs.Category, Pod: p, Hypothetical: true, Refused: cs.Refused})
 	}
 	return out
 }

@@ -45,6 +45,9 @@ type PodToPlace struct {
 	Hypothetical bool
 	// Notes the producer wants shown with the result.
 	Notes []string
+	// Refused: the API server refuses the pod (its admission message); it is reported
+	// unschedulable with that message, whatever the nodes could take.
+	Refused string
 
 	daemonSet bool
 	framework string

@@ -100,3 +100,43 @@ fallback category also takes every run pod no other category claims.
 {{- end -}}
 {{- printf "%s[?\"app.kubernetes.io/part-of\"].orValue(\"\") == \"polyaxon-runs\" && (%s ? %s : %s)" $labels $marked $byLabel $byComponent -}}
 {{- end -}}
+
+{{/*
+The runs' restrictions (a ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1 since
+Kubernetes 1.30): on with the placement policies' switch, for releases with runs.
+*/}}
+{{- define "polyaxon.runs.restrictionsEnabled" -}}
+{{- $caps := .Capabilities -}}
+{{- $served := or ($caps.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") ($caps.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") (semverCompare ">=1.30.0-0" $caps.KubeVersion.Version) -}}
+{{- if and .Values.agent.enabled .Values.runs.admissionPolicies.enabled $served }}true{{ end -}}
+{{- end -}}
+
+{{/* The service accounts a run pod may use: the runs account Polyaxon gives every run, or
+"default" when the chart creates none (Polyaxon then names none). */}}
+{{- define "polyaxon.runs.serviceAccounts" -}}
+{{- if .Values.runs.serviceAccount.create -}}
+{{- toJson (list (include "polyaxon.componentName" (dict "ctx" . "component" "runs"))) -}}
+{{- else -}}
+{{- toJson (list "default") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* runs.protectedCategories -> [{name, labels, selector}]: `core` from nodeSelectors.core, a
+dependency from its own nodeSelector; a category without labels is left out. */}}
+{{- define "polyaxon.runs.protectedSelectors" -}}
+{{- $out := list -}}
+{{- $selectors := include "polyaxon.scheduling.nodeSelectors" . | fromJson -}}
+{{- range $cat := .Values.runs.protectedCategories | default list -}}
+{{- $sel := dict -}}
+{{- if eq $cat "core" -}}
+{{- $sel = index $selectors "core" | default dict -}}
+{{- else -}}
+{{- $sel = (index $.Values $cat).nodeSelector | default dict -}}
+{{- end -}}
+{{- if $sel -}}
+{{- $text := list }}{{ range $k, $v := $sel }}{{ $text = append $text (printf "%s=%v" $k $v) }}{{ end -}}
+{{- $out = append $out (dict "name" $cat "labels" $sel "selector" (join "," $text)) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}

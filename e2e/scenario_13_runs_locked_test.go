@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/admission"
+)
+
+// TestScenario13RunsLocked (issue 24, "runs are runs" and "runs never share the core pool in
+// production"): after `install --profile production`, the API server refuses, with the
+// reason, every run pod that names another service account than the runs one, a nodeName, a
+// priority class, another scheduler, or the core pool's nodes (by nodeSelector or required
+// node affinity). Each refusal is the one `plan` and `check` predict offline (installer/admission
+// over the policies `render` prints). A run pod of each category as Polyaxon sends it is still
+// admitted and placed on its pool.
+func TestScenario13RunsLocked(t *testing.T) {
+	c := runsCluster(t, "locked")
+	ns := nsInstall
+	c.deploy(t, "install", "--profile", "production", "-o", "json").requireExit(t, 0)
+	cs, _ := warnedClient(t, c)
+	pools := nodePools(t, c.Clientset)
+	ev := offlineAdmitter(t, ns)
+	policy := ns + "-" + releaseName + "-runs-restrictions"
+	denied := "ValidatingAdmissionPolicy '" + policy + "' with binding '" + policy + "' denied request: "
+
+	var coreNode string
+	for node, pool := range pools {
+		if pool == cluster.PoolCore {
+			coreNode = node
+		}
+	}
+	require.NotEmpty(t, coreNode, "the production cluster has a core pool")
+
+	t.Run("every escape is refused by the API server with the reason, as predicted", func(t *testing.T) {
+		refusals := []struct {
+			name    string
+			change  func(*corev1.Pod)
+			message string
+		}{
+			{"the agent's service account", func(p *corev1.Pod) { p.Spec.ServiceAccountName = releaseName + "-agent" },
+				"spec.serviceAccountName: a run pod uses the runs ServiceAccount " + releaseName + "-runs, not " + releaseName + "-agent: remove serviceAccountName from the run's environment"},
+			{"a core node by nodeName", func(p *corev1.Pod) { p.Spec.NodeName = coreNode },
+				"spec.nodeName: a run pod may not pick its node (" + coreNode + "): remove nodeName from the run's environment; the scheduler places it on its category's nodes"},
+			{"a priority class", func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" },
+				"spec.priorityClassName: system-cluster-critical is not allowed for runs (allowed: none): remove priorityClassName from the run's environment, or add it to the chart value runs.allowedPriorityClasses"},
+			{"another scheduler", func(p *corev1.Pod) { p.Spec.SchedulerName = "my-scheduler" },
+				"spec.schedulerName: my-scheduler is not allowed for runs (allowed: default-scheduler): remove schedulerName from the run's environment, or add it to the chart value runs.allowedSchedulers"},
+			{"the core pool by nodeSelector", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{cluster.PoolLabel: cluster.PoolCore} },
+				"spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core), postgresql (polyaxon=core), rabbitmq (polyaxon=core), redis (polyaxon=core): remove that nodeSelector or node affinity from the run's environment (runs.protectedCategories)"},
+			{"the core pool by required node affinity", func(p *corev1.Pod) {
+				p.Spec.NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
+				p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+						{Key: cluster.PoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{cluster.PoolCore}}}}}}}}
+			}, "spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core), postgresql (polyaxon=core), rabbitmq (polyaxon=core), redis (polyaxon=core): remove that nodeSelector or node affinity from the run's environment (runs.protectedCategories)"},
+		}
+		for _, r := range refusals {
+			sent := loadRunPod(t, "job.yaml", ns)
+			r.change(sent)
+			_, predicted := ev.AdmitPod(context.Background(), sent)
+			require.Error(t, predicted, "%s: plan and check predict a refusal", r.name)
+			assert.True(t, admission.IsRefusal(predicted), "%s: %v", r.name, predicted)
+			_, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), sent, metav1.CreateOptions{})
+			require.Error(t, err, "%s: the API server refuses the pod", r.name)
+			assert.Contains(t, err.Error(), denied+r.message, r.name)
+			// The server names the pod it generated; the refusal is the one predicted offline.
+			assert.Equal(t, afterForbidden(predicted.Error()), afterForbidden(err.Error()), r.name)
+		}
+	})
+
+	t.Run("a run pod of each category is still admitted and placed", func(t *testing.T) {
+		for _, f := range runPodFixtures {
+			sent := loadRunPod(t, f.File, ns)
+			_, err := ev.AdmitPod(context.Background(), sent)
+			require.NoError(t, err, "%s: predicted admitted", f.File)
+			created, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), sent, metav1.CreateOptions{})
+			require.NoError(t, err, "%s is admitted", f.File)
+			bound := waitBound(t, cs, ns, created.Name)
+			assert.Equalf(t, f.Pool, pools[bound.Spec.NodeName], "%s (%s) runs on %s", f.File, f.Category, bound.Spec.NodeName)
+		}
+	})
+
+	t.Run("plan and check show a category placed on the core pool as refused", func(t *testing.T) {
+		r := c.deploy(t, "plan", "--profile", "production", "--no-release", "--set", "nodeSelectors.tensorboards.polyaxon=core", "-o", "json").requireExit(t, 3)
+		var pr struct {
+			Categories []struct {
+				Category string `json:"category"`
+				Result   struct {
+					Verdict string `json:"verdict"`
+					Message string `json:"message"`
+				} `json:"result"`
+			} `json:"categories"`
+		}
+		r.data(t, &pr)
+		found := false
+		for _, x := range pr.Categories {
+			if x.Category != "tensorboards" {
+				continue
+			}
+			found = true
+			assert.Equal(t, "unschedulable", x.Result.Verdict)
+			assert.Contains(t, x.Result.Message, "refused by the API server: ")
+			assert.Contains(t, x.Result.Message, denied+"spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core)")
+		}
+		assert.True(t, found, "plan reports the tensorboards category")
+
+		r = c.deploy(t, "check", "--pre", "--profile", "production", "--set", "nodeSelectors.tensorboards.polyaxon=core", "-o", "json").requireExit(t, 3)
+		res := r.result(t)
+		assert.Contains(t, failedChecks(res), "scheduling-tensorboards")
+		detail := checkDetail(res, "scheduling-tensorboards")
+		assert.Contains(t, detail, "refused by the API server: ")
+		assert.Contains(t, detail, denied+"spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core)")
+	})
+}
+
+// afterForbidden is an admission refusal without the pod's name (`pods "<name>" is forbidden: `).
+func afterForbidden(msg string) string {
+	_, after, _ := strings.Cut(msg, " is forbidden: ")
+	return after
+}
+
+// offlineAdmitter is what `plan` and `check` evaluate: the chart's run admission policies,
+// mutating and validating, as `render` prints them for the production profile.
+func offlineAdmitter(t *testing.T, namespace string) *admission.Evaluator {
+	t.Helper()
+	var data struct {
+		Objects []map[string]any `json:"objects"`
+	}
+	deploy(t, "render", "--profile", "production", "-n", namespace, "-o", "json",
+		"-s", "templates/runs/mutatingadmissionpolicy.yaml", "-s", "templates/runs/mutatingadmissionpolicybinding.yaml",
+		"-s", "templates/runs/validatingadmissionpolicy.yaml", "-s", "templates/runs/validatingadmissionpolicybinding.yaml",
+	).requireExit(t, 0).data(t, &data)
+	var objs []runtime.Object
+	for _, o := range data.Objects {
+		u := &unstructured.Unstructured{Object: o}
+		typed, err := scheme.Scheme.New(u.GroupVersionKind())
+		require.NoError(t, err)
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o, typed))
+		objs = append(objs, typed)
+	}
+	ev, err := admission.New(admission.Policies(objs))
+	require.NoError(t, err)
+	require.NoError(t, ev.AddValidating(admission.ValidatingPolicies(objs)))
+	require.Equal(t, 1, ev.ValidatingLen(), "the production release renders the runs' restrictions")
+	return ev
+}
