@@ -185,6 +185,12 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 			logs := podLogsCtx(ctx, c, ns, agent)
 			return strings.Contains(logs, "403") && strings.Contains(logs, "forbidden"), lastLines(logs, 5), nil
 		})
+		for _, line := range strings.Split(podLogs(t, c, ns, agent), "\n") {
+			if strings.Contains(line, "403") {
+				t.Logf("the agent without create on its custom resources: %.400s", line)
+				break
+			}
+		}
 		restoreRole(t, c, orig)
 		_ = uuid
 	})
