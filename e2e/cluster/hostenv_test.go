@@ -167,3 +167,25 @@ func TestImageRepository(t *testing.T) {
 		assert.Equal(t, want, imageRepository(in), in)
 	}
 }
+
+func TestKillProcessesUnderADirectory(t *testing.T) {
+	dir := t.TempDir()
+	inside := &HostProcess{Path: "/bin/sleep", Args: []string{"60"}, Dir: dir, LogPath: dir + "/sleep.log"}
+	outside := &HostProcess{Path: "/bin/sleep", Args: []string{"60"}, Dir: t.TempDir(), LogPath: t.TempDir() + "/sleep.log"}
+	require.NoError(t, inside.Start())
+	require.NoError(t, outside.Start())
+	t.Cleanup(func() { outside.Stop(time.Second) })
+	killed := killProcessesUnder(dir)
+	assert.Equal(t, []int{inside.Pid()}, killed)
+	select {
+	case <-inside.Done():
+		assert.Equal(t, 128+9, inside.ExitCode(), "killed by SIGKILL")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the process under the directory still runs")
+	}
+	select {
+	case <-outside.Done():
+		t.Fatal("a process elsewhere was killed")
+	default:
+	}
+}

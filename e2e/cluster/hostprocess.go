@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -119,4 +121,27 @@ func (p *HostProcess) Stop(grace time.Duration) {
 	}
 	// Children that ignored the group's SIGTERM (or outlived their parent) go too.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
+}
+
+// killProcessesUnder kills every process whose working directory is under dir: the host
+// programs of a cluster whose runner did not stop them (a test killed by its timeout).
+// Linux only (/proc); elsewhere it finds nothing.
+func killProcessesUnder(dir string) []int {
+	dir = filepath.Clean(dir) + string(filepath.Separator)
+	entries, _ := os.ReadDir("/proc")
+	var killed []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || !strings.HasPrefix(cwd+string(filepath.Separator), dir) {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed = append(killed, pid)
+		}
+	}
+	return killed
 }

@@ -396,6 +396,8 @@ func (p *LocalProvider) delete(ctx context.Context, name string, keepLogs bool) 
 			errs = append(errs, fmt.Errorf("kwokctl delete cluster: %w", err))
 		}
 	}
+	// Host programs whose runner is gone (a killed test) still run in the cluster's pod dirs.
+	killProcessesUnder(filepath.Join(p.ClusterDir(name), "pods"))
 	if alive := waitExited(ctx, pids, 10*time.Second); len(alive) > 0 {
 		// kwokctl did not stop them: they are this cluster's own processes (pid files), kill them.
 		for _, pid := range alive {
