@@ -272,7 +272,9 @@ func (r *hostRunner) run(ctx context.Context) {
 	r.mu.Lock()
 	pods := make([]*hostPod, 0, len(r.running))
 	for _, hp := range r.running {
-		pods = append(pods, hp)
+		if hp != nil { // nil: claimed, its start not done (or failed)
+			pods = append(pods, hp)
+		}
 	}
 	r.mu.Unlock()
 	var wg sync.WaitGroup
