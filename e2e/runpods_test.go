@@ -117,8 +117,22 @@ func warnedClient(t *testing.T, c *testCluster) (kubernetes.Interface, *warningR
 // evaluated by installer/admission with the API server's own dispatcher.
 func offlineEvaluator(t *testing.T, namespace string, sets ...string) (*admission.Evaluator, []runtime.Object) {
 	t.Helper()
-	args := []string{"render", "--profile", "production", "-n", namespace, "-o", "json",
-		"-s", "templates/runs/mutatingadmissionpolicy.yaml", "-s", "templates/runs/mutatingadmissionpolicybinding.yaml"}
+	objs := renderedObjects(t, namespace, []string{"templates/runs/mutatingadmissionpolicy.yaml", "templates/runs/mutatingadmissionpolicybinding.yaml"}, sets...)
+	policies, bindings := admission.Policies(objs)
+	require.NotEmpty(t, policies, "the production release renders run admission policies")
+	ev, err := admission.New(policies, bindings)
+	require.NoError(t, err)
+	return ev, objs
+}
+
+// renderedObjects are the templates of the production render for namespace and sets, as
+// `polyaxon-deploy render -o json` prints them, decoded into typed objects.
+func renderedObjects(t *testing.T, namespace string, templates []string, sets ...string) []runtime.Object {
+	t.Helper()
+	args := []string{"render", "--profile", "production", "-n", namespace, "-o", "json"}
+	for _, tpl := range templates {
+		args = append(args, "-s", tpl)
+	}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
@@ -134,11 +148,7 @@ func offlineEvaluator(t *testing.T, namespace string, sets ...string) (*admissio
 		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o, typed))
 		objs = append(objs, typed)
 	}
-	policies, bindings := admission.Policies(objs)
-	require.NotEmpty(t, policies, "the production release renders run admission policies")
-	ev, err := admission.New(policies, bindings)
-	require.NoError(t, err)
-	return ev, objs
+	return objs
 }
 
 // isDefaultToleration: the DefaultTolerationSeconds admission plugin adds these to every pod.

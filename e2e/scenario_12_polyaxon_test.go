@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,8 +174,8 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 		require.NoError(t, err)
 		orig := role.DeepCopy()
 		for i, rule := range role.Rules {
-			if contains(rule.APIGroups, "polyaxon.com") {
-				role.Rules[i].Verbs = without(rule.Verbs, "create")
+			if slices.Contains(rule.APIGroups, "polyaxon.com") {
+				role.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == "create" })
 			}
 		}
 		_, err = roles.Update(ctx, role, metav1.UpdateOptions{})
@@ -324,25 +325,6 @@ func restoreRole(t *testing.T, c *testCluster, orig *rbacv1.Role) {
 	cur.Rules = orig.Rules
 	_, err = roles.Update(ctxT(t, time.Minute), cur, metav1.UpdateOptions{})
 	require.NoError(t, err)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func without(list []string, s string) []string {
-	var out []string
-	for _, x := range list {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // platformPods are the release's pods by name (run pods excluded).

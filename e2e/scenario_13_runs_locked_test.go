@@ -10,9 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/admission"
@@ -135,21 +132,9 @@ func afterForbidden(msg string) string {
 // mutating and validating, as `render` prints them for the production profile.
 func offlineAdmitter(t *testing.T, namespace string) *admission.Evaluator {
 	t.Helper()
-	var data struct {
-		Objects []map[string]any `json:"objects"`
-	}
-	deploy(t, "render", "--profile", "production", "-n", namespace, "-o", "json",
-		"-s", "templates/runs/mutatingadmissionpolicy.yaml", "-s", "templates/runs/mutatingadmissionpolicybinding.yaml",
-		"-s", "templates/runs/validatingadmissionpolicy.yaml", "-s", "templates/runs/validatingadmissionpolicybinding.yaml",
-	).requireExit(t, 0).data(t, &data)
-	var objs []runtime.Object
-	for _, o := range data.Objects {
-		u := &unstructured.Unstructured{Object: o}
-		typed, err := scheme.Scheme.New(u.GroupVersionKind())
-		require.NoError(t, err)
-		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o, typed))
-		objs = append(objs, typed)
-	}
+	objs := renderedObjects(t, namespace, []string{
+		"templates/runs/mutatingadmissionpolicy.yaml", "templates/runs/mutatingadmissionpolicybinding.yaml",
+		"templates/runs/validatingadmissionpolicy.yaml", "templates/runs/validatingadmissionpolicybinding.yaml"})
 	ev, err := admission.New(admission.Policies(objs))
 	require.NoError(t, err)
 	require.NoError(t, ev.AddValidating(admission.ValidatingPolicies(objs)))
