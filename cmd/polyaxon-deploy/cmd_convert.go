@@ -35,7 +35,7 @@ func allowUnmappedFlag() cli.Flag {
 // defaultsFlags choose which official defaults a conversion leaves out.
 func defaultsFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: flagKeepDefaults, Usage: "convert the values equal to the official chart's defaults too (by default they are left out: `helm get values --all` prints them, and they are not your choices)", Category: "Input"},
+		&cli.BoolFlag{Name: flagKeepDefaults, Usage: "convert the values equal to the official chart's defaults too (by default they are left out: helm get values --all prints them, and they are not your choices)", Category: "Input"},
 		&cli.StringFlag{Name: flagOfficialVersion, Value: convert.LatestOfficialVersion(), Usage: "the official chart `VERSION` the values file was written for, whose defaults are left out (known: " + strings.Join(convert.OfficialVersions(), ", ") + "; adopt reads the release's own chart)", Category: "Input"},
 	}
 }
