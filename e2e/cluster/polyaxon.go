@@ -35,8 +35,9 @@ func PolyaxonPrograms(venv, operator string) []Program {
 	bin := func(n string) string { return filepath.Join(venv, "bin", n) }
 	return []Program{
 		{
-			Image:    APIImage,
-			ImageEnv: []EnvVar{{"POLYAXON_SERVICE", "api"}},
+			Image:        APIImage,
+			ImageEnv:     []EnvVar{{"POLYAXON_SERVICE", "api"}},
+			EnvOverrides: map[string]string{"POLYAXON_UI_IN_SANDBOX": "true", "POLYAXON_UI_OFFLINE": "true"},
 			Command: func(c ProgramContainer) ([]string, error) {
 				if len(c.Args) > 0 {
 					return append([]string{bin("haupt"), "manage", "-c"}, c.Args...), nil
