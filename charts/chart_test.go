@@ -316,6 +316,10 @@ func (f fakeCluster) GetClientFor(apiVersion, kind string) (dynamic.Namespaceabl
 		return f.client.Resource(gv.WithResource("secrets")), true, nil
 	case "Namespace":
 		return f.client.Resource(gv.WithResource("namespaces")), false, nil
+	case "Service":
+		return f.client.Resource(gv.WithResource("services")), true, nil
+	case "EndpointSlice":
+		return f.client.Resource(gv.WithResource("endpointslices")), true, nil
 	}
 	return nil, false, fmt.Errorf("lookup of %s not expected", kind)
 }
