@@ -3,6 +3,8 @@ package charts_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -316,6 +318,10 @@ func (f fakeCluster) GetClientFor(apiVersion, kind string) (dynamic.Namespaceabl
 		return f.client.Resource(gv.WithResource("secrets")), true, nil
 	case "Namespace":
 		return f.client.Resource(gv.WithResource("namespaces")), false, nil
+	case "Service":
+		return f.client.Resource(gv.WithResource("services")), true, nil
+	case "EndpointSlice":
+		return f.client.Resource(gv.WithResource("endpointslices")), true, nil
 	}
 	return nil, false, fmt.Errorf("lookup of %s not expected", kind)
 }
@@ -621,4 +627,38 @@ func TestGatewayReplicasSpread(t *testing.T) {
 	require.NotNil(t, kept.PodAffinity, "the gateway's own podAffinity is kept")
 	require.Len(t, kept.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, 1)
 	assert.Empty(t, kept.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, "the core term is still not inherited")
+}
+
+// The admin user's password and email reach createuser through the environment, never its
+// command line (readable by every process of the node): the password from the platform Secret,
+// the email as given, quotes included, whatever it holds.
+func TestAdminUserHookKeepsItsInputsOffTheCommandLine(t *testing.T) {
+	email := `ops@example.com", "--password=guessed`
+	r := render(t, map[string]any{"auth": map[string]any{"enabled": true, "admin": map[string]any{"username": "root-admin", "email": email}},
+		"secrets": map[string]any{"adminPassword": "s3cret-Admin-pass"}})
+	var hook *podOf
+	for _, p := range r.pods(t) {
+		if p.component == "admin-user" {
+			hook = &p
+		}
+	}
+	require.NotNil(t, hook, "auth.enabled renders the admin-user Job")
+	c := hook.spec.Containers[0]
+	argv := strings.Join(append(slices.Clone(c.Command), c.Args...), " ")
+	assert.Equal(t, []string{"shell", "--", "--command"}, c.Args[:3], "haupt manage runs Django's shell with the code after --")
+	for _, secret := range []string{"s3cret-Admin-pass", "ops@example.com", "root-admin", "$(ADMIN_PASSWORD)"} {
+		assert.NotContains(t, argv, secret)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	assert.Equal(t, email, env["ADMIN_EMAIL"].Value)
+	assert.Equal(t, "root-admin", env["ADMIN_USERNAME"].Value)
+	require.NotNil(t, env["ADMIN_PASSWORD"].ValueFrom, "the password comes from the platform Secret")
+	assert.Equal(t, "POLYAXON_ADMIN_PASSWORD", env["ADMIN_PASSWORD"].ValueFrom.SecretKeyRef.Key)
+	assert.Equal(t, "polyaxon-platform", env["ADMIN_PASSWORD"].ValueFrom.SecretKeyRef.Name)
+	for _, name := range []string{"ADMIN_USERNAME", "ADMIN_EMAIL", "ADMIN_PASSWORD"} {
+		assert.Contains(t, c.Args[3], `os.environ["`+name+`"]`, "createuser reads %s", name)
+	}
 }

@@ -168,6 +168,12 @@ func TestSchemaRejects(t *testing.T) {
 		{"connection without a kind", `connections: [{name: data}]`, []string{"'/connections/0'", "kind"}},
 		{"connection kind", `connections: [{name: data, kind: dropbox}]`, []string{"'/connections/0/kind'", "git"}},
 		{"log level nginx cannot take", `logLevel: CRITICAL`, []string{"'/logLevel'", "ERROR"}},
+		{"a label NetworkPolicies match on", `commonLabels: {app.kubernetes.io/part-of: x}`, []string{"'/commonLabels/app.kubernetes.io~1part-of'", "false schema"}},
+		{"a selector label", `commonLabels: {team: ml, app.kubernetes.io/instance: other}`, []string{"'/commonLabels/app.kubernetes.io~1instance'"}},
+		{"the core role label", `commonLabels: {polyaxon.com/role: core}`, []string{"'/commonLabels/polyaxon.com~1role'"}},
+		{"a label value not a string", `commonLabels: {team: 1}`, []string{"'/commonLabels/team'", "want string"}},
+		{"a CIDR without its prefix length", `networkPolicy: {runs: {deniedCIDRs: [10.0.0.1]}}`, []string{"'/networkPolicy/runs/deniedCIDRs/0'", "pattern"}},
+		{"runs' network typo", `networkPolicy: {runs: {internets: false}}`, []string{"'/networkPolicy/runs'", "'internets'"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mattfenwick/cyclonus/pkg/matcher"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
@@ -119,6 +122,54 @@ func TestScenario13RunsLocked(t *testing.T) {
 		detail := checkDetail(res, "scheduling-tensorboards")
 		assert.Contains(t, detail, "refused by the API server: ")
 		assert.Contains(t, detail, denied+"spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core)")
+		// The production profile names the ingress controller's namespace; this cluster has none.
+		assert.Equal(t, "no namespace is labelled kubernetes.io/metadata.name=ingress-nginx (networkPolicy.ingressNamespaceSelector): only pods of "+ns+" reach the gateway",
+			checkDetail(res, "gateway-sources"))
+	})
+
+	// The local provider enforces no NetworkPolicy: the policies the API server accepted are
+	// judged with cyclonus's matcher, with the addresses the install read from this cluster.
+	t.Run("the API server accepted the runs' NetworkPolicies, which keep run pods from its addresses", func(t *testing.T) {
+		ctx := ctxT(t, time.Minute)
+		list, err := c.Clientset.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		var policies []*networkingv1.NetworkPolicy
+		names := map[string]bool{}
+		for i := range list.Items {
+			policies = append(policies, &list.Items[i])
+			names[list.Items[i].Name] = true
+		}
+		assert.True(t, names[releaseName+"-runs"] && names[releaseName+"-runs-distributed"], "the runs' policies are installed: %v", names)
+		svc, err := c.Clientset.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		require.NoError(t, err)
+		slice, err := c.Clientset.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		require.NoError(t, err)
+		apiAddrs := slices.Clone(svc.Spec.ClusterIPs)
+		for _, e := range slice.Endpoints {
+			apiAddrs = append(apiAddrs, e.Addresses...)
+		}
+		require.NotEmpty(t, apiAddrs)
+
+		judge := matcher.BuildNetworkPolicies(true, policies)
+		job := loadRunPod(t, "job.yaml", ns)
+		gateway, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=gateway"})
+		require.NoError(t, err)
+		require.NotEmpty(t, gateway.Items)
+		pod := func(p *corev1.Pod, ip string) *matcher.TrafficPeer {
+			return &matcher.TrafficPeer{IP: ip, Internal: &matcher.InternalPeer{PodLabels: p.Labels, Namespace: ns,
+				NamespaceLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}
+		}
+		from := pod(job, "10.244.9.9")
+		reach := func(to *matcher.TrafficPeer, port int) bool {
+			return judge.IsTrafficAllowed(&matcher.Traffic{Source: from, Destination: to, ResolvedPort: port, Protocol: corev1.ProtocolTCP}).IsAllowed()
+		}
+		for _, addr := range apiAddrs {
+			assert.False(t, reach(&matcher.TrafficPeer{IP: addr}, 443), "a run pod reaches the API server at %s", addr)
+			assert.False(t, reach(&matcher.TrafficPeer{IP: addr}, 6443), "a run pod reaches the API server at %s", addr)
+		}
+		assert.False(t, reach(&matcher.TrafficPeer{IP: "169.254.169.254"}, 80), "a run pod reaches the metadata address")
+		assert.True(t, reach(&matcher.TrafficPeer{IP: "203.0.113.7"}, 443), "a run pod reaches the internet")
+		assert.True(t, reach(pod(&gateway.Items[0], "10.244.1.1"), 8000), "a run pod reaches the gateway")
 	})
 }
 

@@ -23,7 +23,7 @@ const (
 // PolyaxonProgramTable is PolyaxonPrograms as the README shows it (a test keeps them equal).
 var PolyaxonProgramTable = []PolyaxonProgram{
 	{APIImage, "gateway", "`haupt server --host 127.0.0.1 --port <port> --workers 1`", "`POLYAXON_SERVICE=api`: without it the migrations `haupt server` runs first fail"},
-	{APIImage, "migrations, admin user (args `migrate`, `createuser ...`)", "`haupt manage -c <args>`", "`POLYAXON_SERVICE=api`"},
+	{APIImage, "migrations, admin user (args `migrate`, `shell -- --command <createuser call>`)", "`haupt manage -c <args>`", "`POLYAXON_SERVICE=api`"},
 	{AgentImage, "agent (args `start`)", "`polyaxon agent start`; its probe `./entrypoint.sh healthz` is `polyaxon agent healthz`", "`POLYAXON_SERVICE=agent`: the `agent` command exists only then"},
 	{OperatorImage, "operator", "our stand-in (`e2e/cmd/polyaxon-operator`): the operator's 2.12+ source and binary are not published", ""},
 }

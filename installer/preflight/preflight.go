@@ -20,6 +20,7 @@
 //	storage-class            persistent volumes have a (default) StorageClass
 //	artifacts-store          runs and the gateway can share the artifacts store (ReadWriteMany when apart)
 //	ingress-class            the Ingress's class exists
+//	gateway-sources          the gateway's NetworkPolicy names its sources, and a namespace matches them (warning)
 //	gateway-replicas         gateway.replicas meets the profile's minimum
 //	pod-security             every pod passes the profile's Pod Security level
 //	rbac-scope               warns when rbac.clusterScoped gives the runner rights in every namespace
@@ -151,6 +152,9 @@ func Checks(env *Env) []check.Check {
 		check.Check{ID: "ingress-class", Category: "network", Description: "the Ingress class exists", Severity: check.Error,
 			Hint: "install an ingress controller, or set ingress.className to an existing IngressClass (kubectl get ingressclass)",
 			Run:  env.checkIngressClass},
+		check.Check{ID: "gateway-sources", Category: "network", Description: "only the ingress controller's namespace reaches the gateway from outside", Severity: check.Warning,
+			Hint: gatewaySourcesFix,
+			Run:  env.checkGatewaySources},
 	)
 	for i := range checks {
 		checks[i].DocsAnchor = anchor(checks[i].ID)

@@ -586,11 +586,46 @@ func TestPreflightWarnsAboutClusterScopedRBAC(t *testing.T) {
 	assert.Equal(t, check.Skipped, r.Status, r.Detail)
 }
 
+// With NetworkPolicies on, check warns while the gateway accepts every source, and while the
+// sources it names match no namespace; it passes naming the namespaces that match.
+func TestPreflightWarnsWhileTheGatewayIsOpen(t *testing.T) {
+	run := func(networkPolicy, auth map[string]any, namespaces ...runtime.Object) check.Result {
+		c := healthy()
+		c.objects = append(c.objects, namespaces...)
+		e := env(t, c, true, restricted)
+		e.Rendered.Values["networkPolicy"] = networkPolicy
+		e.Rendered.Values["auth"] = auth
+		e.Rendered.Values["gateway"].(map[string]any)["service"] = map[string]any{"targetPort": 8000}
+		rep := check.NewRunner(preflight.Checks(e)).Run(context.Background())
+		assert.False(t, rep.Failed(), "a warning, not a failure")
+		return byID(rep)["gateway-sources"]
+	}
+	off := map[string]any{"enabled": false}
+	r := run(map[string]any{"enabled": true, "ingressNamespaceSelector": map[string]any{}}, off)
+	assert.Equal(t, check.Warned, r.Status, r.Detail)
+	assert.Equal(t, "networkPolicy.ingressNamespaceSelector is empty: every namespace and every address outside the cluster reaches the gateway's port 8000; with auth.enabled=false, anyone who reaches it can start runs", r.Detail)
+	assert.Contains(t, r.Hint, "networkPolicy.ingressNamespaceSelector")
+	assert.Contains(t, r.Docs, "#check-gateway-sources")
+
+	nginx := map[string]any{"enabled": true, "ingressNamespaceSelector": map[string]any{"kubernetes.io/metadata.name": "ingress-nginx"}}
+	r = run(nginx, off)
+	assert.Equal(t, check.Warned, r.Status, r.Detail)
+	assert.Equal(t, "no namespace is labelled kubernetes.io/metadata.name=ingress-nginx (networkPolicy.ingressNamespaceSelector): only pods of polyaxon reach the gateway", r.Detail)
+
+	r = run(nginx, off, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ingress-nginx", Labels: map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{"kubernetes.io/metadata.name": "team-b"}}})
+	assert.Equal(t, check.Passed, r.Status, r.Detail)
+	assert.Equal(t, "the gateway accepts namespaces [ingress-nginx] and polyaxon only", r.Detail)
+
+	r = run(map[string]any{"enabled": false}, off)
+	assert.Equal(t, check.Skipped, r.Status, r.Detail)
+}
+
 func TestIDsAreStable(t *testing.T) {
 	assert.Equal(t, []string{
 		"gateway-replicas", "pod-security", "rbac-scope", "kube-api", "kube-version", "release-state", "rbac", "crd-ownership", "dry-run",
 		"run-placement", "distributed-backends", "scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
-		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "ingress-class",
+		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "ingress-class", "gateway-sources",
 	}, preflight.IDs())
 }
 

@@ -90,3 +90,16 @@ func TestSchemaErrorPathUnescapesKeys(t *testing.T) {
 	assert.Contains(t, err.Error(), "migrations.podAnnotations.polyaxon-deploy.test/fail")
 	assert.NotContains(t, err.Error(), "~1")
 }
+
+// commonLabels may not set a label the chart's selectors and NetworkPolicies match on: the
+// render is refused with the key's path, before anything else happens.
+func TestSchemaRefusesReservedCommonLabels(t *testing.T) {
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	_, err = render.Render(ch, map[string]any{"commonLabels": map[string]any{"team": "ml", "app.kubernetes.io/part-of": "x"}}, render.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "at commonLabels.app.kubernetes.io/part-of: reserved, the chart sets this key itself: remove it")
+	var se *render.SchemaError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, []string{"commonLabels.app.kubernetes.io/part-of"}, se.Paths)
+}

@@ -458,6 +458,8 @@ func schemaError(err error, schema []byte) error {
 		}
 		return s
 	})
+	// The schema forbids a key with `false`: one the chart sets itself (commonLabels' reserved labels).
+	msg = strings.ReplaceAll(msg, ": false schema", ": reserved, the chart sets this key itself: remove it")
 	msg = strings.Replace(msg, "values don't meet the specifications of the schema(s) in the following chart(s):", "invalid values (values.schema.json):", 1)
 	return &SchemaError{Paths: paths, Msg: strings.TrimSpace(msg)}
 }

@@ -23,3 +23,54 @@ matchExpressions:
   operator: In
   values: {{ include "polyaxon.coreComponents" . }}
 {{- end -}}
+
+{{/* The gateway's pods: the only platform pods that talk to runs (services, streams). */}}
+{{- define "polyaxon.networkPolicy.gatewayPods" -}}
+matchLabels:
+  {{- include "polyaxon.selectorLabels" (dict "ctx" . "component" "gateway") | nindent 2 }}
+  app.kubernetes.io/part-of: polyaxon
+{{- end -}}
+
+{{/* Every run pod: Polyaxon sets this label over any the run asks for. */}}
+{{- define "polyaxon.networkPolicy.runPods" -}}
+matchLabels:
+  app.kubernetes.io/part-of: polyaxon-runs
+{{- end -}}
+
+{{/*
+The pods of distributed runs (the components of the `experiments` category in
+files/run-categories.yaml: TF, PyTorch, MPI, Ray, Dask), which talk to each other.
+*/}}
+{{- define "polyaxon.networkPolicy.distributedRunPods" -}}
+{{- $components := list -}}
+{{- range (include "polyaxon.runs.categoryFile" . | fromYaml).categories -}}
+{{- if eq .name "experiments" }}{{ $components = .components }}{{ end -}}
+{{- end -}}
+matchLabels:
+  app.kubernetes.io/part-of: polyaxon-runs
+matchExpressions:
+- key: app.kubernetes.io/component
+  operator: In
+  values: {{ toJson $components }}
+{{- end -}}
+
+{{/*
+The API server's addresses as CIDRs (JSON list): networkPolicy.runs.apiServerCIDRs, plus, when
+the render reaches a cluster, the `kubernetes` Service's cluster IPs and its EndpointSlice's
+addresses (a CNI may judge either side of the Service's address translation).
+*/}}
+{{- define "polyaxon.networkPolicy.apiServerCIDRs" -}}
+{{- $out := list -}}
+{{- range .Values.networkPolicy.runs.apiServerCIDRs }}{{ $out = append $out . }}{{ end -}}
+{{- $ips := list -}}
+{{- with lookup "v1" "Service" "default" "kubernetes" -}}
+{{- $ips = concat $ips (.spec.clusterIPs | default (list .spec.clusterIP)) -}}
+{{- end -}}
+{{- with lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" -}}
+{{- range .endpoints | default list }}{{ $ips = concat $ips (.addresses | default list) }}{{ end -}}
+{{- end -}}
+{{- range $ips -}}
+{{- if . }}{{ $out = append $out (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) }}{{ end -}}
+{{- end -}}
+{{- toJson ($out | uniq) -}}
+{{- end -}}
