@@ -23,7 +23,7 @@ func TestNetworkPolicies(t *testing.T) {
 		ns     string
 		ip     string
 	}
-	r := render(t, profileValues(t, "production"))
+	r := render(t, profileValues(t, "production"), withRabbitMQ)
 	var policies []*networkingv1.NetworkPolicy
 	for _, o := range r.byKind("NetworkPolicy") {
 		var np networkingv1.NetworkPolicy
