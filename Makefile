@@ -26,7 +26,7 @@ package:
 	  $(if $(CHART_VERSION),--version '$(CHART_VERSION)') \
 	  $(if $(KEY),--sign --keyring '$(KEYRING)' --key '$(KEY)' $(if $(PASSPHRASE_FILE),--passphrase-file '$(PASSPHRASE_FILE)'))
 
-# System packages (PostgreSQL), and Polyaxon's own programs (haupt, polyaxon: pinned with hashes,
+# System packages (PostgreSQL, Chromium), and Polyaxon's own programs (haupt, polyaxon: pinned with hashes,
 # in a virtual environment), cached outside the repo.
 deps:
 	@bash e2e/scripts/install-deps.sh

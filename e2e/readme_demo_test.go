@@ -60,7 +60,8 @@ var demoExportsRE = regexp.MustCompile(`\nexport POLYAXON_HOST=(http://127\.0\.0
 // directory laid out like the repository (bin/polyaxon-deploy, values/), with HOME pointing at
 // a home of its own so ~/.cache/polyaxon-deploy/demo/kubeconfig is this demo's; then tears it
 // down as `make demo-down` does, which also stops Polyaxon's programs and the demo's
-// PostgreSQL. The restore in the list shows the rows the demo's database was seeded with and
+// PostgreSQL. Polyaxon's web UI, opened at the demo's address in headless Chromium, shows the
+// project and the run the list created. The restore in the list shows the rows the demo's database was seeded with and
 // Polyaxon's own (the project the list created).
 func TestREADMEDemoCommands(t *testing.T) {
 	blocks := readmeDemoBlocks(t)
@@ -119,9 +120,19 @@ func TestREADMEDemoCommands(t *testing.T) {
 	// Polyaxon's CLI created the project and the run through the demo's API; the run's pod
 	// landed on the jobs category's pool (experiments, in the production profile).
 	assert.Contains(t, listOut, "Project `demo` was created successfully", "polyaxon project create")
-	assert.Regexp(t, `A new run was created: default/demo:hello@[0-9a-f]{32}`, listOut, "polyaxon run")
+	run := regexp.MustCompile(`A new run was created: default/demo:hello@([0-9a-f]{32})`).FindStringSubmatch(listOut)
+	require.NotNil(t, run, "polyaxon run names the run it created\n%s", listOut)
 	assert.Regexp(t, `│ hello +│`, listOut, "polyaxon ops ls lists the run")
 	assert.Regexp(t, `(?m)^experiments-\d+ +Ready .* experiments *$`, listOut, "the run's pod's node, in the experiments pool")
+
+	// Polyaxon's web UI, served by the API at the address make demo printed, shows the project
+	// and, on the project's runs page, the run (its name, its short uuid, a link to its page).
+	start = time.Now()
+	host, uuid := m[1], run[1]
+	browser := headlessChromium(t)
+	openWebUI(t, browser, host+"/ui/orgs/default/projects", 3*time.Minute, []string{"demo"}, []string{"/ui/default/demo"})
+	openWebUI(t, browser, host+"/ui/default/demo/runs", 3*time.Minute, []string{"hello", uuid[:8]}, []string{"/ui/default/demo/runs/" + uuid})
+	t.Logf("the web UI in headless Chromium: %s", time.Since(start).Round(100*time.Millisecond))
 
 	// The restore shows, per table, the rows the demo was seeded with, beside the backup's, and
 	// Polyaxon's own tables, migrated by its API, beside them in the same database.

@@ -115,9 +115,12 @@ func helmInstall(t *testing.T, c *testCluster, ns, name, dir string, vals map[st
 	require.NoError(t, err, "helm install %s/%s", ns, name)
 }
 
-// oldValues are what the team gave the official chart: a password of their own, a time zone.
+// oldValues are what the team gave the official chart: a password of their own, a time zone,
+// and the gateway's replicas written down at the chart's default, which adopt leaves out (the
+// production profile's two replicas apply; carried over, the one replica fails its PDB).
 var oldValues = map[string]any{
 	"timezone": "Europe/Berlin",
+	"gateway":  map[string]any{"replicas": 1},
 	"postgresql": map[string]any{"auth": map[string]any{
 		"username": "polyaxon", "database": "polyaxon", "password": "db-pass-of-the-team", "postgresPassword": "db-pass-of-the-team",
 	}},

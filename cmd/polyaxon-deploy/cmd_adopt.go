@@ -133,7 +133,7 @@ func runAdopt(c *cli.Context) error {
 			}
 		}
 		a := &action.Adopt{Env: actionEnv(c), Clients: o, Chart: ch.Chart, ChartSource: ch.Source, Given: given, Checks: checksOf(c),
-			Render: releaseOptions(c), Timeout: c.Duration(flagTimeout), AllowUnmapped: c.Bool(flagAllowUnmapped), DryRun: c.Bool(flagDryRun)}
+			Render: releaseOptions(c), Timeout: c.Duration(flagTimeout), AllowUnmapped: c.Bool(flagAllowUnmapped), KeepDefaults: c.Bool(flagKeepDefaults), DryRun: c.Bool(flagDryRun)}
 		res, err := a.Run(ctx)
 		return adoptResult(c, res, err), adoptExit(err)
 	})

@@ -22,37 +22,50 @@ import (
 )
 
 const (
-	flagFromOfficial  = "from-official-values"
-	flagAllowUnmapped = "allow-unmapped"
+	flagFromOfficial    = "from-official-values"
+	flagAllowUnmapped   = "allow-unmapped"
+	flagKeepDefaults    = "keep-defaults"
+	flagOfficialVersion = "official-chart-version"
 )
 
 func allowUnmappedFlag() cli.Flag {
 	return &cli.BoolFlag{Name: flagAllowUnmapped, Usage: "go on when keys of the official chart cannot be expressed in ours (they are listed either way)", Category: "Input"}
 }
 
+// defaultsFlags choose which official defaults a conversion leaves out.
+func defaultsFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: flagKeepDefaults, Usage: "convert the values equal to the official chart's defaults too (by default they are left out: helm get values --all prints them, and they are not your choices)", Category: "Input"},
+		&cli.StringFlag{Name: flagOfficialVersion, Value: convert.LatestOfficialVersion(), Usage: "the official chart `VERSION` the values file was written for, whose defaults are left out (known: " + strings.Join(convert.OfficialVersions(), ", ") + "; adopt reads the release's own chart)", Category: "Input"},
+	}
+}
+
 // officialValuesFlags are part of inputFlags: every command that renders takes them.
 func officialValuesFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: flagFromOfficial, Usage: "a values `FILE` written for the official polyaxon/polyaxon chart 2.x: converted in memory (as convert-values does) and layered beneath the -f files", Category: "Input"},
 		allowUnmappedFlag(),
-	}
+	}, defaultsFlags()...)
 }
 
 func convertValuesCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "convert-values",
 		Usage:     "convert a values file of the official polyaxon/polyaxon chart 2.x into values for ours",
-		UsageText: "polyaxon-deploy convert-values OLD.yaml [--allow-unmapped] [-o table|json|yaml] > new.yaml",
+		UsageText: "polyaxon-deploy convert-values OLD.yaml [--allow-unmapped] [--keep-defaults] [-o table|json|yaml] > new.yaml",
 		Description: `Prints the converted values on stdout and, on stderr, what became of every key: mapped
 (old -> new), ignored (no effect in ours, with the reason) or NOT MAPPED (with the reason).
 A key that cannot be mapped is an error (exit 1, nothing on stdout) unless --allow-unmapped.
+Values equal to the official chart's defaults (--official-chart-version) are left out first,
+and counted: ` + "`helm get values --all`" + ` prints them, and ours' defaults apply instead;
+--keep-defaults converts them too.
 The whole table is in README.md ("Every key of the official chart, side by side").
 -o table|json|yaml prints the account of every key (and, with json|yaml, the values) as a result.`,
-		Flags: []cli.Flag{
+		Flags: joinFlags([]cli.Flag{
 			allowUnmappedFlag(),
 			&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Usage: "print a result (table, json or yaml) instead of the values file", Category: "Output"},
 			debugLogFlag(),
-		},
+		}, defaultsFlags()),
 		Action: runConvertValues,
 	}
 }
@@ -61,7 +74,9 @@ The whole table is in README.md ("Every key of the official chart, side by side"
 type convertData struct {
 	Values map[string]any  `json:"values,omitempty"`
 	Keys   []convert.Entry `json:"keys"`
-	Counts map[string]int  `json:"counts"`
+	// Defaults are the paths left out as the official chart's defaults.
+	Defaults []string       `json:"defaults,omitempty"`
+	Counts   map[string]int `json:"counts"`
 }
 
 func (d convertData) Table() ([]string, [][]string) {
@@ -90,6 +105,9 @@ func runConvertValues(c *cli.Context) error {
 	}
 	mapped, ignored, unmapped := res.Counts()
 	fmt.Fprintf(stderr(c), "%d key(s) mapped, %d ignored, %d not mapped\n", mapped, ignored, unmapped)
+	if s := res.DefaultsSummary(); s != "" {
+		fmt.Fprintln(stderr(c), s)
+	}
 	checkErr := res.Check(file, c.Bool(flagAllowUnmapped))
 
 	if c.IsSet(flagOutput) {
@@ -101,7 +119,8 @@ func runConvertValues(c *cli.Context) error {
 		if unmapped > 0 {
 			r.Status = output.StatusWarning
 		}
-		d := convertData{Keys: res.Entries, Counts: map[string]int{"mapped": mapped, "ignored": ignored, "unmapped": unmapped}}
+		d := convertData{Keys: res.Entries, Defaults: res.Defaults,
+			Counts: map[string]int{"mapped": mapped, "ignored": ignored, "unmapped": unmapped, "defaults": len(res.Defaults)}}
 		if checkErr == nil {
 			d.Values = res.Values
 		}
@@ -141,11 +160,28 @@ func convertFile(c *cli.Context, file string) (*convert.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("values file %s: not valid YAML: %w", file, err)
 	}
+	opts, err := defaultsOption(c)
+	if err != nil {
+		return nil, err
+	}
 	// Only what is carried over is a secret of this run: the official chart's well-known
 	// default passwords are dropped, and masking them would garble every key name.
-	res := convert.Convert(in)
+	res := convert.Convert(in, opts...)
 	envOf(c).scrub.Add(redact.Secrets(res.Values)...)
 	return res, nil
+}
+
+// defaultsOption is the conversion's WithDefaults, unless --keep-defaults.
+func defaultsOption(c *cli.Context) ([]convert.Option, error) {
+	if c.Bool(flagKeepDefaults) {
+		return nil, nil
+	}
+	v := c.String(flagOfficialVersion)
+	d, err := convert.OfficialDefaults(v)
+	if err != nil {
+		return nil, usageErrorf("--%s %s: %v", flagOfficialVersion, v, err)
+	}
+	return []convert.Option{convert.WithDefaults(v, d)}, nil
 }
 
 // officialLayer converts --from-official-values FILE into a values file to layer beneath

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/convert"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
@@ -24,7 +25,11 @@ func TestConvertValues(t *testing.T) {
 	host, _ := values.Lookup(vals, "ingress.host")
 	assert.Equal(t, "polyaxon.example.com", host)
 	assert.Contains(t, r.stderr, "ingress.hostName -> ingress.host")
-	assert.Contains(t, r.stderr, "flower: ignored: flower.enabled is off")
+	assert.NotContains(t, r.stderr, "flower", "flower's values in the file are the official defaults: left out")
+	assert.Contains(t, r.stderr, "value(s) equal to the official chart 2.15.1's defaults left out")
+	kept := runCLI(t, nil, "convert-values", officialExample, "--keep-defaults")
+	require.Equal(t, ExitOK, kept.code, kept.stderr)
+	assert.Contains(t, kept.stderr, "flower: ignored: flower.enabled is off", "--keep-defaults accounts for them")
 
 	// The converted file is a values file for ours: render takes it.
 	out := writeFile(t, "new.yaml", r.stdout)
@@ -91,4 +96,44 @@ func TestFromOfficialValuesIsStoredWithTheInputs(t *testing.T) {
 		assert.NotEmpty(t, in.Warnings, "the conversion's warnings reach the command")
 		return nil
 	}))
+}
+
+// `helm get values --all` output of an official 2.15.1 release: convert-values leaves out the
+// official defaults and says how many, so the production profile's HA gateway is not
+// overridden by the official single replica (whose PDB the chart then refuses); the user's
+// own values are kept; --keep-defaults converts everything as given.
+func TestConvertValuesLeavesOutOfficialDefaults(t *testing.T) {
+	d, err := convert.OfficialDefaults("2.15.1")
+	require.NoError(t, err)
+	mine := map[string]any{"timezone": "Europe/Berlin", "ingress": map[string]any{"enabled": true, "hostName": "polyaxon.example.com"}}
+	b, err := yaml.Marshal(values.Merge(d, mine))
+	require.NoError(t, err)
+	all := writeFile(t, "all.yaml", string(b))
+
+	r := runCLI(t, nil, "convert-values", all)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var vals map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(r.stdout), &vals))
+	assert.Equal(t, map[string]any{"timeZone": "Europe/Berlin", "ingress": map[string]any{"enabled": true, "host": "polyaxon.example.com"}}, vals,
+		"only the user's choices are converted")
+	assert.Regexp(t, `\d{3,} value\(s\) equal to the official chart 2\.15\.1's defaults left out`, r.stderr)
+
+	r = runCLI(t, nil, "render", "--profile", "production", "--from-official-values", all)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "kind: PodDisruptionBudget")
+	assert.Contains(t, r.stderr, "left out as the official chart 2.15.1's defaults")
+
+	r = runCLI(t, nil, "render", "--profile", "production", "--from-official-values", all, "--keep-defaults", "--allow-unmapped")
+	assert.Equal(t, ExitError, r.code, "the official gateway's one replica over the profile's two")
+	assert.Contains(t, r.stderr, "gateway.pdb.minAvailable")
+
+	r = runCLI(t, nil, "convert-values", all, "--keep-defaults", "--allow-unmapped")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "cpu: 6000m", "--keep-defaults converts the official limits as given")
+	assert.NotContains(t, r.stderr, "left out")
+
+	r = runCLI(t, nil, "convert-values", all, "--official-chart-version", "2.9.0")
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Contains(t, r.stderr, "known: 2.15.1")
+	assert.Empty(t, r.stdout)
 }

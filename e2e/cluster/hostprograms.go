@@ -33,7 +33,8 @@ type Program struct {
 	ExecProbe func(c ProgramContainer, probe []string) ([]string, error)
 	// ImageEnv is what the image sets that the pod does not: the container's own env wins.
 	ImageEnv []EnvVar
-	// EnvOverrides replace a variable's value after the pod's env, each a HostRewrites row.
+	// EnvOverrides set variables after the pod's env, replacing its values, each a
+	// HostRewrites row.
 	EnvOverrides map[string]string
 }
 
@@ -379,7 +380,7 @@ func (r *hostRunner) start(ctx context.Context, p *corev1.Pod, prog Program) err
 		env.set(e.Name, e.Value)
 	}
 	for name, v := range prog.EnvOverrides {
-		if old, ok := env.lookup(name); ok && old != v {
+		if old, ok := env.lookup(name); !ok || old != v {
 			env.set(name, v)
 			rw.note(name, old, v)
 		}

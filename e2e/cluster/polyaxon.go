@@ -52,8 +52,9 @@ func PolyaxonPrograms(venvs Venvs, operator string) []Program {
 	}
 	return []Program{
 		{
-			Image:    APIImage,
-			ImageEnv: []EnvVar{{"POLYAXON_SERVICE", "api"}},
+			Image:        APIImage,
+			ImageEnv:     []EnvVar{{"POLYAXON_SERVICE", "api"}},
+			EnvOverrides: map[string]string{"POLYAXON_UI_IN_SANDBOX": "true", "POLYAXON_UI_OFFLINE": "true"},
 			Command: func(c ProgramContainer) ([]string, error) {
 				haupt, err := bin(c, "haupt")
 				if err != nil {

@@ -87,6 +87,7 @@ up() {
     say "Polyaxon's API behind the gateway Service (haupt on this machine; the programs' log: $hosts_log)"
     host="$("$E2ECLUSTER" gateway --wait 5m)"
     echo "  $host/api/v1/installation answers"
+    echo "  $host/ui/ is Polyaxon's web UI (haupt serves its files: README.md, host rewrites)"
   fi
 
   say "The demo cluster is up"

@@ -33,6 +33,8 @@ type Adopt struct {
 	Render        render.Options
 	Timeout       time.Duration
 	AllowUnmapped bool
+	// KeepDefaults converts the old values equal to its chart's defaults too.
+	KeepDefaults bool
 	// DryRun returns the plan of phases and changes nothing.
 	DryRun bool
 }
@@ -56,7 +58,13 @@ func (a *Adopt) Run(ctx context.Context) (*AdoptResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	conv := convert.Convert(old.Values)
+	// The values a user gave that equal the official chart's defaults are not choices to
+	// keep over ours' (the release's own chart says what its defaults are).
+	var opts []convert.Option
+	if !a.KeepDefaults {
+		opts = append(opts, convert.WithDefaults(old.ChartVersion, old.Defaults))
+	}
+	conv := convert.Convert(old.Values, opts...)
 	a.Secrets.Add(redact.Secrets(conv.Values)...)
 	source := fmt.Sprintf("release %s/%s values", o.Old.Namespace(), o.Old.Name())
 	if err := conv.Check(source, a.AllowUnmapped); err != nil {

@@ -85,8 +85,8 @@ type Old struct {
 	Revision                 int
 	ChartVersion, AppVersion string
 	// Values are the user's values of the deployed revision (what `helm get values` shows);
-	// Merged adds the chart's defaults.
-	Values, Merged map[string]any
+	// Merged adds the chart's defaults; Defaults are its chart's alone (subcharts' included).
+	Values, Merged, Defaults map[string]any
 	// Revisions is how many revisions Helm keeps for it.
 	Revisions int
 
@@ -193,6 +193,9 @@ func oldOf(ctx context.Context, old *release.Client, cur *helmrelease.Release) (
 		return nil, fmt.Errorf("release %s/%s: values: %w", o.Namespace, o.Name, err)
 	}
 	o.Merged = merged
+	if o.Defaults, err = chartutil.CoalesceValues(cur.Chart, map[string]any{}); err != nil {
+		return nil, fmt.Errorf("release %s/%s: its chart's values: %w", o.Namespace, o.Name, err)
+	}
 	if h, err := old.History(ctx, 0); err == nil {
 		o.Revisions = len(h)
 	}

@@ -186,3 +186,16 @@ func TestHoldbackKeepsTheTail(t *testing.T) {
 		assert.Equal(t, data, out.Bytes(), "chunk %d", chunk)
 	}
 }
+
+// After the restore every table of the dump must be in the database: a restore that brought
+// back only some of them (here: pg_restore told to take one table) fails, naming the others.
+func TestRestoreFailsWhenATableOfTheDumpIsMissing(t *testing.T) {
+	ctx := context.Background()
+	f := newRestoreFixture(t, "partial")
+	require.NoError(t, f.s.CreateDatabase(ctx, "partial_empty"))
+	_, err := Restore(ctx, localTarget(f.s, "partial_empty", f.s.BinDir), f.m.Dir, WithToolsDir(f.s.BinDir), WithRestoreArgs("--table=runs"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "tables of the dump missing after restore")
+	assert.Contains(t, err.Error(), "public.metrics")
+	assert.NotContains(t, err.Error(), "public.runs,")
+}

@@ -44,6 +44,10 @@ func (e Entry) String() string {
 type Result struct {
 	Values  map[string]any `json:"values"`
 	Entries []Entry        `json:"keys"`
+	// Defaults are the input's values left out as equal to the official chart's defaults
+	// (WithDefaults), by path; DefaultsOf names that chart's version.
+	Defaults   []string `json:"defaults,omitempty"`
+	DefaultsOf string   `json:"defaultsOf,omitempty"`
 }
 
 // Unmapped lists the keys ours cannot express.
@@ -79,19 +83,31 @@ func (e *UnmappedError) Error() string {
 }
 
 // Convert converts official values. It never fails on a value: what cannot be converted is
-// an Unmapped entry. Values that are objects of the wrong type are Unmapped too.
-func Convert(in map[string]any) *Result {
+// an Unmapped entry. Values that are objects of the wrong type are Unmapped too. With
+// WithDefaults, the values equal to the official chart's defaults are left out first, as if
+// the input had not set them.
+func Convert(in map[string]any, opts ...Option) *Result {
 	c := &converter{in: in, out: map[string]any{}}
-	c.walk("", in)
+	for _, o := range opts {
+		o(c)
+	}
+	var left []string
+	if c.defaults != nil {
+		c.in, left = leaveOutDefaults(in, c.defaults, "")
+	}
+	c.walk("", c.in)
 	c.carryImplicitDefaults()
 	sort.Slice(c.entries, func(i, j int) bool { return c.entries[i].Key < c.entries[j].Key })
-	return &Result{Values: c.out, Entries: c.entries}
+	return &Result{Values: c.out, Entries: c.entries, Defaults: left, DefaultsOf: c.defaultsOf}
 }
 
 type converter struct {
 	in      map[string]any
 	out     map[string]any
 	entries []Entry
+	// defaults are the official chart's (WithDefaults), of version defaultsOf.
+	defaults   map[string]any
+	defaultsOf string
 }
 
 func (c *converter) walk(path string, v any) {
@@ -212,12 +228,13 @@ func (c *converter) set(path string, value any) {
 // carryImplicitDefaults writes the official defaults that behave differently in ours and that
 // a file which relies on them (by leaving the key out) still means.
 func (c *converter) carryImplicitDefaults() {
-	// Celery: the official chart's broker is Redis unless told otherwise; ours is RabbitMQ.
-	if on, _ := values.Lookup(c.in, "scheduler.enabled"); on == true {
-		if _, set := values.Lookup(c.in, "broker"); !set {
-			c.set("broker", "redis")
-			c.entries = append(c.entries, Entry{Key: "broker", Action: Mapped, To: []string{"broker"},
-				Reason: "not set: the official default (redis) is written, since ours defaults to rabbitmq"})
+	// A NodePort gateway: the official chart fixes its node port (31811); ours lets
+	// Kubernetes pick one, which would move the address users reach.
+	if typ, _ := values.Lookup(c.in, "gateway.service.type"); typ == "NodePort" {
+		if _, set := values.Lookup(c.in, "gateway.service.nodePort"); !set {
+			c.set("gateway.service.nodePort", officialNodePort)
+			c.entries = append(c.entries, Entry{Key: "gateway.service.nodePort", Action: Mapped, To: []string{"gateway.service.nodePort"},
+				Reason: "not set: the official default (31811) is written, since ours lets Kubernetes pick the node port"})
 		}
 	}
 }

@@ -48,8 +48,8 @@ func (r *Result) Counts() (mapped, ignored, unmapped int) {
 func (r *Result) Warnings(source string) []values.Warning {
 	mapped, ignored, unmapped := r.Counts()
 	out := []values.Warning{{Source: source, Message: fmt.Sprintf(
-		"converted from the official polyaxon/polyaxon chart: %d key(s) mapped, %d ignored (no effect in ours), %d not mapped; `polyaxon-deploy convert-values` lists each with its reason",
-		mapped, ignored, unmapped)}}
+		"converted from the official polyaxon/polyaxon chart: %d key(s) mapped, %d ignored (no effect in ours), %d not mapped%s; `polyaxon-deploy convert-values` lists each with its reason",
+		mapped, ignored, unmapped, r.defaultsNote())}}
 	for _, e := range r.Entries {
 		switch {
 		case e.Action == Unmapped:
@@ -59,6 +59,22 @@ func (r *Result) Warnings(source string) []values.Warning {
 		}
 	}
 	return out
+}
+
+// DefaultsSummary says how many values were left out as the official chart's defaults ("" when
+// the defaults were kept).
+func (r *Result) DefaultsSummary() string {
+	if r.DefaultsOf == "" {
+		return ""
+	}
+	return fmt.Sprintf("%d value(s) equal to the official chart %s's defaults left out (not choices of yours: ours' defaults apply; --keep-defaults keeps them)", len(r.Defaults), r.DefaultsOf)
+}
+
+func (r *Result) defaultsNote() string {
+	if r.DefaultsOf == "" {
+		return ""
+	}
+	return fmt.Sprintf(", %d left out as the official chart %s's defaults", len(r.Defaults), r.DefaultsOf)
 }
 
 // routine reasons need no warning of their own.

@@ -21,6 +21,9 @@ var (
 	officialWorkerCelery = map[string]any{"workerPrefetchMultiplier": 10}
 )
 
+// officialNodePort is the gateway's node port in the official chart (gateway.service.nodePort).
+const officialNodePort = 31811
+
 const (
 	whyCoreAffinity = "it prefers nodes of pods labelled type=polyaxon-core, a label no pod of ours carries: ours co-locates core pods by affinity.core"
 	whyBitnami      = "ours runs the official postgres, rabbitmq and redis images, not Bitnami's"
