@@ -30,7 +30,7 @@ package:
 # in a virtual environment), cached outside the repo.
 deps:
 	@bash e2e/scripts/install-deps.sh
-	@bash e2e/scripts/install-polyaxon.sh >/dev/null
+	@bash e2e/scripts/install-polyaxon.sh --all >/dev/null
 
 binaries:
 	@bash e2e/scripts/build-binaries.sh >/dev/null

@@ -71,9 +71,11 @@ func decodeStrict(t testing.TB, o *unstructured.Unstructured, into any) {
 
 func isCore(component string) bool { return components.IsCore(component) }
 
-// everything turns on every optional component so sweeps see every pod kind.
+// everything turns on every optional component so sweeps see every pod kind, at the oldest
+// Polyaxon the chart supports: the last with RabbitMQ (2.17 removed it).
 var everything = map[string]any{
-	"rabbitmq": map[string]any{"enabled": true}, "redis": map[string]any{"enabled": true},
+	"polyaxon": withRabbitMQ["polyaxon"], "broker": withRabbitMQ["broker"], "rabbitmq": withRabbitMQ["rabbitmq"],
+	"redis":     map[string]any{"enabled": true},
 	"scheduler": map[string]any{"enabled": true}, "worker": map[string]any{"enabled": true}, "beat": map[string]any{"enabled": true},
 	"migrations": map[string]any{"useHelmHooks": true}, "ingress": map[string]any{"enabled": true}, "networkPolicy": map[string]any{"enabled": true},
 	"auth": map[string]any{"enabled": true},
@@ -442,21 +444,72 @@ func TestExternalServices(t *testing.T) {
 	_, err = renderWith(loadChart(t), map[string]any{"worker": map[string]any{"enabled": true}}, false, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "worker.enabled")
-	assert.Contains(t, err.Error(), "rabbitmq.enabled=true")
+	assert.Contains(t, err.Error(), "redis.enabled=true")
 }
 
 func TestMigrationJob(t *testing.T) {
 	assert.Empty(t, render(t).byKind("Job"), "by default the installer runs migrations itself")
 
+	appVersion := loadChart(t).Metadata.AppVersion
 	hook := render(t, map[string]any{"migrations": map[string]any{"useHelmHooks": true}}).byKind("Job")
 	require.Len(t, hook, 1)
-	assert.Equal(t, "polyaxon-migrate-2-15-1", hook[0].GetName())
+	assert.Equal(t, "polyaxon-migrate-"+strings.ReplaceAll(appVersion, ".", "-"), hook[0].GetName())
 	assert.Equal(t, "post-install,pre-upgrade", hook[0].GetAnnotations()["helm.sh/hook"])
 
 	own := render(t, map[string]any{"migrations": map[string]any{"renderJob": true}}).byKind("Job")
 	require.Len(t, own, 1)
-	assert.Equal(t, "polyaxon-migrate-2-15-1", own[0].GetName())
+	assert.Equal(t, "polyaxon-migrate-"+strings.ReplaceAll(appVersion, ".", "-"), own[0].GetName())
 	assert.NotContains(t, own[0].GetAnnotations(), "helm.sh/hook")
+
+	// An older Polyaxon's migrations: its own Job name, target version and image.
+	old := render(t, map[string]any{"migrations": map[string]any{"renderJob": true}, "polyaxon": map[string]any{"version": oldestPolyaxon}}).byKind("Job")
+	require.Len(t, old, 1)
+	assert.Equal(t, "polyaxon-migrate-"+strings.ReplaceAll(oldestPolyaxon, ".", "-"), old[0].GetName())
+	assert.Equal(t, oldestPolyaxon, old[0].GetAnnotations()["polyaxon-deploy/target-version"])
+	var job batchv1.Job
+	decodeStrict(t, old[0], &job)
+	assert.Equal(t, "polyaxon/polyaxon-api:"+oldestPolyaxon, job.Spec.Template.Spec.Containers[0].Image)
+}
+
+// withRabbitMQ is the Polyaxon that still has RabbitMQ, with it as the broker: for the checks
+// that must see a RabbitMQ pod.
+var withRabbitMQ = map[string]any{"polyaxon": map[string]any{"version": oldestPolyaxon}, "broker": "rabbitmq", "rabbitmq": map[string]any{"enabled": true}}
+
+// oldestPolyaxon is the oldest Polyaxon the chart supports whose programs the tests run
+// (e2e/scripts/install-polyaxon.sh installs it beside the appVersion's): the last with RabbitMQ.
+const oldestPolyaxon = "2.15.1"
+
+// polyaxon.version moves every polyaxon/* image and the version label; out of the supported
+// range, or RabbitMQ with a Polyaxon that has none, the render fails naming the value.
+func TestPolyaxonVersion(t *testing.T) {
+	ch := loadChart(t)
+	for _, version := range []string{ch.Metadata.AppVersion, oldestPolyaxon} {
+		r := render(t, profileValues(t, "production"), map[string]any{"polyaxon": map[string]any{"version": version}})
+		for _, p := range r.pods(t) {
+			for _, c := range append(p.spec.InitContainers, p.spec.Containers...) {
+				if strings.HasPrefix(c.Image, "polyaxon/") {
+					assert.True(t, strings.HasSuffix(c.Image, ":"+version), "%s/%s runs %s, not Polyaxon %s", p.name, c.Name, c.Image, version)
+				}
+			}
+		}
+		assert.Equal(t, version, r.get("Deployment", "polyaxon-gateway").GetLabels()["app.kubernetes.io/version"])
+	}
+	supported := ch.Metadata.Annotations["polyaxon-deploy/polyaxon-versions"]
+	require.NotEmpty(t, supported)
+	for _, version := range []string{"2.14.1", "2.19.0", "3.0.0"} {
+		_, err := renderWith(ch, map[string]any{"polyaxon": map[string]any{"version": version}}, false, nil)
+		require.Error(t, err, version)
+		assert.Contains(t, err.Error(), fmt.Sprintf("polyaxon.version %q is outside the Polyaxon versions chart %s supports (%s)", version, ch.Metadata.Version, supported))
+	}
+	_, err := renderWith(ch, map[string]any{"broker": "rabbitmq", "rabbitmq": map[string]any{"enabled": true}}, false, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "broker: rabbitmq: Polyaxon "+ch.Metadata.AppVersion+" has no RabbitMQ broker (removed in 2.17): set broker=redis")
+	_, err = renderWith(ch, map[string]any{"rabbitmq": map[string]any{"enabled": true}}, false, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "rabbitmq.enabled/externalServices.rabbitmq.host: Polyaxon "+ch.Metadata.AppVersion+" does not use RabbitMQ")
+	// 2.15 still has it.
+	_, err = renderWith(ch, map[string]any{"polyaxon": map[string]any{"version": oldestPolyaxon}, "broker": "rabbitmq", "rabbitmq": map[string]any{"enabled": true}, "scheduler": map[string]any{"enabled": true}}, false, nil)
+	require.NoError(t, err)
 }
 
 func TestConfigChecksumFollowsConfigOnly(t *testing.T) {
@@ -497,8 +550,10 @@ func TestExistingSecretsGenerateNothing(t *testing.T) {
 	r := render(t, profileValues(t, "production"), map[string]any{
 		"secrets":    map[string]any{"existingSecret": "polyaxon-keys"},
 		"postgresql": map[string]any{"auth": map[string]any{"existingSecret": "pg-creds"}},
-		"rabbitmq":   map[string]any{"auth": map[string]any{"existingSecret": "mq-creds"}},
-		"redis":      map[string]any{"auth": map[string]any{"existingSecret": "redis-creds"}},
+		// RabbitMQ too: the Polyaxon that still has it.
+		"polyaxon": map[string]any{"version": oldestPolyaxon}, "broker": "rabbitmq",
+		"rabbitmq": map[string]any{"enabled": true, "auth": map[string]any{"existingSecret": "mq-creds"}},
+		"redis":    map[string]any{"auth": map[string]any{"existingSecret": "redis-creds"}},
 	})
 	assert.Empty(t, r.byKind("Secret"), "every Secret comes from the user")
 	var sts appsv1.StatefulSet

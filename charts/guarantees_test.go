@@ -213,7 +213,7 @@ func TestRunPodsAreHardenedByTheSecurityPolicy(t *testing.T) { checkRunPodsHarde
 // gateway reaches Postgres, RabbitMQ and Redis and a run pod (even one asking for the agent's
 // labels) reaches none of them.
 func checkDependenciesOnlyForThePlatform(t testing.TB, ch *chart.Chart) {
-	r := renderChart(t, ch, profileValues(t, "production"))
+	r := renderChart(t, ch, profileValues(t, "production"), withRabbitMQ)
 	var policies []*networkingv1.NetworkPolicy
 	for _, o := range r.byKind("NetworkPolicy") {
 		var np networkingv1.NetworkPolicy

@@ -96,7 +96,7 @@ func TestNetworkPolicies(t *testing.T) {
 	const tcp, udp = corev1.ProtocolTCP, corev1.ProtocolUDP
 	// The API server's addresses, as an online render reads them from the cluster.
 	api := map[string]any{"networkPolicy": map[string]any{"runs": map[string]any{"apiServerCIDRs": []any{"10.96.0.1/32", "172.18.0.2/32"}}}}
-	judge, r := policyJudge(t, profileValues(t, "production"), api)
+	judge, r := policyJudge(t, profileValues(t, "production"), withRabbitMQ, api)
 
 	run := peer{"run pod", runPodLabels(t, "job.yaml", nil), testNamespace, "10.0.5.1"}
 	// A run that asks for every label of the platform: Polyaxon keeps its own over them.

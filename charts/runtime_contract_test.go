@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/Masterminds/semver/v3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,6 +56,9 @@ func processOf(component, container string) string {
 
 type runtimeContract struct {
 	readers  map[string]map[string]string // key -> reader -> source
+	// versions: key -> reader -> the Polyaxon versions that read it (keys.tsv's optional 4th
+	// column, a semver constraint); a row without one is read by every supported version.
+	versions map[string]map[string]*semver.Constraints
 	required map[string][]requirement     // process -> requirements
 	shapes   map[string]*jsonschema.Schema
 }
@@ -65,12 +69,20 @@ type requirement struct {
 
 func loadContract(t testing.TB) *runtimeContract {
 	t.Helper()
-	c := &runtimeContract{readers: map[string]map[string]string{}, required: map[string][]requirement{}, shapes: map[string]*jsonschema.Schema{}}
+	c := &runtimeContract{readers: map[string]map[string]string{}, versions: map[string]map[string]*semver.Constraints{}, required: map[string][]requirement{}, shapes: map[string]*jsonschema.Schema{}}
 	for _, row := range readTSV(t, filepath.Join(runtimeDir, "keys.tsv"), 3) {
 		if c.readers[row[0]] == nil {
 			c.readers[row[0]] = map[string]string{}
 		}
 		c.readers[row[0]][row[1]] = row[2]
+		if len(row) > 3 && row[3] != "" {
+			in, err := semver.NewConstraint(row[3])
+			require.NoError(t, err, "keys.tsv: %s %s: versions %q", row[0], row[1], row[3])
+			if c.versions[row[0]] == nil {
+				c.versions[row[0]] = map[string]*semver.Constraints{}
+			}
+			c.versions[row[0]][row[1]] = in
+		}
 	}
 	for _, row := range readTSV(t, filepath.Join(runtimeDir, "required.tsv"), 4) {
 		if row[0] == "process" { // the header
@@ -417,12 +429,25 @@ func contractRenders(t *testing.T) map[string]rendered {
 			out[fmt.Sprintf("profile %s -f values/%s", prof, name)] = render(t, base, vals)
 		}
 	}
-	out["auth, redis broker, migration hook"] = render(t, profileValues(t, "production"), map[string]any{
+	out["auth, migration hook"] = render(t, profileValues(t, "production"), map[string]any{
 		"auth":       map[string]any{"enabled": true},
-		"broker":     "redis",
 		"migrations": map[string]any{"useHelmHooks": true},
 	})
+	for name, r := range oldestRenders(t) {
+		out[name] = r
+	}
 	return out
+}
+
+// oldestRenders are renders for oldestPolyaxon, with what only it has (RabbitMQ).
+func oldestRenders(t *testing.T) map[string]rendered {
+	return map[string]rendered{
+		"Polyaxon " + oldestPolyaxon + " production, RabbitMQ broker, auth, migration hook": render(t, profileValues(t, "production"), withRabbitMQ, map[string]any{
+			"auth":       map[string]any{"enabled": true},
+			"migrations": map[string]any{"useHelmHooks": true},
+		}),
+		"Polyaxon " + oldestPolyaxon + " development": render(t, profileValues(t, "development"), map[string]any{"polyaxon": map[string]any{"version": oldestPolyaxon}}),
+	}
 }
 
 func TestRuntimeContract(t *testing.T) {
@@ -476,34 +501,43 @@ func assertViolation(t *testing.T, got []string, want string) {
 // keysFile is keys.tsv as the repository names it, for the messages that ask to update it.
 const keysFile = "charts/testdata/polyaxon-runtime/keys.tsv"
 
-// installed is what the Polyaxon of the chart's appVersion reads, derived once per test binary.
+// installed is what each installed Polyaxon version reads, derived once per test binary.
 var installed struct {
-	once    sync.Once
-	version string
-	derived *polyaxonkeys.Derived
-	err     error
+	sync.Mutex
+	derived map[string]*polyaxonkeys.Derived
 }
 
-// installedPolyaxon derives the keys cli and haupt read from the packages of the chart's
-// appVersion that e2e/scripts/install-polyaxon.sh installed (make deps). A missing install fails
-// the test (make test installs it); under -short (make unit) the test is skipped, as the
-// PostgreSQL tests are (installer/pgtest).
-func installedPolyaxon(t *testing.T) (string, *polyaxonkeys.Derived) {
+// installedPolyaxon derives the keys cli and haupt read from the packages of Polyaxon version
+// that e2e/scripts/install-polyaxon.sh installed (make deps installs the chart's appVersion
+// and oldestPolyaxon). A missing install fails the test (make test installs it); under -short
+// (make unit) the test is skipped, as the PostgreSQL tests are (installer/pgtest).
+func installedPolyaxon(t *testing.T, version string) *polyaxonkeys.Derived {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Polyaxon's packages (make deps): skipped with -short")
 	}
-	version := loadChart(t).Metadata.AppVersion
-	installed.once.Do(func() {
-		installed.version = version
-		sp, err := polyaxonkeys.SitePackages(polyaxonkeys.VenvDir(installed.version))
-		if err == nil {
-			installed.derived, err = polyaxonkeys.Derive(sp)
-		}
-		installed.err = err
-	})
-	require.NoError(t, installed.err, "the runtime contract is checked against Polyaxon %s (the chart's appVersion)", installed.version)
-	return installed.version, installed.derived
+	installed.Lock()
+	defer installed.Unlock()
+	if d := installed.derived[version]; d != nil {
+		return d
+	}
+	sp, err := polyaxonkeys.SitePackages(polyaxonkeys.VenvDir(version))
+	var d *polyaxonkeys.Derived
+	if err == nil {
+		d, err = polyaxonkeys.Derive(sp)
+	}
+	require.NoError(t, err, "the runtime contract is checked against Polyaxon %s", version)
+	if installed.derived == nil {
+		installed.derived = map[string]*polyaxonkeys.Derived{}
+	}
+	installed.derived[version] = d
+	return d
+}
+
+// testedVersions are the Polyaxon versions whose programs the tests run: the chart's
+// appVersion (the default) and oldestPolyaxon.
+func testedVersions(t *testing.T) []string {
+	return []string{loadChart(t).Metadata.AppVersion, oldestPolyaxon}
 }
 
 // derivedReaders are the imageReaders whose keys are derived from the installed packages; the
@@ -542,12 +576,13 @@ func (c *runtimeContract) installedViolations(t testing.TB, r rendered, version 
 	return out
 }
 
-// keysDrift lists the cli and haupt rows of keys.tsv that the installed Polyaxon does not read.
+// keysDrift lists the cli and haupt rows of keys.tsv for version that the installed Polyaxon
+// does not read.
 func (c *runtimeContract) keysDrift(version string, d *polyaxonkeys.Derived) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(c.readers)) {
 		for _, rd := range slices.Sorted(maps.Keys(c.readers[k])) {
-			if derivedReaders[rd] && !d.Reads(rd, k) {
+			if derivedReaders[rd] && c.readIn(k, rd, version) && !d.Reads(rd, k) {
 				out = append(out, fmt.Sprintf("%s: %s\t%s\t%s: %s %s does not read it", keysFile, k, rd, c.readers[k][rd], rd, version))
 			}
 		}
@@ -555,31 +590,52 @@ func (c *runtimeContract) keysDrift(version string, d *polyaxonkeys.Derived) []s
 	return out
 }
 
+// readIn reports whether reader reads key in Polyaxon version, as keys.tsv says.
+func (c *runtimeContract) readIn(key, reader, version string) bool {
+	in := c.versions[key][reader]
+	if in == nil {
+		return true
+	}
+	v, err := semver.NewVersion(version)
+	return err == nil && in.Check(v)
+}
+
+// Every key the chart gives a Polyaxon image is read by that version's installed programs: the
+// appVersion's for every profile and example, oldestPolyaxon's for its own renders.
 func TestRuntimeContractInstalledPolyaxon(t *testing.T) {
-	version, d := installedPolyaxon(t)
 	c := loadContract(t)
-	t.Logf("Polyaxon %s in %s: cli reads %d keys (%d ENV_KEYS_* constants), haupt %d",
-		version, d.SitePackages, len(d.Readers[polyaxonkeys.CLI]), len(d.Constants), len(d.Readers[polyaxonkeys.Haupt]))
-	for name, r := range contractRenders(t) {
-		t.Run(name, func(t *testing.T) {
-			assert.Empty(t, c.installedViolations(t, r, version, d), "the chart gives the Polyaxon %s images keys they do not read", version)
-		})
+	appVersion := loadChart(t).Metadata.AppVersion
+	for version, renders := range map[string]map[string]rendered{appVersion: contractRenders(t), oldestPolyaxon: oldestRenders(t)} {
+		d := installedPolyaxon(t, version)
+		t.Logf("Polyaxon %s in %s: cli reads %d keys (%d ENV_KEYS_* constants), haupt %d",
+			version, d.SitePackages, len(d.Readers[polyaxonkeys.CLI]), len(d.Constants), len(d.Readers[polyaxonkeys.Haupt]))
+		for name, r := range renders {
+			if version == appVersion && strings.HasPrefix(name, "Polyaxon "+oldestPolyaxon) {
+				continue
+			}
+			t.Run(version+"/"+name, func(t *testing.T) {
+				assert.Empty(t, c.installedViolations(t, r, version, d), "the chart gives the Polyaxon %s images keys they do not read", version)
+			})
+		}
 	}
 }
 
 func TestRuntimeContractKeysMatchInstalledPolyaxon(t *testing.T) {
-	version, d := installedPolyaxon(t)
 	c := loadContract(t)
-	if drift := c.keysDrift(version, d); len(drift) > 0 {
-		t.Errorf("keys.tsv lists keys that Polyaxon %s (the chart's appVersion, installed in %s) does not read: update %s (and its README.md) to %s:\n%s",
-			version, d.SitePackages, keysFile, version, strings.Join(drift, "\n"))
+	for _, version := range testedVersions(t) {
+		d := installedPolyaxon(t, version)
+		if drift := c.keysDrift(version, d); len(drift) > 0 {
+			t.Errorf("keys.tsv lists keys that Polyaxon %s (installed in %s) does not read: update %s (and its README.md), or give the row the versions that read it (4th column):\n%s",
+				version, d.SitePackages, keysFile, strings.Join(drift, "\n"))
+		}
 	}
 }
 
 // The installed checks catch a key the installed Polyaxon does not read, and a keys.tsv row
 // that a new version dropped.
 func TestRuntimeContractInstalledCatchesBreakage(t *testing.T) {
-	version, d := installedPolyaxon(t)
+	version := loadChart(t).Metadata.AppVersion
+	d := installedPolyaxon(t, version)
 	c := loadContract(t)
 	r := render(t, profileValues(t, "production"))
 	require.Empty(t, c.installedViolations(t, r, version, d))
@@ -601,4 +657,10 @@ func TestRuntimeContractInstalledCatchesBreakage(t *testing.T) {
 
 	c.readers["POLYAXON_GONE_IN_THIS_VERSION"] = map[string]string{"haupt": "haupt@0:haupt/haupt/schemas/platform_config.py"}
 	assertViolation(t, c.keysDrift(version, d), keysFile+": POLYAXON_GONE_IN_THIS_VERSION\thaupt\thaupt@0:haupt/haupt/schemas/platform_config.py: haupt "+version+" does not read it")
+
+	// A row for the versions that read it is no drift for the others, and is for its own.
+	older, err := semver.NewConstraint("<2.0.0")
+	require.NoError(t, err)
+	c.versions["POLYAXON_GONE_IN_THIS_VERSION"] = map[string]*semver.Constraints{"haupt": older}
+	assert.NotContains(t, strings.Join(c.keysDrift(version, d), "\n"), "POLYAXON_GONE_IN_THIS_VERSION")
 }

@@ -260,7 +260,7 @@ func TestRenderRejects(t *testing.T) {
 		{"a mount over Polyaxon's own files", `connections: [{name: a, kind: custom, secret: {name: s, mountPath: /plx-context/x}}]`,
 			[]string{"connections[0].secret.mountPath", "/plx-context"}},
 		{"two connections with one name", `connections: [{name: a, kind: git}, {name: a, kind: s3}]`, []string{"connections[1].name", "already used"}},
-		{"worker without the scheduler", `{rabbitmq: {enabled: true}, worker: {enabled: true}}`, []string{"worker.enabled needs scheduler.enabled"}},
+		{"worker without the scheduler", `{redis: {enabled: true}, worker: {enabled: true}}`, []string{"worker.enabled needs scheduler.enabled"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -71,7 +71,7 @@ func TestExampleAirGapped(t *testing.T) {
 	var sidecar struct{ Image, ImageTag string }
 	require.NoError(t, json.Unmarshal([]byte(cfg["POLYAXON_AGENT_SIDECAR"]), &sidecar))
 	assert.Equal(t, "registry.internal.example.com/mirror/polyaxon/polyaxon-sidecar", sidecar.Image, "the tag apart: Polyaxon appends it")
-	assert.Equal(t, "2.15.1", sidecar.ImageTag)
+	assert.Equal(t, loadChart(t).Metadata.AppVersion, sidecar.ImageTag)
 	// Run pods get the pull secret through their service account (Polyaxon sets none on them).
 	var sa corev1.ServiceAccount
 	decodeStrict(t, r.get("ServiceAccount", "polyaxon-runs"), &sa)

@@ -78,8 +78,9 @@ const (
 // dbNamespaces have a database of their own behind their Postgres pod.
 var dbNamespaces = []string{nsUpgrade, nsFailMigrate, nsInterrupted, nsRestore}
 
-// generatedSecrets are the chart's Secrets generated once and kept (chart contract).
-var generatedSecrets = []string{"polyaxon-platform", "polyaxon-postgresql", "polyaxon-rabbitmq", "polyaxon-redis"}
+// generatedSecrets are the chart's Secrets generated once and kept (chart contract), in the
+// production profile (Redis as the broker: Polyaxon 2.17 removed RabbitMQ).
+var generatedSecrets = []string{"polyaxon-platform", "polyaxon-postgresql", "polyaxon-redis"}
 
 var suite struct {
 	dir     string // owned temporary root: binary, kwok work dir, HOME of the subprocesses
@@ -669,9 +670,9 @@ func chartCopy(t *testing.T, fields map[string]string) string {
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
 	for k, v := range fields {
-		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(k) + `:.*$`)
-		require.Truef(t, re.Match(b), "Chart.yaml has no top-level %s", k)
-		b = re.ReplaceAll(b, []byte(k+": "+strconv.Quote(v)))
+		re := regexp.MustCompile(`(?m)^([ \t]*)` + regexp.QuoteMeta(k) + `:.*$`)
+		require.Truef(t, re.Match(b), "Chart.yaml has no %s", k)
+		b = re.ReplaceAll(b, []byte("${1}"+k+": "+strconv.Quote(v)))
 	}
 	require.NoError(t, os.WriteFile(p, b, 0o644))
 	return dst
@@ -726,7 +727,11 @@ func nextVersion(t *testing.T, n uint64) string {
 // bumpedChart is the chart at version and appVersion v (a new Polyaxon release).
 func bumpedChart(t *testing.T, v string) string {
 	t.Helper()
-	return chartCopy(t, map[string]string{"version": v, "appVersion": v})
+	next, err := semver.NewVersion(v)
+	require.NoError(t, err)
+	// A chart for Polyaxon v supports it: its range ends after v's minor.
+	supported := fmt.Sprintf(">=%s, <%d.%d.0", installedVersion(t), next.Major(), next.Minor()+1)
+	return chartCopy(t, map[string]string{"version": v, "appVersion": v, "polyaxon-deploy/polyaxon-versions": supported})
 }
 
 // migrationJobName is the chart contract's name of the migration Job for appVersion v.

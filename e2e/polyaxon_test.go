@@ -56,7 +56,7 @@ func polyaxonPrograms(t *testing.T) (venv string, programs []cluster.Program) {
 		polyaxonSuite.venv, polyaxonSuite.operator = venv, op
 	})
 	require.NoError(t, polyaxonSuite.err)
-	return polyaxonSuite.venv, cluster.PolyaxonPrograms(polyaxonSuite.venv, polyaxonSuite.operator)
+	return polyaxonSuite.venv, cluster.PolyaxonPrograms(cluster.InstalledVenvs, polyaxonSuite.operator)
 }
 
 // polyaxonCluster is a local cluster whose platform pods run Polyaxon's programs, with a real

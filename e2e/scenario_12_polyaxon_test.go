@@ -53,7 +53,7 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 	files := filepath.Join(root, "e2e", "testdata", "polyaxonfiles")
 	c.deploy(t, "install", "--profile", "production", "--namespace", ns,
 		"--set", c.postgresPasswordValue(),
-		"--set", "scheduler.enabled=false", "--set", "rabbitmq.enabled=false", "--set", "redis.enabled=false",
+		"--set", "scheduler.enabled=false", "--set", "redis.enabled=false",
 		"--set", "operators.tfjob=true",
 		"-f", filepath.Join(files, "connections-values.yaml"),
 	).requireExit(t, 0)
@@ -227,7 +227,7 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 	t.Run("upgrade: Polyaxon's own migrations, then the admin user through its own command", func(t *testing.T) {
 		c.deploy(t, "upgrade", "--profile", "production", "--namespace", ns,
 			"--set", c.postgresPasswordValue(),
-			"--set", "scheduler.enabled=false", "--set", "rabbitmq.enabled=false", "--set", "redis.enabled=false",
+			"--set", "scheduler.enabled=false", "--set", "redis.enabled=false",
 			"--set", "operators.tfjob=true", "--set", "auth.enabled=true",
 			"-f", filepath.Join(files, "connections-values.yaml"),
 			"--backup-dir", t.TempDir(),

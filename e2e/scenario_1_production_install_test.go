@@ -68,7 +68,7 @@ func TestScenario1ProductionInstall(t *testing.T) {
 		assert.ElementsMatch(t, []string{"polyaxon-gateway", "polyaxon-scheduler", "polyaxon-agent", "polyaxon-operator"}, names)
 		sts, err := cs.AppsV1().StatefulSets(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
 		require.NoError(t, err)
-		require.Len(t, sts.Items, 3, "postgresql, rabbitmq, redis")
+		require.Len(t, sts.Items, 2, "postgresql, redis (the broker: Polyaxon 2.17 removed RabbitMQ)")
 		gw, err := cs.AppsV1().Deployments(ns).Get(ctxT(t, time.Minute), "polyaxon-gateway", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, gw.Status.ReadyReplicas, int32(2), "production runs an HA gateway")
@@ -106,7 +106,7 @@ func TestScenario1ProductionInstall(t *testing.T) {
 				t.Errorf("pod %s has unknown component %q", p.Name, comp)
 			}
 		}
-		for _, comp := range []string{"gateway", "scheduler", "agent", "operator", "postgresql", "rabbitmq", "redis"} {
+		for _, comp := range []string{"gateway", "scheduler", "agent", "operator", "postgresql", "redis"} {
 			assert.Truef(t, seen[comp], "no pod of component %s", comp)
 		}
 		// Two core nodes, two gateway replicas: an HA gateway has one on each.

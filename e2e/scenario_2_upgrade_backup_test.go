@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 )
 
 // upgradeData is the part of `upgrade -o json`'s data the scenarios read.
@@ -23,17 +24,11 @@ type upgradeData struct {
 		Job     string `json:"job"`
 		Skipped bool   `json:"skipped"`
 	} `json:"migration"`
-	Phases []struct {
-		Phase  string `json:"phase"`
-		Status string `json:"status"`
-	} `json:"phases"`
+	Phases []phase.PhaseReport `json:"phases"`
 }
 
 func (d upgradeData) phaseIndex(name string) int {
-	return slices.IndexFunc(d.Phases, func(p struct {
-		Phase  string `json:"phase"`
-		Status string `json:"status"`
-	}) bool {
+	return slices.IndexFunc(d.Phases, func(p phase.PhaseReport) bool {
 		return p.Phase == name
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
@@ -180,6 +181,6 @@ func resultWithWarnings(command string, in *action.Inputs) *output.Result {
 		r.Status = output.StatusWarning
 	}
 	r.Release = &output.Release{Profile: in.Profile.Name, Chart: in.Chart.Metadata.Name + "-" + in.Chart.Metadata.Version,
-		ChartVersion: in.Chart.Metadata.Version, AppVersion: in.Chart.Metadata.AppVersion}
+		ChartVersion: in.Chart.Metadata.Version, AppVersion: polyaxonversion.Of(in.Chart.Metadata, in.Values)}
 	return r
 }

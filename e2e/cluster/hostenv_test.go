@@ -189,3 +189,16 @@ func TestKillProcessesUnderADirectory(t *testing.T) {
 	default:
 	}
 }
+
+// The venv of a Polyaxon pod follows its image's tag: an upgrade's new pods run the new version.
+func TestProgramContainerTag(t *testing.T) {
+	for image, tag := range map[string]string{
+		"polyaxon/polyaxon-api:2.18.0":                           "2.18.0",
+		"registry.example.com:5000/polyaxon/polyaxon-api:2.15.1": "2.15.1",
+		"polyaxon/polyaxon-api":                                  "",
+		"polyaxon/polyaxon-api:2.18.0@sha256:0123":               "2.18.0",
+		"registry.example.com:5000/polyaxon/polyaxon-api":        "",
+	} {
+		assert.Equal(t, tag, ProgramContainer{Image: image}.Tag(), image)
+	}
+}

@@ -41,11 +41,23 @@ type Program struct {
 // ProgramContainer is a container as its Program sees it.
 type ProgramContainer struct {
 	Pod *corev1.Pod
+	// Image is the container's image reference.
+	Image string
 	// Command and Args are the container's, with $(VAR) expanded as the kubelet does.
 	Command, Args []string
 	// Ports maps each container port to the loopback port the program must listen on.
 	Ports map[int32]int
 	Env   []EnvVar
+}
+
+// Tag is the image's tag ("" for none or a digest alone).
+func (c ProgramContainer) Tag() string {
+	repo := imageRepository(c.Image)
+	image := strings.SplitN(c.Image, "@", 2)[0]
+	if len(image) > len(repo) {
+		return image[len(repo)+1:]
+	}
+	return ""
 }
 
 // Port is the loopback port for container port p (0 when the container does not declare it).
@@ -377,7 +389,7 @@ func (r *hostRunner) start(ctx context.Context, p *corev1.Pod, prog Program) err
 	if kubeconfig != "" {
 		env.set("KUBECONFIG", kubeconfig)
 	}
-	pc := ProgramContainer{Pod: p, Env: env.vars, Ports: map[int32]int{}}
+	pc := ProgramContainer{Pod: p, Image: c.Image, Env: env.vars, Ports: map[int32]int{}}
 	for _, port := range c.Ports {
 		hp, err := freeLoopbackPort()
 		if err != nil {

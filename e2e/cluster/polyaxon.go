@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -28,25 +29,45 @@ var PolyaxonProgramTable = []PolyaxonProgram{
 	{OperatorImage, "operator", "our stand-in (`e2e/cmd/polyaxon-operator`): the operator's 2.12+ source and binary are not published", ""},
 }
 
+// Venvs finds the virtual environment with the programs of a Polyaxon version: the tag of the
+// container's image, so that an upgrade's new pods run the new version and the old pods the old.
+type Venvs func(version string) (string, error)
+
+// InstalledVenvs are the environments e2e/scripts/install-polyaxon.sh made: one per version.
+func InstalledVenvs(version string) (string, error) {
+	venv := PolyaxonVenv(version)
+	if _, err := os.Stat(filepath.Join(venv, "bin", "haupt")); err != nil {
+		return "", fmt.Errorf("Polyaxon %s's programs are not installed in %s: run e2e/scripts/install-polyaxon.sh %s (make deps installs every version under e2e/polyaxon): %w", version, venv, version, err)
+	}
+	return venv, nil
+}
+
 // PolyaxonPrograms are the programs of Polyaxon's platform images: the API, migrations and
-// admin user from haupt, the agent from polyaxon, both in the virtual environment venv
-// (e2e/scripts/install-polyaxon.sh), and operator, the stand-in's binary.
-func PolyaxonPrograms(venv, operator string) []Program {
-	bin := func(n string) string { return filepath.Join(venv, "bin", n) }
+// admin user from haupt, the agent from polyaxon, both from the virtual environment venvs
+// gives for the image's tag, and operator, the stand-in's binary.
+func PolyaxonPrograms(venvs Venvs, operator string) []Program {
+	bin := func(c ProgramContainer, n string) (string, error) {
+		venv, err := venvs(c.Tag())
+		return filepath.Join(venv, "bin", n), err
+	}
 	return []Program{
 		{
 			Image:        APIImage,
 			ImageEnv:     []EnvVar{{"POLYAXON_SERVICE", "api"}},
 			EnvOverrides: map[string]string{"POLYAXON_UI_IN_SANDBOX": "true", "POLYAXON_UI_OFFLINE": "true"},
 			Command: func(c ProgramContainer) ([]string, error) {
+				haupt, err := bin(c, "haupt")
+				if err != nil {
+					return nil, err
+				}
 				if len(c.Args) > 0 {
-					return append([]string{bin("haupt"), "manage", "-c"}, c.Args...), nil
+					return append([]string{haupt, "manage", "-c"}, c.Args...), nil
 				}
 				port := c.Port(8000)
 				if port == 0 {
 					return nil, fmt.Errorf("%s: the container does not declare port 8000", APIImage)
 				}
-				return []string{bin("haupt"), "server", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--workers", "1"}, nil
+				return []string{haupt, "server", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--workers", "1"}, nil
 			},
 		},
 		{
@@ -57,13 +78,15 @@ func PolyaxonPrograms(venv, operator string) []Program {
 				if len(c.Args) != 1 || c.Args[0] != "start" {
 					return nil, fmt.Errorf("%s: args %q: only `start` is known", AgentImage, c.Args)
 				}
-				return []string{bin("polyaxon"), "agent", "start"}, nil
+				polyaxon, err := bin(c, "polyaxon")
+				return []string{polyaxon, "agent", "start"}, err
 			},
-			ExecProbe: func(_ ProgramContainer, probe []string) ([]string, error) {
+			ExecProbe: func(c ProgramContainer, probe []string) ([]string, error) {
 				if n := len(probe); n == 0 || probe[n-1] != "healthz" {
 					return nil, fmt.Errorf("%s: probe %q: only `./entrypoint.sh healthz` is known", AgentImage, probe)
 				}
-				return []string{bin("polyaxon"), "agent", "healthz"}, nil
+				polyaxon, err := bin(c, "polyaxon")
+				return []string{polyaxon, "agent", "healthz"}, err
 			},
 		},
 		{

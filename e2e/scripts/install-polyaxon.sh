@@ -5,10 +5,20 @@
 # a changed requirements file makes a new environment. Tests never install: they use this one.
 #
 # Usage: e2e/scripts/install-polyaxon.sh [VERSION]          prints the environment's directory
+#        e2e/scripts/install-polyaxon.sh --all              every version pinned under e2e/polyaxon
 #        e2e/scripts/install-polyaxon.sh --lock [VERSION]   re-resolves and rewrites the pins
-# VERSION defaults to the chart's appVersion.
+# VERSION defaults to the chart's appVersion. The tests run the appVersion's programs, and an
+# older supported version's for the upgrade scenario: make deps installs them all.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+
+if [ "${1:-}" = "--all" ]; then
+  for req in e2e/polyaxon/requirements-*.txt; do
+    v="${req#e2e/polyaxon/requirements-}"
+    "$0" "${v%.txt}"
+  done
+  exit 0
+fi
 
 lock=false
 if [ "${1:-}" = "--lock" ]; then lock=true; shift; fi
@@ -19,7 +29,8 @@ REQ="e2e/polyaxon/requirements-$VERSION.txt"
 # The API needs `streams` (uvicorn, the Kubernetes client) and `platform` (psycopg, celery);
 # `sandbox` adds WhiteNoise, with which haupt serves the web UI's static files itself (the
 # image's nginx does it there: e2e/cluster HostRewrites);
-# the agent needs `k8s_async`.
+# the agent needs `k8s_async` (2.18 spells the extra `k8s-async`; haupt's `streams` brings
+# kubernetes_asyncio in either case).
 SPECS=("haupt[streams,platform,sandbox]==$VERSION" "polyaxon[k8s_async]==$VERSION")
 PYTHON="${PYTHON:-python3}"
 

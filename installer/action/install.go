@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
@@ -87,7 +88,7 @@ func (a *Install) Run(ctx context.Context) (*InstallResult, error) {
 				return err
 			}
 			a.progress().Step(fmt.Sprintf("Installing release %s (chart %s, Polyaxon %s, profile %s) in namespace %s",
-				rc.Name(), in.Chart.Metadata.Version, in.Chart.Metadata.AppVersion, in.Profile.Name, rc.Namespace()))
+				rc.Name(), in.Chart.Metadata.Version, polyaxonversion.Of(in.Chart.Metadata, in.Values), in.Profile.Name, rc.Namespace()))
 			return nil
 		}),
 		lock,

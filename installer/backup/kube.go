@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
@@ -76,7 +77,7 @@ func LoadRelease(ctx context.Context, client kubernetes.Interface, namespace, na
 	vals := map[string]any{}
 	if rel.Chart != nil {
 		if rel.Chart.Metadata != nil {
-			out.Info.ChartVersion, out.Info.AppVersion = rel.Chart.Metadata.Version, rel.Chart.Metadata.AppVersion
+			out.Info.ChartVersion, out.Info.AppVersion = rel.Chart.Metadata.Version, polyaxonversion.Of(rel.Chart.Metadata, rel.Config)
 		}
 		v, err := chartutil.CoalesceValues(rel.Chart, rel.Config)
 		if err != nil {

@@ -228,14 +228,6 @@ func (c *converter) set(path string, value any) {
 // carryImplicitDefaults writes the official defaults that behave differently in ours and that
 // a file which relies on them (by leaving the key out) still means.
 func (c *converter) carryImplicitDefaults() {
-	// Celery: the official chart's broker is Redis unless told otherwise; ours is RabbitMQ.
-	if on, _ := values.Lookup(c.in, "scheduler.enabled"); on == true {
-		if _, set := values.Lookup(c.in, "broker"); !set {
-			c.set("broker", "redis")
-			c.entries = append(c.entries, Entry{Key: "broker", Action: Mapped, To: []string{"broker"},
-				Reason: "not set: the official default (redis) is written, since ours defaults to rabbitmq"})
-		}
-	}
 	// A NodePort gateway: the official chart fixes its node port (31811); ours lets
 	// Kubernetes pick one, which would move the address users reach.
 	if typ, _ := values.Lookup(c.in, "gateway.service.type"); typ == "NodePort" {

@@ -20,6 +20,8 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 )
 
 // DefaultMaxHistory bounds the number of revisions Helm keeps (and the inputs we keep with them).
@@ -145,7 +147,7 @@ func infoOf(r *helmrelease.Release) Info {
 	if r.Chart != nil && r.Chart.Metadata != nil {
 		i.Chart = r.Chart.Metadata.Name
 		i.ChartVersion = r.Chart.Metadata.Version
-		i.AppVersion = r.Chart.Metadata.AppVersion
+		i.AppVersion = polyaxonversion.Of(r.Chart.Metadata, r.Config)
 	}
 	return i
 }

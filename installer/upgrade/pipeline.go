@@ -22,6 +22,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
@@ -275,8 +276,8 @@ func (p *pipeline) inspect(ctx context.Context) error {
 	}
 	p.res.Diff = diff
 	p.printf("changes from revision %d (chart %s, Polyaxon %s) to chart %s (Polyaxon %s):\n%s",
-		p.base.Version, p.base.Chart.Metadata.Version, p.base.Chart.Metadata.AppVersion,
-		p.o.Chart.Metadata.Version, p.o.Chart.Metadata.AppVersion, diff.String())
+		p.base.Version, p.base.Chart.Metadata.Version, polyaxonversion.Of(p.base.Chart.Metadata, p.base.Config),
+		p.o.Chart.Metadata.Version, polyaxonversion.Of(p.o.Chart.Metadata, p.o.Values), diff.String())
 
 	from, fromOn, err := PostgresMajor(p.base.Chart, p.base.Config)
 	if err != nil {
@@ -299,7 +300,8 @@ func (p *pipeline) inspect(ctx context.Context) error {
 // --- guard
 
 func (p *pipeline) guard(ctx context.Context) error {
-	warnings, err := CheckVersions(p.base.Chart.Metadata, p.o.Chart.Metadata, p.o.ForceDowngrade)
+	warnings, err := CheckVersions(polyaxonversion.Deployed(p.base.Chart.Metadata, p.base.Config),
+		polyaxonversion.Deployed(p.o.Chart.Metadata, p.o.Values), p.o.ForceDowngrade)
 	if err != nil {
 		return err
 	}
@@ -416,7 +418,7 @@ func (p *pipeline) rollback(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("rolling back to revision %d: %w", p.checkpoint.Version, err)
 	}
 	return fmt.Sprintf("rolled back to revision %d (chart %s, Polyaxon %s), which is running again",
-		p.checkpoint.Version, p.checkpoint.Chart.Metadata.Version, p.checkpoint.Chart.Metadata.AppVersion), nil
+		p.checkpoint.Version, p.checkpoint.Chart.Metadata.Version, polyaxonversion.Of(p.checkpoint.Chart.Metadata, p.checkpoint.Config)), nil
 }
 
 // --- Postgres major switch

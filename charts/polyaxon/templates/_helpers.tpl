@@ -25,6 +25,11 @@ Names, labels and images shared by every template.
 {{- printf "%s-%s" (include "polyaxon.fullname" .ctx) .component | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The Polyaxon version deployed: polyaxon.version, or the chart's appVersion. */}}
+{{- define "polyaxon.version" -}}
+{{- .Values.polyaxon.version | default .Chart.AppVersion | toString -}}
+{{- end -}}
+
 {{- define "polyaxon.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -39,7 +44,7 @@ app.kubernetes.io/component: {{ .component }}
 {{/* Labels of every object: (dict "ctx" $ "component" "gateway") */}}
 {{- define "polyaxon.labels" -}}
 {{ include "polyaxon.selectorLabels" . }}
-app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/version: {{ include "polyaxon.version" .ctx | quote }}
 app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 app.kubernetes.io/part-of: polyaxon
 helm.sh/chart: {{ include "polyaxon.chart" .ctx }}
@@ -64,7 +69,7 @@ polyaxon.com/role: core
 {{/* Image reference: (dict "ctx" $ "image" .Values.gateway.image "defaultTag" "x"). */}}
 {{- define "polyaxon.image" -}}
 {{- $registry := .image.registry | default .ctx.Values.imageRegistry -}}
-{{- $tag := .image.tag | default .defaultTag | default .ctx.Chart.AppVersion -}}
+{{- $tag := .image.tag | default .defaultTag | default (include "polyaxon.version" .ctx) -}}
 {{- if $registry -}}
 {{- printf "%s/%s:%s" (trimSuffix "/" $registry) .image.repository (toString $tag) -}}
 {{- else -}}

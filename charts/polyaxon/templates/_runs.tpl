@@ -12,7 +12,7 @@ An auxiliary container as the agent reads it: the image and its tag apart (Polya
 {{- $registry := $c.image.registry | default .ctx.Values.imageRegistry -}}
 {{- $image := $c.image.repository -}}
 {{- if $registry }}{{ $image = printf "%s/%s" (trimSuffix "/" $registry) $c.image.repository }}{{ end -}}
-{{- $out := dict "image" $image "imageTag" (toString ($c.image.tag | default .ctx.Chart.AppVersion)) "imagePullPolicy" .ctx.Values.imagePullPolicy -}}
+{{- $out := dict "image" $image "imageTag" (toString ($c.image.tag | default (include "polyaxon.version" .ctx))) "imagePullPolicy" .ctx.Values.imagePullPolicy -}}
 {{- with $c.resources }}{{ $_ := set $out "resources" . }}{{ end -}}
 {{- if hasKey $c "syncInterval" }}{{ $_ := set $out "syncInterval" $c.syncInterval }}{{ end -}}
 {{- toJson $out -}}

@@ -3,6 +3,7 @@ Render-time checks with errors that name the value and the fix. Run by validate-
 which every render includes.
 */}}
 {{- define "polyaxon.validate" -}}
+{{- include "polyaxon.validate.version" . -}}
 {{- $_ := include "polyaxon.scheduling.nodeSelectors" . -}}
 {{- if and (not .Values.postgresql.enabled) (not .Values.externalServices.postgresql.host) -}}
 {{- fail "values: postgresql.enabled is false and externalServices.postgresql.host is empty: the platform needs a database; set postgresql.enabled=true or externalServices.postgresql.host" -}}
@@ -166,6 +167,27 @@ budget keeps all replicas (a single replica with minAvailable 1, maxUnavailable 
 {{- if and (lt $i $j) (or (eq $pa $pb) (hasPrefix (printf "%s/" $pa) $pb) (hasPrefix (printf "%s/" $pb) $pa)) -}}
 {{- fail (printf "values: %s %q collides with %s %q: a run would get one mounted over the other; give each its own directory" $b.at $b.path $a.at $a.path) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Polyaxon version against the range the chart supports, and what that version no longer
+has: RabbitMQ as broker (removed in 2.17, haupt/schemas/platform_config.py accepts
+POLYAXON_BROKER_BACKEND=redis only).
+*/}}
+{{- define "polyaxon.validate.version" -}}
+{{- $v := include "polyaxon.version" . -}}
+{{- $range := index .Chart.Annotations "polyaxon-deploy/polyaxon-versions" -}}
+{{- if not (semverCompare $range $v) -}}
+{{- fail (printf "values: polyaxon.version %q is outside the Polyaxon versions chart %s supports (%s): set polyaxon.version to one in that range, or use a chart made for %s" $v .Chart.Version $range $v) -}}
+{{- end -}}
+{{- if semverCompare ">=2.17.0-0" $v -}}
+{{- if eq .Values.broker "rabbitmq" -}}
+{{- fail (printf "values: broker: rabbitmq: Polyaxon %s has no RabbitMQ broker (removed in 2.17): set broker=redis with redis.enabled=true or externalServices.redis.host, and rabbitmq.enabled=false" $v) -}}
+{{- end -}}
+{{- if or .Values.rabbitmq.enabled .Values.externalServices.rabbitmq.host -}}
+{{- fail (printf "values: rabbitmq.enabled/externalServices.rabbitmq.host: Polyaxon %s does not use RabbitMQ (removed in 2.17): set rabbitmq.enabled=false and externalServices.rabbitmq.host empty" $v) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -246,7 +246,7 @@ func runHosts(c *cli.Context) error {
 			}
 		}
 	}()
-	programs := cluster.PolyaxonPrograms(c.String("venv"), c.String("operator"))
+	programs := cluster.PolyaxonPrograms(oneVenv(c.String("venv")), c.String("operator"))
 	backends := []cluster.HostBackend{{Namespace: ns, Pod: cluster.PostgresPod, Port: 5432, Address: c.String("postgres")}}
 	err = cl.RunHostPrograms(ctx, programs, backends, func(address func(ns, svc string, port int32) (string, error)) {
 		addr, err := address(ns, gatewayService, gatewayPort)
@@ -344,4 +344,10 @@ func tail(path string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// oneVenv runs every Polyaxon pod of the demo with the programs of venv (the chart's appVersion
+// by default: the demo installs no other).
+func oneVenv(venv string) cluster.Venvs {
+	return func(string) (string, error) { return venv, nil }
 }

@@ -140,7 +140,7 @@ func up(c *cli.Context) error {
 		}
 		opts = append(opts,
 			cluster.WithClusterExec(cluster.PostgresExec(ns, pg, pg.Database)),
-			cluster.WithHostProgramStages(cluster.PolyaxonPrograms(hosts.Venv, hosts.Operator)...))
+			cluster.WithHostProgramStages(cluster.PolyaxonPrograms(oneVenv(hosts.Venv), hosts.Operator)...))
 	}
 	fmt.Fprintf(os.Stderr, "creating %s cluster %s with node pools core, experiments (GPU, tainted), builds\n", p.Name(), name)
 	cl, err := p.Create(ctx, name, opts...)
