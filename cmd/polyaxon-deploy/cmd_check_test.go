@@ -73,6 +73,9 @@ func productionCluster(t *testing.T) *kube.Settings {
 		fakeNode("gpu-1", "experiments", gpuTaint, true),
 		fakeNode("build-1", "builds", nil, false),
 		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "standard", Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}}, Provisioner: "nfs.csi.k8s.io"},
+		// The ingress controller's namespace, the only source the production gateway admits
+		// besides its own (gateway-sources).
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ingress-nginx", Labels: map[string]string{"kubernetes.io/metadata.name": "ingress-nginx"}}},
 	)
 }
 
