@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -88,14 +87,14 @@ func (a *Upgrade) outside(origin release.Origin, in *Inputs, res *UpgradeResult)
 	case a.KeepReleaseValues:
 		a.progress().Step(fmt.Sprintf("--keep-release-values: revision %d's values are kept, under this run's -f/--set, and stored with the new revision", origin.Revision))
 		if len(o.Changes) > 0 {
-			a.progress().Step(fmt.Sprintf("this run's -f/--set change %d of its value(s):\n%s", len(o.Changes), strings.TrimSuffix(values.FormatChanges(o.Changes), "\n")))
+			a.progress().Step(fmt.Sprintf("this run's -f/--set change %d of its value(s):\n%s", len(o.Changes), values.FormatChanges(o.Changes)))
 		}
 		return nil
 	case len(o.Changes) == 0:
 		a.progress().Step(fmt.Sprintf("the upgrade keeps every value of revision %d", origin.Revision))
 		return nil
 	}
-	a.progress().Warn(fmt.Sprintf("the upgrade would revert %d value(s) of revision %d:\n%s", len(o.Changes), origin.Revision, strings.TrimSuffix(values.FormatChanges(o.Changes), "\n")))
+	a.progress().Warn(fmt.Sprintf("the upgrade would revert %d value(s) of revision %d:\n%s", len(o.Changes), origin.Revision, values.FormatChanges(o.Changes)))
 	if a.DryRun {
 		return nil
 	}

@@ -23,7 +23,7 @@ type Change struct {
 func (c Change) String() string {
 	old, new := show(c.Old), show(c.New)
 	if redact.IsSecretPath(c.Path) {
-		old, new = "(secret)", "(another secret)"
+		old, new = "(secret)", "(changed)"
 	}
 	if c.Dropped {
 		return fmt.Sprintf("%s: %s -> dropped", c.Path, old)
@@ -80,11 +80,11 @@ func normalize(m map[string]any) map[string]any {
 	return out
 }
 
-// FormatChanges is one change per line, indented, for progress output.
+// FormatChanges is one change per line (progress output indents them under its message).
 func FormatChanges(cs []Change) string {
-	var b strings.Builder
-	for _, c := range cs {
-		fmt.Fprintf(&b, "  %s\n", c)
+	lines := make([]string, len(cs))
+	for i, c := range cs {
+		lines[i] = c.String()
 	}
-	return b.String()
+	return strings.Join(lines, "\n")
 }
