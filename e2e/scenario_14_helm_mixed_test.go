@@ -53,6 +53,7 @@ func TestScenario14HelmAndPolyaxonDeploy(t *testing.T) {
 		return check.Result{}
 	}
 
+	seeded := c.seed(t, ns)
 	c.deploy(t, "install", "-n", ns, "--profile", "production").requireExit(t, 0)
 	require.Equal(t, int32(2), replicas())
 
@@ -109,6 +110,7 @@ func TestScenario14HelmAndPolyaxonDeploy(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 2, m.Revision)
 		deploy(t, "backup", "verify", filepath.Join(dir, entries[0].Name())).requireExit(t, 0)
+		assert.Equal(t, seeded, c.checksums(t, ns), "the data is intact")
 	})
 
 	t.Run("--keep-release-values keeps the Helm change and stores it", func(t *testing.T) {
