@@ -73,10 +73,11 @@ const (
 	nsInterrupted = "interrupted"
 	nsPlainHelm   = "plain-helm"
 	nsRestore     = "restore"
+	nsHelmMixed   = "helm-mixed"
 )
 
 // dbNamespaces have a database of their own behind their Postgres pod.
-var dbNamespaces = []string{nsUpgrade, nsFailMigrate, nsInterrupted, nsRestore}
+var dbNamespaces = []string{nsUpgrade, nsFailMigrate, nsInterrupted, nsRestore, nsHelmMixed}
 
 // generatedSecrets are the chart's Secrets generated once and kept (chart contract), in the
 // production profile (Redis as the broker: Polyaxon 2.17 removed RabbitMQ).
@@ -430,7 +431,7 @@ func (c *testCluster) destroy() error {
 	return err
 }
 
-// lifecycleCluster is the shared cluster of scenarios 1-4 and 7 (deleted by TestMain).
+// lifecycleCluster is the shared cluster of scenarios 1-4, 7 and 14 (deleted by TestMain).
 func lifecycleCluster(t *testing.T) *testCluster {
 	t.Helper()
 	suite.lcOnce.Do(func() {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
 func checkCommand() *cli.Command {
@@ -19,7 +21,8 @@ Kubernetes version, release state, RBAC (SelfSubjectAccessReview), CRD ownership
 server-side dry-run, run placement and hardening (admission policies), distributed-run
 backends (their CRDs), scheduling per category, GPU capacity, StorageClass, IngressClass,
 the profile's policy (gateway replicas, Pod Security level). Without --pre, checks the
-installed release (deployed, workloads ready). Every failure is reported, not only the
+installed release (deployed, made by polyaxon-deploy rather than helm or a GitOps
+tool, workloads ready). Every failure is reported, not only the
 first. Progress goes to stderr; -o json|yaml prints the results on stdout.
 Exit codes: 0 ok, 1 error, 2 usage, 3 a check failed, 4 warnings only with --strict.`,
 		Flags: joinFlags(clusterFlags(), inputFlags(), outputFlags(), checkFlags(), []cli.Flag{
@@ -58,7 +61,14 @@ func runCheck(c *cli.Context) error {
 
 // checksOf says how this command's checks run: on its cluster, with its --ignore.
 func checksOf(c *cli.Context) action.Checks {
-	return action.Checks{Release: c.String(flagRelease), Namespace: c.String(flagNamespace), Clients: kubeSettings(c), Ignore: listFlag(c, flagIgnore)}
+	return action.Checks{Release: c.String(flagRelease), Namespace: c.String(flagNamespace), Clients: kubeSettings(c), Ignore: listFlag(c, flagIgnore),
+		Origin: func(ctx context.Context) (release.Origin, error) {
+			rc, err := releaseClient(c)
+			if err != nil {
+				return release.Origin{}, err
+			}
+			return rc.Origin(ctx)
+		}}
 }
 
 // checksExit maps a report to the exit code: 3 if a check failed, 4 for warnings with

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
 
@@ -14,10 +15,14 @@ func upgradeCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "upgrade",
 		Usage:     "upgrade the release: lock, checks, diff, version guard, backup, verify, migrations, helm upgrade with wait, post-checks",
-		UsageText: "polyaxon-deploy upgrade [--profile P] [-f FILE]... [--set k=v]... [--reset-values] [--skip-backup --yes] [--restore-on-failure] [--force] [--allow-postgres-major-upgrade] [--dry-run]",
+		UsageText: "polyaxon-deploy upgrade [--profile P] [-f FILE]... [--set k=v]... [--reset-values | --keep-release-values] [--skip-backup --yes] [--restore-on-failure] [--force] [--allow-postgres-major-upgrade] [--dry-run]",
 		Description: `Values are rendered afresh from the chart, the profile and your inputs: those stored with the
 deployed revision, then this run's -f/--set on top (--profile replaces the stored profile;
 --reset-values drops the stored -f/--set). Never Helm's --reuse-values.
+When the deployed revision was made outside polyaxon-deploy (helm upgrade, a GitOps tool),
+the upgrade lists each of its values it would change or drop and refuses without --yes;
+--keep-release-values takes that revision's values in place of the stored -f/--set, under
+this run's -f/--set, and stores them with the new revision.
 Order: lock, checks, inspect (diff of objects and images), version guard (no Polyaxon
 downgrade; chart downgrade only with --force; the chart's polyaxon-deploy/upgrade-from range),
 backup and verify (mandatory with the production profile: --skip-backup needs --yes),
@@ -33,8 +38,9 @@ Ctrl-C cancels: the release is recorded failed, never left pending; a second Ctr
 			&cli.BoolFlag{Name: flagDryRun, Usage: "show the diff and run the checks and the version guard only", Category: "Release"},
 			timeoutFlag("the workloads and the migration Job"),
 			&cli.BoolFlag{Name: flagResetValues, Usage: "ignore the stored -f/--set inputs; use only this run's", Category: "Input"},
+			&cli.BoolFlag{Name: flagKeepRelease, Usage: "keep the values of a deployed revision made outside polyaxon-deploy (helm, GitOps), under this run's -f/--set", Category: "Input"},
 			&cli.BoolFlag{Name: flagSkipBackup, Usage: "upgrade without a backup (the production profile also needs --yes)", Category: "Backup"},
-			yesFlag("confirm --skip-backup with a profile that requires backups"),
+			yesFlag("confirm --skip-backup with a profile that requires backups, or reverting the values of a revision made outside polyaxon-deploy"),
 			&cli.BoolFlag{Name: flagRestoreOnFailure, Usage: "restore the backup automatically when the upgrade fails after migrations ran", Category: "Backup"},
 			&cli.BoolFlag{Name: flagForce, Usage: "allow a chart-only downgrade (never a Polyaxon downgrade), or a new postgresql.auth.password already set in the server", Category: "Release"},
 			&cli.BoolFlag{Name: flagAllowPGMajor, Usage: "allow a PostgreSQL major-version change (dump and restore into a new server)", Category: "Backup"},
@@ -66,7 +72,7 @@ func runUpgrade(c *cli.Context) error {
 	}
 	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
 		res, err := (&action.Upgrade{Env: actionEnv(c), Release: rc, Chart: ch.Chart, ChartSource: ch.Source,
-			Given: now, GivenWarnings: officialWarnings(c), ResetValues: c.Bool(flagResetValues), Checks: checksOf(c), Render: clusterReleaseOptions(c), Database: db,
+			Given: now, GivenWarnings: officialWarnings(c), ResetValues: c.Bool(flagResetValues), KeepReleaseValues: c.Bool(flagKeepRelease), Checks: checksOf(c), Render: clusterReleaseOptions(c), Database: db,
 			Timeout: c.Duration(flagTimeout), SkipBackup: c.Bool(flagSkipBackup), Yes: c.Bool(flagYes),
 			RestoreOnFailure: c.Bool(flagRestoreOnFailure), Force: c.Bool(flagForce), AllowPostgresMajorUpgrade: c.Bool(flagAllowPGMajor),
 			DryRun: c.Bool(flagDryRun),
@@ -92,8 +98,31 @@ func upgradeResult(c *cli.Context, rc *release.Client, res *action.UpgradeResult
 		}
 		out.Warnings = append(out.Warnings, r.Warnings...)
 	}
+	if o := res.Outside; o != nil {
+		out.Warnings = append(out.Warnings, outsideWarnings(o, err == nil)...)
+		if out.Status == output.StatusOK {
+			out.Status = output.StatusWarning
+		}
+	}
 	if err != nil {
 		out.WithError(err)
+	}
+	return out
+}
+
+// outsideWarnings say that the replaced revision was made outside polyaxon-deploy, and which of
+// its values the upgrade changed or dropped.
+func outsideWarnings(o *action.OutsideRevision, done bool) []string {
+	how := "reverted"
+	switch {
+	case o.Kept:
+		how = "changed by this run's -f/--set"
+	case !done:
+		how = "to revert"
+	}
+	out := []string{fmt.Sprintf("revision %d was made outside polyaxon-deploy; %d of its value(s) %s", o.Revision, len(o.Changes), how)}
+	for _, c := range o.Changes {
+		out = append(out, how+": "+c.String())
 	}
 	return out
 }

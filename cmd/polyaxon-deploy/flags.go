@@ -111,6 +111,7 @@ const (
 	flagAllowPGMajor     = "allow-postgres-major-upgrade"
 	flagRestoreOnFailure = "restore-on-failure"
 	flagResetValues      = "reset-values"
+	flagKeepRelease      = "keep-release-values"
 	flagPurgeData        = "purge-data"
 	flagMax              = "max"
 )

@@ -103,6 +103,10 @@ func readInputs(c *cli.Context, install bool) (release.Inputs, error) {
 		if err != nil {
 			return in, fmt.Errorf("values file %s: %w", f, err)
 		}
+		// A file that is not values (bad YAML, a profile) is refused before the cluster is asked.
+		if _, err := values.ParseFile(values.File{Name: f, Data: data}); err != nil {
+			return in, err
+		}
 		in.ValuesFiles = append(in.ValuesFiles, release.ValuesFile{Name: f, Content: string(data)})
 	}
 	layer, warns, err := officialLayer(c)

@@ -51,3 +51,23 @@ func TestCheckAndRenderStartAlike(t *testing.T) {
 	inputWarnings, _, _ := strings.Cut(ren.stderr, "‼ rendered without cluster access")
 	assert.True(t, strings.HasPrefix(chk.stderr, inputWarnings), "check prints the same warnings before its progress:\n%s", chk.stderr)
 }
+
+// A profile file given with -f is named as a profile, with the flag that takes it, before the
+// cluster is asked anything (the kubeconfig does not exist) and before any schema error.
+func TestProfileGivenAsValuesFile(t *testing.T) {
+	const prof = "../../profiles/production.yaml"
+	for _, args := range [][]string{
+		{"render", "-f", prof},
+		{"install", "-f", prof, "--kubeconfig", "/nonexistent"},
+		{"upgrade", "-f", prof, "--kubeconfig", "/nonexistent"},
+		{"check", "-f", prof, "--kubeconfig", "/nonexistent"},
+	} {
+		r := runCLI(t, nil, args...)
+		require.Equal(t, ExitError, r.code, "%v: %s", args, r.stderr)
+		line := errorLine(t, r.stderr)
+		assert.Contains(t, line, "values file "+prof+": this is a profile", args)
+		assert.Contains(t, line, "use --profile "+prof, args)
+		assert.NotContains(t, r.stderr, "additional properties", args)
+		assert.NotContains(t, r.stderr, "nonexistent", "%v: refused before the cluster", args)
+	}
+}

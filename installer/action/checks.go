@@ -8,6 +8,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/preflight"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -26,6 +27,8 @@ type Checks struct {
 	// Recreated names the objects ("Kind/name") the upgrade deletes and creates afresh; the
 	// dry-run validates them as new objects.
 	Recreated []string
+	// Origin reads who made the deployed revision (the release-origin check; nil skips it).
+	Origin func(context.Context) (release.Origin, error)
 }
 
 // Check runs the checks of the release the inputs render: the preflight checks (Pre) or the
@@ -71,6 +74,7 @@ func (e *Env) runChecks(ctx context.Context, c Checks, in *Inputs, rendered *ren
 		Clients:      c.Clients,
 		SettleTime:   c.SettleTime,
 		TakeOverFrom: c.TakeOverFrom,
+		Origin:       c.Origin,
 	}
 	for _, r := range c.Recreated {
 		if env.Recreated == nil {

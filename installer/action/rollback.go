@@ -21,6 +21,10 @@ type Rollback struct {
 // Run rolls back and returns the new revision.
 func (a *Rollback) Run(ctx context.Context) (*release.Info, error) {
 	rc := a.Release
+	// A revision made by helm or a GitOps tool is replaced like any other: say whose it was.
+	if origin, err := rc.Origin(ctx); err == nil && origin.Outside() {
+		a.progress().Warn(origin.String() + "; the rollback replaces it (its values stay in Helm's history)")
+	}
 	var info *release.Info
 	err := a.run(ctx, a.lock(rc.Lock(), rc), step("rollback", func(ctx context.Context) (err error) {
 		info, err = rc.Rollback(ctx, a.Revision, release.WithTimeout(TimeoutOf(a.Timeout, nil)))

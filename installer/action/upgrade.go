@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
+	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
@@ -31,7 +32,11 @@ type Upgrade struct {
 	// chart's values): shown with the migration warnings.
 	GivenWarnings []values.Warning
 	ResetValues   bool
-	Checks        Checks
+	// KeepReleaseValues takes the values of a deployed revision made outside polyaxon-deploy
+	// (helm, a GitOps tool) as a layer between the profile and this run's -f/--set, in place
+	// of the stored -f/--set; without it such an upgrade lists what it reverts and asks (Yes).
+	KeepReleaseValues bool
+	Checks            Checks
 	// Render renders the release for its checks (the cluster's capabilities, when known).
 	Render render.Options
 	// Database takes the backup before the upgrade.
@@ -52,29 +57,95 @@ type UpgradeResult struct {
 	*upgrade.Result
 	Inputs *Inputs
 	Checks []check.Result
+	// Outside is set when the deployed revision was made outside polyaxon-deploy.
+	Outside *OutsideRevision
+}
+
+// OutsideRevision is a deployed revision made outside polyaxon-deploy, and what the upgrade
+// does to its values.
+type OutsideRevision struct {
+	Revision       int `json:"revision"`
+	InputsRevision int `json:"inputsRevision,omitempty"`
+	// Kept: its values were a layer of the upgrade (--keep-release-values).
+	Kept bool `json:"kept"`
+	// Changes are its values that the upgrade changes or drops.
+	Changes []values.Change `json:"changes,omitempty"`
+}
+
+// outside says that the deployed revision was made outside polyaxon-deploy and lists each of
+// its values the upgrade changes or drops. Reverting them needs a confirmation (Yes).
+func (a *Upgrade) outside(origin release.Origin, in *Inputs, res *UpgradeResult) error {
+	merged, err := render.MergedValues(in.Chart, in.Values)
+	if err != nil {
+		return err
+	}
+	o := &OutsideRevision{Revision: origin.Revision, InputsRevision: origin.InputsRevision, Kept: a.KeepReleaseValues,
+		Changes: values.Changes(origin.Values, merged)}
+	res.Outside = o
+	a.progress().Warn(origin.String())
+	switch {
+	case a.KeepReleaseValues:
+		a.progress().Step(fmt.Sprintf("--keep-release-values: revision %d's values are kept, under this run's -f/--set, and stored with the new revision", origin.Revision))
+		if len(o.Changes) > 0 {
+			a.progress().Step(fmt.Sprintf("this run's -f/--set change %d of its value(s):\n%s", len(o.Changes), values.FormatChanges(o.Changes)))
+		}
+		return nil
+	case len(o.Changes) == 0:
+		a.progress().Step(fmt.Sprintf("the upgrade keeps every value of revision %d", origin.Revision))
+		return nil
+	}
+	a.progress().Warn(fmt.Sprintf("the upgrade would revert %d value(s) of revision %d:\n%s", len(o.Changes), origin.Revision, values.FormatChanges(o.Changes)))
+	if a.DryRun {
+		return nil
+	}
+	return a.confirm(a.Yes, fmt.Sprintf("revert %d value(s) of revision %d (--keep-release-values keeps them)", len(o.Changes), origin.Revision), "upgrade")
+}
+
+// releaseValuesFile is a deployed revision's values as a values file, named for messages and
+// for the stored inputs.
+func releaseValuesFile(origin release.Origin) (release.ValuesFile, error) {
+	b, err := yaml.Marshal(origin.Values)
+	if err != nil {
+		return release.ValuesFile{}, fmt.Errorf("reading the values of revision %d: %w", origin.Revision, err)
+	}
+	return release.ValuesFile{Name: fmt.Sprintf("values of revision %d (--keep-release-values)", origin.Revision), Content: string(b)}, nil
 }
 
 // Run upgrades. A result with Inputs comes back once the inputs are known, with any error.
 func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 	rc := a.Release
-	stored, storedRev, err := rc.LoadInputs(ctx)
-	switch {
-	case errors.Is(err, release.ErrNotInstalled):
+	if a.KeepReleaseValues && a.ResetValues {
+		return nil, &UsageError{Err: errors.New("--keep-release-values and --reset-values: give one (--reset-values drops the stored -f/--set, --keep-release-values replaces them with the deployed revision's values)")}
+	}
+	origin, err := rc.Origin(ctx)
+	if errors.Is(err, release.ErrNotInstalled) {
 		return nil, fmt.Errorf("%w: use `polyaxon-deploy install`", err)
-	case errors.Is(err, release.ErrNoInputs):
-		if a.Given.Profile == "" {
-			return nil, &UsageError{Err: fmt.Errorf("release %s has no stored inputs (installed with plain helm?): pass --profile and your -f/--set explicitly", rc.Name())}
-		}
-		a.progress().Warn("no stored inputs for this release: using only this run's --profile, -f and --set")
-	case err != nil:
+	}
+	if err != nil {
 		return nil, err
+	}
+	stored := origin.Inputs
+	switch {
+	case origin.InputsRevision == 0 && a.Given.Profile == "":
+		return nil, &UsageError{Err: fmt.Errorf("release %s has no stored inputs (installed with plain helm?): pass --profile and your -f/--set explicitly (--keep-release-values keeps the deployed revision's values under them)", rc.Name())}
+	case origin.InputsRevision == 0:
+		a.progress().Warn("no stored inputs for this release: using only this run's --profile, -f and --set")
 	default:
 		reset := ""
 		if a.ResetValues {
 			reset = " (--reset-values: stored -f/--set dropped)"
 		}
 		a.progress().Step(fmt.Sprintf("Inputs of revision %d: profile %s, %d values file(s), %d --set; this run's flags apply on top%s",
-			storedRev, stored.Profile, len(stored.ValuesFiles), len(stored.Set)+len(stored.SetString)+len(stored.SetFile), reset))
+			origin.InputsRevision, stored.Profile, len(stored.ValuesFiles), len(stored.Set)+len(stored.SetString)+len(stored.SetFile), reset))
+	}
+	if origin.Outside() && a.KeepReleaseValues {
+		// The deployed revision's values take the place of the stored -f/--set: they are what
+		// runs now. They are stored with the new revision as a values file.
+		kept, err := releaseValuesFile(origin)
+		if err != nil {
+			return nil, err
+		}
+		stored = stored.Layer(release.Inputs{ValuesFiles: []release.ValuesFile{kept}}, true)
 	}
 	a.Secrets.Add(secretsOf(stored)...)
 	in, err := LoadInputs(a.Chart, a.ChartSource, stored.Layer(a.Given, a.ResetValues), a.Secrets)
@@ -86,6 +157,11 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 		a.progress().Warn(w.String())
 	}
 	res := &UpgradeResult{Inputs: in}
+	if origin.Outside() {
+		if err := a.outside(origin, in, res); err != nil {
+			return res, err
+		}
+	}
 	timeout := TimeoutOf(a.Timeout, in.Profile)
 	checks := func(pre bool) func(context.Context) error {
 		c := a.Checks

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -10,10 +11,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
+// checkOrigin warns when the deployed revision was made outside polyaxon-deploy: the next
+// upgrade would replay older inputs over it.
+func (e *Env) checkOrigin(ctx context.Context) (string, error) {
+	if e.Origin == nil {
+		return "", check.Skip("the release's history is not read by this command")
+	}
+	o, err := e.Origin(ctx)
+	if errors.Is(err, release.ErrNotInstalled) {
+		return "", check.Skip("no release")
+	}
+	if err != nil {
+		return "", err
+	}
+	if o.Outside() {
+		return "", check.Warnf("%s; an upgrade replays the stored inputs and would revert its values", o)
+	}
+	return o.String(), nil
+}
+
 // PostChecks verify an installed release (`check` without --pre): the API, the version, the
-// release record and the readiness of every workload.
+// release record, who made the deployed revision and the readiness of every workload.
 func PostChecks(env *Env) []check.Check {
 	all := Checks(env)
 	var checks []check.Check
@@ -26,6 +47,9 @@ func PostChecks(env *Env) []check.Check {
 		check.Check{ID: "release-deployed", Category: "release", Description: "the release is installed and deployed", Severity: check.Fatal,
 			Hint: "install it (polyaxon-deploy install), or pass the right --release/-n; a failed release: polyaxon-deploy rollback",
 			Run:  env.checkDeployed},
+		check.Check{ID: "release-origin", Category: "release", Description: "polyaxon-deploy made the deployed revision", Severity: check.Warning,
+			Hint: "`polyaxon-deploy upgrade --keep-release-values` keeps that revision's values; without it, the upgrade lists the values it would revert and asks",
+			Run:  env.checkOrigin},
 		check.Check{ID: "workloads-ready", Category: "release", Description: "every Deployment and StatefulSet of the release is ready", Severity: check.Error,
 			Hint: "kubectl -n NAMESPACE describe pods -l app.kubernetes.io/instance=RELEASE shows why pods are not ready",
 			Run:  env.checkWorkloadsReady},

@@ -42,6 +42,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -76,6 +77,9 @@ type Env struct {
 	// TakeOverFrom is a release whose ownership of the polyaxon.com CRDs is expected: adopt
 	// takes them from it after the checks (namespace/name; empty: none).
 	TakeOverFrom string
+	// Origin reads who made the deployed revision (release.Client.Origin); nil skips the
+	// release-origin check.
+	Origin func(context.Context) (release.Origin, error)
 
 	once struct {
 		version, nodes, ns, sched sync.Once

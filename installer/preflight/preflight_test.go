@@ -35,6 +35,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/preflight"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -532,7 +533,7 @@ func TestPostChecks(t *testing.T) {
 	c.objects = append(c.objects, ready)
 	rep := check.NewRunner(preflight.PostChecks(env(t, c, true, restricted))).Run(context.Background())
 	res := byID(rep)
-	assert.Equal(t, []string{"kube-api", "kube-version", "release-deployed", "workloads-ready"}, ids(rep))
+	assert.Equal(t, []string{"kube-api", "kube-version", "release-deployed", "release-origin", "workloads-ready"}, ids(rep))
 	assert.Equal(t, check.Passed, res["release-deployed"].Status)
 	assert.Equal(t, check.Passed, res["workloads-ready"].Status, res["workloads-ready"].Detail)
 
@@ -550,6 +551,25 @@ func TestPostChecks(t *testing.T) {
 	assert.Equal(t, check.Failed, res["release-deployed"].Status)
 	assert.Equal(t, "release polyaxon revision 2 is failed", res["release-deployed"].Detail)
 	assert.Equal(t, check.Skipped, res["workloads-ready"].Status)
+}
+
+// check-release-origin: a deployed revision without inputs of its own (helm, a GitOps tool)
+// is a warning that says which inputs an upgrade would replay; one of polyaxon-deploy's passes.
+func TestPostCheckReleaseOrigin(t *testing.T) {
+	run := func(o release.Origin) check.Result {
+		e := env(t, healthy(), true, restricted)
+		e.Origin = func(context.Context) (release.Origin, error) { return o, nil }
+		rep := check.NewRunner(preflight.PostChecks(e)).Run(context.Background())
+		return byID(rep)["release-origin"]
+	}
+	r := run(release.Origin{Revision: 2, InputsRevision: 1})
+	assert.Equal(t, check.Warned, r.Status)
+	assert.Contains(t, r.Detail, "revision 2 was made outside polyaxon-deploy")
+	assert.Contains(t, r.Detail, "revision 1's")
+	assert.Contains(t, r.Hint, "--keep-release-values")
+	r = run(release.Origin{Revision: 2, InputsRevision: 2})
+	assert.Equal(t, check.Passed, r.Status)
+	assert.Equal(t, "revision 2 was made by polyaxon-deploy", r.Detail)
 }
 
 func ids(rep check.Report) []string {

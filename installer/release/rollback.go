@@ -31,7 +31,8 @@ func (c *Client) RollbackTarget(ctx context.Context) (*helmrelease.Release, erro
 }
 
 // Rollback re-applies revision (0: RollbackTarget) as a new revision, with wait, and stores
-// the inputs of that revision with the new one so that the next upgrade starts from them.
+// the inputs of that revision with the new one so that the next upgrade starts from them (a
+// revision made outside polyaxon-deploy has none: the new one has none either).
 // The database is not rolled back: a revision whose migrations ran stays migrated (restore a
 // backup for that).
 func (c *Client) Rollback(ctx context.Context, revision int, opts ...RollbackOption) (*Info, error) {
@@ -73,11 +74,17 @@ func (c *Client) Rollback(ctx context.Context, revision int, opts ...RollbackOpt
 	}
 
 	newRev := last.Version + 1
-	if in, _, ierr := c.InputsFor(ctx, target.Version); ierr == nil {
+	// Only the target's own inputs describe it: an older entry would make the new revision look
+	// like polyaxon-deploy's, and the next upgrade would silently revert what the target changed.
+	switch in, n, ierr := c.InputsFor(ctx, target.Version); {
+	case ierr == nil && n == target.Version:
 		if err := c.SaveInputs(ctx, newRev, in); err != nil {
 			return nil, err
 		}
-	} else if !errors.Is(ierr, ErrNoInputs) {
+	case ierr == nil || errors.Is(ierr, ErrNoInputs):
+		c.progress("warning: revision %d was made outside polyaxon-deploy (helm, a GitOps tool): no inputs are stored for it, nor for revision %d; "+
+			"the next upgrade lists the values it would change (--keep-release-values keeps them)", target.Version, newRev)
+	default:
 		return nil, ierr
 	}
 

@@ -100,7 +100,27 @@ func parseFile(f File) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("values file %s: not valid YAML: %w", f.Name, err)
 	}
+	if isProfile(vals) {
+		return nil, fmt.Errorf("values file %s: this is a profile (name, description, values, policy): use --profile %s; "+
+			"for the chart alone (helm -f), each built-in profile's values are in values/<profile>.yaml", f.Name, f.Name)
+	}
 	return vals, nil
+}
+
+// isProfile reports a profile file given as a values file: its top level is a profile's (a
+// values map, and nothing a profile does not have). No chart value is named values or policy.
+func isProfile(vals map[string]any) bool {
+	if _, ok := vals["values"].(map[string]any); !ok {
+		return false
+	}
+	for k := range vals {
+		switch k {
+		case "name", "description", "values", "policy":
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Options are the user's value inputs as paths, in the order given on the command line.
@@ -155,6 +175,9 @@ func BuildFiles(profileName string, profile map[string]any, o Options) (map[stri
 	}
 	return Build(l)
 }
+
+// ParseFile parses one values document the way Helm does; errors name the file and the fix.
+func ParseFile(f File) (map[string]any, error) { return parseFile(f) }
 
 // ReadFile reads one values file (- is stdin) the way Helm does.
 func ReadFile(path string) (map[string]any, error) {

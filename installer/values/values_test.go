@@ -134,3 +134,18 @@ func TestBuildLayersOfBytesNameTheUsersFiles(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "values file /home/me/broken.yaml: not valid YAML")
 }
+
+// A profile given with -f is named as one, with the flag that takes it, before any schema
+// error about its keys.
+func TestBuildRefusesAProfileAsValuesFile(t *testing.T) {
+	f := writeFile(t, "production.yaml", "name: production\ndescription: d\nvalues:\n  gateway: {replicas: 2}\npolicy:\n  backupRequired: true\n")
+	_, _, err := values.BuildFiles("production", nil, values.Options{ValueFiles: []string{f}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "values file "+f+": this is a profile")
+	assert.Contains(t, err.Error(), "use --profile "+f)
+
+	// A values file that has a chart key next to these names is a values file.
+	f = writeFile(t, "odd.yaml", "values:\n  a: 1\ngateway: {replicas: 2}\n")
+	_, _, err = values.BuildFiles("production", nil, values.Options{ValueFiles: []string{f}})
+	require.NoError(t, err)
+}

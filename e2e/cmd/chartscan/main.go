@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -114,7 +115,9 @@ type renderSpec struct {
 	valuesFile string
 }
 
-// plan lists every profile alone, then every profile with each values file in valuesDir.
+// plan lists every profile alone, then every profile with each values file in valuesDir. A
+// profile's own values file (values/production.yaml, for the chart alone) is the profile's
+// values again: the chart with it renders what the profile alone renders, already scanned.
 func plan(valuesDir string) ([]renderSpec, error) {
 	files, err := filepath.Glob(filepath.Join(valuesDir, "*.yaml"))
 	if err != nil {
@@ -124,11 +127,15 @@ func plan(valuesDir string) ([]renderSpec, error) {
 		return nil, fmt.Errorf("no values files in %s (run from the repository root, or pass -values DIR)", valuesDir)
 	}
 	sort.Strings(files)
+	names := profile.Names()
 	var out []renderSpec
-	for _, p := range profile.Names() {
+	for _, p := range names {
 		out = append(out, renderSpec{name: p, profile: p})
 		for _, f := range files {
 			base := strings.TrimSuffix(filepath.Base(f), ".yaml")
+			if slices.Contains(names, base) {
+				continue
+			}
 			out = append(out, renderSpec{name: p + "+" + base, profile: p, valuesFile: f})
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -31,7 +32,9 @@ func TestPlanRendersEveryProfileWithEveryValuesFile(t *testing.T) {
 	}
 	files, err := filepath.Glob(filepath.Join(valuesDir, "*.yaml"))
 	require.NoError(t, err)
-	assert.Len(t, specs, 2*(1+len(files)), "each profile alone and with each values file")
+	profiles := profile.Names()
+	assert.Len(t, specs, len(profiles)*(1+len(files)-len(profiles)), "each profile alone and with each values file but the profiles' own")
+	assert.NotContains(t, names, "development+production", "values/production.yaml is the production profile's values, rendered as production alone")
 }
 
 // Every object lands in its own file, named after its Kind and name, in a form trivy
