@@ -40,8 +40,8 @@ type Upgrade struct {
 	Timeout time.Duration
 
 	SkipBackup, Yes, RestoreOnFailure bool
-	// Force allows a chart-only downgrade, or a new postgresql.auth.password already set in
-	// the server.
+	// Force allows a chart-only downgrade, a new in-cluster Postgres or RabbitMQ password
+	// already set in the server, or a new secrets.secretKey.
 	Force                     bool
 	AllowPostgresMajorUpgrade bool
 	DryRun                    bool
@@ -142,7 +142,7 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 		MigrationJob:              migrationJob,
 		Migrator:                  migrate.New(kube, rc.Namespace(), migrate.WithProgress(a.progress().Writer()), migrate.WithTimeout(timeout)),
 		ForceDowngrade:            a.Force,
-		AllowPasswordChange:       a.Force,
+		AllowSecretChange:         a.Force,
 		AllowPostgresMajorUpgrade: a.AllowPostgresMajorUpgrade,
 		DryRun:                    a.DryRun,
 		Out:                       a.progress().Writer(),

@@ -78,9 +78,10 @@ type Options struct {
 	// AllowPostgresMajorUpgrade allows a change of postgresql.image.tag's major version, done by
 	// dump and restore into a new server on a new volume.
 	AllowPostgresMajorUpgrade bool
-	// AllowPasswordChange lets the in-cluster Postgres password in the chart's Secret change
-	// (the user changed it in the server first); see PasswordChangeError.
-	AllowPasswordChange bool
+	// AllowSecretChange lets a kept value of the chart's Secrets change: the in-cluster
+	// Postgres or RabbitMQ password (the user changed it in the server first), the platform's
+	// secret key (rotated); see SecretChangeError.
+	AllowSecretChange bool
 
 	// DryRun stops after the diff and the version guard.
 	DryRun bool
@@ -307,7 +308,7 @@ func (p *pipeline) guard(ctx context.Context) error {
 		p.printf("warning: %s", w)
 	}
 	p.res.Warnings = append(p.res.Warnings, warnings...)
-	if err := p.guardPostgresPassword(ctx); err != nil {
+	if err := p.guardKeptSecrets(ctx); err != nil {
 		return err
 	}
 	if p.pg == nil {
