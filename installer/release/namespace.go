@@ -49,6 +49,27 @@ func (p PodSecurity) Labels() (map[string]string, error) {
 	return labels, nil
 }
 
+// CreateNamespace creates the release namespace with the Pod Security labels when it does not
+// exist, and leaves an existing one as it is: the release lock lives in the namespace, and the
+// labels of a namespace that may already hold a release change only under that lock
+// (EnsureNamespace).
+func (c *Client) CreateNamespace(ctx context.Context, ps PodSecurity) (created bool, err error) {
+	labels, err := ps.Labels()
+	if err != nil {
+		return false, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace, Labels: labels}}
+	_, err = c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("namespace %s: %w", c.namespace, err)
+	}
+}
+
 // EnsureNamespace creates the release namespace with the Pod Security labels, or sets the labels
 // on an existing namespace (the profile is the policy; a changed level is reported).
 func (c *Client) EnsureNamespace(ctx context.Context, ps PodSecurity) (created bool, err error) {
