@@ -127,6 +127,7 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 	kube := rc.Kube()
 	res.Result, err = upgrade.Run(ctx, upgrade.Options{
 		PodSecurity:               &ps,
+		RevisionPodSecurity:       RevisionPodSecurity(rc, a.progress()),
 		Release:                   rc,
 		Chart:                     in.Chart,
 		Values:                    in.Values,

@@ -119,6 +119,21 @@ func (c *Client) EnsureNamespace(ctx context.Context, ps PodSecurity) (created b
 // levelRank orders Pod Security levels from the least to the most restrictive.
 var levelRank = map[psapi.Level]int{psapi.LevelPrivileged: 0, psapi.LevelBaseline: 1, psapi.LevelRestricted: 2}
 
+// LowerEnforce sets ps's labels now when ps enforces a less restrictive level than the
+// namespace does: before an apply that takes the run pods' hardening away, so that the run
+// pods created meanwhile are admitted. Raising a level waits for the apply (EnsureNamespace
+// after it). It reports whether it relabelled.
+func (c *Client) LowerEnforce(ctx context.Context, ps PodSecurity) (bool, error) {
+	lower, err := c.LowersEnforce(ctx, ps)
+	if err != nil || !lower {
+		return false, err
+	}
+	if _, err := c.EnsureNamespace(ctx, ps); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // LowersEnforce reports whether ps enforces a less restrictive level than the namespace does
 // now (false when the namespace or its label is missing, or ps enforces nothing).
 func (c *Client) LowersEnforce(ctx context.Context, ps PodSecurity) (bool, error) {

@@ -55,6 +55,10 @@ type Options struct {
 	// left as they are). A lower enforce level is set before the apply, so that run pods
 	// created while the chart's hardening policies go away are admitted; the rest after it.
 	PodSecurity *release.PodSecurity
+	// RevisionPodSecurity is the namespace's Pod Security for an earlier revision (nil: the
+	// labels are left as they are): a failed upgrade's undo labels the namespace for the
+	// revision it leaves deployed.
+	RevisionPodSecurity release.RevisionPodSecurity
 	// Checks are the preflight checks (nil: none); PostChecks run after the upgrade (nil: none).
 	Checks     func(ctx context.Context) error
 	PostChecks func(ctx context.Context) error
@@ -156,6 +160,7 @@ type pipeline struct {
 	backupDir   string
 	verified    bool
 	dataChanged bool // the database this release will keep using was written (migrations)
+	relabelled  bool // apply changed the namespace's Pod Security labels
 	applied     *release.UpgradeResult
 	res         *Result
 }
@@ -403,7 +408,19 @@ func (p *pipeline) helmChanged(ctx context.Context) bool {
 
 func (p *pipeline) rollback(ctx context.Context) (string, error) {
 	if !p.helmChanged(ctx) {
-		return fmt.Sprintf("release unchanged: still at revision %d", p.base.Version), nil
+		msg := fmt.Sprintf("release unchanged: still at revision %d", p.base.Version)
+		if !p.relabelled || p.o.RevisionPodSecurity == nil {
+			return msg, nil
+		}
+		// apply lowered enforce before Helm refused the upgrade: back to the running revision's.
+		ps, err := p.o.RevisionPodSecurity(ctx, p.base)
+		if err != nil {
+			return "", fmt.Errorf("%s, but the Pod Security labels of revision %d: %w", msg, p.base.Version, err)
+		}
+		if _, err := p.o.Release.EnsureNamespace(ctx, ps); err != nil {
+			return "", fmt.Errorf("%s, but its Pod Security labels: %w", msg, err)
+		}
+		return msg + fmt.Sprintf("; namespace labelled for it again (Pod Security enforce %q)", ps.Enforce), nil
 	}
 	if p.checkpoint == nil {
 		return "", errors.New("no earlier good revision to roll back to; see `polyaxon-deploy history`")
@@ -413,6 +430,7 @@ func (p *pipeline) rollback(ctx context.Context) (string, error) {
 		return fmt.Sprintf("interrupted: not rolled back; the failed revision is recorded failed. Run the upgrade again, or `polyaxon-deploy rollback %d`", p.checkpoint.Version), nil
 	}
 	if _, err := p.o.Release.Rollback(ctx, p.checkpoint.Version, release.WithTimeout(p.o.Timeout),
+		release.WithRevisionPodSecurity(p.o.RevisionPodSecurity),
 		release.WithDescription(fmt.Sprintf("Rollback to %d after a failed upgrade", p.checkpoint.Version))); err != nil {
 		return "", fmt.Errorf("rolling back to revision %d: %w", p.checkpoint.Version, err)
 	}
@@ -585,15 +603,11 @@ func (p *pipeline) apply(ctx context.Context) error {
 	}
 	ps := p.o.PodSecurity
 	if ps != nil {
-		lower, err := p.o.Release.LowersEnforce(ctx, *ps)
+		lowered, err := p.o.Release.LowerEnforce(ctx, *ps)
 		if err != nil {
 			return err
 		}
-		if lower {
-			if _, err := p.o.Release.EnsureNamespace(ctx, *ps); err != nil {
-				return err
-			}
-		}
+		p.relabelled = lowered
 	}
 	res, err := p.o.Release.Upgrade(ctx, p.o.Chart, p.o.Values,
 		release.WithInputs(p.o.Inputs), release.WithTimeout(p.o.Timeout), release.WithoutRollback(),
@@ -604,6 +618,7 @@ func (p *pipeline) apply(ctx context.Context) error {
 	p.applied = res
 	p.res.Release = &res.Info
 	if ps != nil {
+		p.relabelled = true
 		if _, err := p.o.Release.EnsureNamespace(ctx, *ps); err != nil {
 			return fmt.Errorf("upgraded, but the namespace's Pod Security labels: %w", err)
 		}
