@@ -55,13 +55,18 @@ func releasePodSecurity(ch *chart.Chart, rendered *render.Result, namespace stri
 // and upgrade set it for the release they apply: the level of the profile the revision was made
 // with, enforce lowered to "baseline" when what the revision applied (its stored manifest) does
 // not harden run pods. A revision without stored inputs (plain helm) keeps the namespace's warn
-// level, which every polyaxon-deploy run sets to its profile's; no level at all leaves the
-// labels as they are. The lowering warning goes to progress.
+// level, which every polyaxon-deploy run sets to its profile's; no level at all, or a chart
+// that declares no run categories, leaves the labels as they are. Warnings go to progress.
 func RevisionPodSecurity(rc *release.Client, progress *output.Progress) release.RevisionPodSecurity {
 	return func(ctx context.Context, rev *helmrelease.Release) (release.PodSecurity, error) {
 		level, err := revisionLevel(ctx, rc, rev.Version)
 		if err != nil || level == "" {
 			return release.PodSecurity{}, err
+		}
+		if _, err := runs.Load(rev.Chart); err != nil {
+			// A chart from before the run categories: what its runs need is unknown.
+			progress.Warn(fmt.Sprintf("revision %d: %v: the namespace's Pod Security labels are left as they are", rev.Version, err))
+			return release.PodSecurity{}, nil
 		}
 		rendered, err := render.Released(rev)
 		if err != nil {
