@@ -28,9 +28,11 @@ downgrade; chart downgrade only with --force; the chart's polyaxon-deploy/upgrad
 backup and verify (mandatory with the production profile: --skip-backup needs --yes),
 migrations (a Job per target version, logs streamed; a failure leaves the release at its
 revision and says how to restore), helm upgrade with wait (a failure rolls back to the last good
-revision), post-checks (a failure rolls back too). A new postgresql.auth.password for the
-in-cluster Postgres is refused (Postgres keeps the password it was created with): change it
-in the server first, then pass --force. --restore-on-failure restores the backup
+revision), post-checks (a failure rolls back too). A new postgresql.auth.password or
+rabbitmq.auth.password for the in-cluster server is refused (the server keeps the password
+it was created with): change it in the server first, then pass --force, which only rewrites
+the Secret. A new secrets.secretKey is refused (it would log every user out): --force rotates
+it. --restore-on-failure restores the backup
 after a failure that followed the migrations. A Postgres major-version change needs
 --allow-postgres-major-upgrade: dump, verify, new server on a new volume, restore, migrate.
 Ctrl-C cancels: the release is recorded failed, never left pending; a second Ctrl-C exits 130.`,
@@ -42,7 +44,7 @@ Ctrl-C cancels: the release is recorded failed, never left pending; a second Ctr
 			&cli.BoolFlag{Name: flagSkipBackup, Usage: "upgrade without a backup (the production profile also needs --yes)", Category: "Backup"},
 			yesFlag("confirm --skip-backup with a profile that requires backups, or reverting the values of a revision made outside polyaxon-deploy"),
 			&cli.BoolFlag{Name: flagRestoreOnFailure, Usage: "restore the backup automatically when the upgrade fails after migrations ran", Category: "Backup"},
-			&cli.BoolFlag{Name: flagForce, Usage: "allow a chart-only downgrade (never a Polyaxon downgrade), or a new postgresql.auth.password already set in the server", Category: "Release"},
+			&cli.BoolFlag{Name: flagForce, Usage: "allow a chart-only downgrade (never a Polyaxon downgrade), a new Postgres or RabbitMQ password already set in the server, or a new secrets.secretKey (every session ends)", Category: "Release"},
 			&cli.BoolFlag{Name: flagAllowPGMajor, Usage: "allow a PostgreSQL major-version change (dump and restore into a new server)", Category: "Backup"},
 			backupDirFlag(),
 		}, dbAccessFlags()),

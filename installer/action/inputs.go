@@ -33,12 +33,7 @@ func LoadInputs(ch *chart.Chart, chartSource string, given release.Inputs, secre
 	secrets.Add(secretsOf(given)...)
 	in := &Inputs{Chart: ch, ChartSource: chartSource, Given: given}
 	var err error
-	if f := given.ProfileFile; f != nil {
-		in.Profile, err = profile.ParseFile(f.Name, []byte(f.Content))
-	} else {
-		in.Profile, err = profile.Load(given.Profile)
-	}
-	if err != nil {
+	if in.Profile, err = profileOf(given); err != nil {
 		return nil, err
 	}
 	secrets.Add(redact.Secrets(in.Profile.Values)...)
@@ -48,6 +43,14 @@ func LoadInputs(ch *chart.Chart, chartSource string, given release.Inputs, secre
 	}
 	secrets.Add(redact.Secrets(in.Values)...)
 	return in, nil
+}
+
+// profileOf loads the profile given names, or holds (a profile file).
+func profileOf(given release.Inputs) (*profile.Profile, error) {
+	if f := given.ProfileFile; f != nil {
+		return profile.ParseFile(f.Name, []byte(f.Content))
+	}
+	return profile.Load(given.Profile)
 }
 
 // layersOf are the value layers of given over the profile p.

@@ -17,9 +17,10 @@ import (
 // settle (Helm's wait reads the new ReplicaSet before a Deployment's own status follows).
 const postCheckSettle = 30 * time.Second
 
-// Install checks the cluster, creates the namespace (with the profile's Pod Security labels)
-// and installs the release with wait, under the release's lock: checks, namespace, lock,
-// install. The installed release is then checked and its pods' placement read.
+// Install checks the cluster, creates the namespace when it is missing (the release's lock
+// lives there) and, under the lock, labels it with the profile's Pod Security and installs the
+// release with wait: checks, namespace, lock, install. The installed release is then checked
+// and its pods' placement read.
 type Install struct {
 	Env
 	// Release makes the release client, once the checks passed: they report an unreachable
@@ -82,17 +83,19 @@ func (a *Install) Run(ctx context.Context) (*InstallResult, error) {
 		return res, nil
 	}
 	err = a.run(ctx, checks, prepare,
-		// The Lease lives in the namespace: create it (with its Pod Security labels) first.
+		// The Lease lives in the namespace: a missing one is created (with its Pod Security
+		// labels) first; an existing one is relabelled by the install, under the lock.
 		step("namespace", func(ctx context.Context) error {
-			if _, err := rc.EnsureNamespace(ctx, ps); err != nil {
-				return err
+			created, err := rc.CreateNamespace(ctx, ps)
+			if created {
+				a.progress().OK("created namespace " + rc.Namespace())
 			}
-			a.progress().Step(fmt.Sprintf("Installing release %s (chart %s, Polyaxon %s, profile %s) in namespace %s",
-				rc.Name(), in.Chart.Metadata.Version, polyaxonversion.Of(in.Chart.Metadata, in.Values), in.Profile.Name, rc.Namespace()))
-			return nil
+			return err
 		}),
 		lock,
 		step("install", func(ctx context.Context) (err error) {
+			a.progress().Step(fmt.Sprintf("Installing release %s (chart %s, Polyaxon %s, profile %s) in namespace %s",
+				rc.Name(), in.Chart.Metadata.Version, polyaxonversion.Of(in.Chart.Metadata, in.Values), in.Profile.Name, rc.Namespace()))
 			res.Info, err = rc.Install(ctx, in.Chart, in.Values, opts...)
 			return err
 		}))

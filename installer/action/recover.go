@@ -9,7 +9,8 @@ import (
 )
 
 // Recover repairs a release left pending-install|upgrade|rollback by a crashed run, under the
-// release's lock, after confirmation (unless Yes): no other process may be working on it.
+// release's lock, after confirmation (unless Yes): no other process may be working on it. The
+// namespace gets the Pod Security of the revision it rolls back to (RevisionPodSecurity).
 type Recover struct {
 	Env
 	Release *release.Client
@@ -36,7 +37,8 @@ func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
 	}
 	var res *release.RecoverResult
 	err = a.run(ctx, a.lock(rc.Lock(), rc), step("recover", func(ctx context.Context) (err error) {
-		res, err = rc.Recover(ctx, release.WithTimeout(TimeoutOf(a.Timeout, nil)))
+		res, err = rc.Recover(ctx, release.WithTimeout(TimeoutOf(a.Timeout, nil)),
+			release.WithRevisionPodSecurity(RevisionPodSecurity(rc, a.progress())))
 		return err
 	}))
 	if err != nil {

@@ -8,8 +8,9 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
-// Rollback re-applies an earlier revision with wait, under the release's lock. The database is
-// not rolled back.
+// Rollback re-applies an earlier revision with wait, under the release's lock, and labels the
+// namespace with that revision's Pod Security (RevisionPodSecurity). The database is not rolled
+// back.
 type Rollback struct {
 	Env
 	Release *release.Client
@@ -27,7 +28,8 @@ func (a *Rollback) Run(ctx context.Context) (*release.Info, error) {
 	}
 	var info *release.Info
 	err := a.run(ctx, a.lock(rc.Lock(), rc), step("rollback", func(ctx context.Context) (err error) {
-		info, err = rc.Rollback(ctx, a.Revision, release.WithTimeout(TimeoutOf(a.Timeout, nil)))
+		info, err = rc.Rollback(ctx, a.Revision, release.WithTimeout(TimeoutOf(a.Timeout, nil)),
+			release.WithRevisionPodSecurity(RevisionPodSecurity(rc, a.progress())))
 		return err
 	}))
 	if err != nil {

@@ -45,8 +45,8 @@ type Upgrade struct {
 	Timeout time.Duration
 
 	SkipBackup, Yes, RestoreOnFailure bool
-	// Force allows a chart-only downgrade, or a new postgresql.auth.password already set in
-	// the server.
+	// Force allows a chart-only downgrade, a new in-cluster Postgres or RabbitMQ password
+	// already set in the server, or a new secrets.secretKey.
 	Force                     bool
 	AllowPostgresMajorUpgrade bool
 	DryRun                    bool
@@ -203,6 +203,7 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 	kube := rc.Kube()
 	res.Result, err = upgrade.Run(ctx, upgrade.Options{
 		PodSecurity:               &ps,
+		RevisionPodSecurity:       RevisionPodSecurity(rc, a.progress()),
 		Release:                   rc,
 		Chart:                     in.Chart,
 		Values:                    in.Values,
@@ -218,7 +219,7 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 		MigrationJob:              migrationJob,
 		Migrator:                  migrate.New(kube, rc.Namespace(), migrate.WithProgress(a.progress().Writer()), migrate.WithTimeout(timeout)),
 		ForceDowngrade:            a.Force,
-		AllowPasswordChange:       a.Force,
+		AllowSecretChange:         a.Force,
 		AllowPostgresMajorUpgrade: a.AllowPostgresMajorUpgrade,
 		DryRun:                    a.DryRun,
 		Out:                       a.progress().Writer(),

@@ -49,6 +49,27 @@ func (p PodSecurity) Labels() (map[string]string, error) {
 	return labels, nil
 }
 
+// CreateNamespace creates the release namespace with the Pod Security labels when it does not
+// exist, and leaves an existing one as it is: the release lock lives in the namespace, and the
+// labels of a namespace that may already hold a release change only under that lock
+// (EnsureNamespace).
+func (c *Client) CreateNamespace(ctx context.Context, ps PodSecurity) (created bool, err error) {
+	labels, err := ps.Labels()
+	if err != nil {
+		return false, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace, Labels: labels}}
+	_, err = c.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("namespace %s: %w", c.namespace, err)
+	}
+}
+
 // EnsureNamespace creates the release namespace with the Pod Security labels, or sets the labels
 // on an existing namespace (the profile is the policy; a changed level is reported).
 func (c *Client) EnsureNamespace(ctx context.Context, ps PodSecurity) (created bool, err error) {
@@ -97,6 +118,21 @@ func (c *Client) EnsureNamespace(ctx context.Context, ps PodSecurity) (created b
 
 // levelRank orders Pod Security levels from the least to the most restrictive.
 var levelRank = map[psapi.Level]int{psapi.LevelPrivileged: 0, psapi.LevelBaseline: 1, psapi.LevelRestricted: 2}
+
+// LowerEnforce sets ps's labels now when ps enforces a less restrictive level than the
+// namespace does: before an apply that takes the run pods' hardening away, so that the run
+// pods created meanwhile are admitted. Raising a level waits for the apply (EnsureNamespace
+// after it). It reports whether it relabelled.
+func (c *Client) LowerEnforce(ctx context.Context, ps PodSecurity) (bool, error) {
+	lower, err := c.LowersEnforce(ctx, ps)
+	if err != nil || !lower {
+		return false, err
+	}
+	if _, err := c.EnsureNamespace(ctx, ps); err != nil {
+		return false, err
+	}
+	return true, nil
+}
 
 // LowersEnforce reports whether ps enforces a less restrictive level than the namespace does
 // now (false when the namespace or its label is missing, or ps enforces nothing).

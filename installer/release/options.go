@@ -1,6 +1,11 @@
 package release
 
-import "time"
+import (
+	"context"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+)
 
 // DefaultTimeout bounds each Helm wait when the profile sets none.
 const DefaultTimeout = 10 * time.Minute
@@ -32,14 +37,15 @@ type (
 )
 
 type actionOptions struct {
-	timeout       time.Duration
-	inputs        *Inputs
-	podSecurity   *PodSecurity
-	dryRun        bool
-	keepOnFailure bool
-	noRollback    bool
-	purgeData     bool
-	description   string
+	timeout             time.Duration
+	inputs              *Inputs
+	podSecurity         *PodSecurity
+	revisionPodSecurity RevisionPodSecurity
+	dryRun              bool
+	keepOnFailure       bool
+	noRollback          bool
+	purgeData           bool
+	description         string
 }
 
 func buildActionOptions[O interface{ apply(*actionOptions) }](opts []O) actionOptions {
@@ -105,6 +111,13 @@ type (
 		setter
 		forUpgrade
 	}
+	// RevisionBackOption options apply to the actions that put an earlier revision back:
+	// WithRevisionPodSecurity.
+	RevisionBackOption struct {
+		setter
+		forRollback
+		forRecover
+	}
 	// UninstallOnly options: WithPurgeData.
 	UninstallOnly struct {
 		setter
@@ -139,6 +152,16 @@ func WithInputs(in Inputs) InputsOption {
 // WithPodSecurity labels the namespace before installing.
 func WithPodSecurity(ps PodSecurity) InstallOnly {
 	return InstallOnly{setter: func(o *actionOptions) { o.podSecurity = &ps }}
+}
+
+// RevisionPodSecurity is the namespace's Pod Security for a revision of the release (installer/action
+// derives it from the revision's profile and manifest).
+type RevisionPodSecurity func(ctx context.Context, rev *helmrelease.Release) (PodSecurity, error)
+
+// WithRevisionPodSecurity labels the namespace for the revision a rollback re-applies, as an upgrade
+// does for the revision it applies: a lower enforce level before the apply, every label after it.
+func WithRevisionPodSecurity(f RevisionPodSecurity) RevisionBackOption {
+	return RevisionBackOption{setter: func(o *actionOptions) { o.revisionPodSecurity = f }}
 }
 
 // WithKeepOnFailure keeps a failed install in place for inspection instead of removing it.

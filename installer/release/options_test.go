@@ -37,6 +37,7 @@ func TestOptionsApplyOnlyWhereTheyAreRead(t *testing.T) {
 	assert.Equal(t, []string{"install", "upgrade"}, applies(release.WithInputs(release.Inputs{})))
 	assert.Equal(t, []string{"install"}, applies(release.WithPodSecurity(release.PodSecurity{})))
 	assert.Equal(t, []string{"install"}, applies(release.WithKeepOnFailure()))
+	assert.Equal(t, []string{"rollback", "recover"}, applies(release.WithRevisionPodSecurity(nil)))
 	assert.Equal(t, []string{"upgrade"}, applies(release.WithoutRollback()))
 	assert.Equal(t, []string{"uninstall"}, applies(release.WithPurgeData()))
 }

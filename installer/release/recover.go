@@ -34,8 +34,8 @@ func (c *Client) Pending(ctx context.Context) (*helmrelease.Release, error) {
 
 // Recover repairs a release left pending-install|pending-upgrade|pending-rollback by a crashed
 // run: it marks the pending revision failed in Helm's storage, then rolls back to the last good
-// revision; a pending install with no good revision is uninstalled (volumes kept). The caller
-// holds the release lock, so no polyaxon-deploy run can own the pending revision; it confirms
+// revision (labelling the namespace for it, WithRevisionPodSecurity); a pending install with no good
+// revision is uninstalled (volumes kept). The caller holds the release lock, so no polyaxon-deploy run can own the pending revision; it confirms
 // with the user because a plain helm process might.
 func (c *Client) Recover(ctx context.Context, opts ...RecoverOption) (*RecoverResult, error) {
 	o := buildActionOptions(opts)
@@ -74,7 +74,7 @@ func (c *Client) Recover(ctx context.Context, opts ...RecoverOption) (*RecoverRe
 		res.Action = "uninstalled"
 		return res, nil
 	}
-	info, err := c.Rollback(ctx, good.Version, WithTimeout(o.timeout),
+	info, err := c.Rollback(ctx, good.Version, WithTimeout(o.timeout), WithRevisionPodSecurity(o.revisionPodSecurity),
 		WithDescription(fmt.Sprintf("Rollback to %d by recover (revision %d was %s)", good.Version, pending.Version, res.PendingStatus)))
 	if err != nil {
 		return res, err

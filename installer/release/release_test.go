@@ -300,6 +300,50 @@ func TestRollbackDefaultsToPreviousGoodRevisionAndRestoresInputs(t *testing.T) {
 	assert.Contains(t, err.Error(), "no revision 42")
 }
 
+// revisionLevels answers WithRevisionPodSecurity with enforce level per revision (warn and
+// audit restricted), and records which revisions it was asked about.
+func revisionLevels(levels map[int]string, asked *[]int) release.RevisionPodSecurity {
+	return func(_ context.Context, rev *helmrelease.Release) (release.PodSecurity, error) {
+		*asked = append(*asked, rev.Version)
+		return release.PodSecurity{Enforce: levels[rev.Version], Warn: "restricted", Audit: "restricted"}, nil
+	}
+}
+
+func enforced(t *testing.T, f *rt.Fixture) string {
+	t.Helper()
+	ns, err := f.Clientset.CoreV1().Namespaces().Get(context.Background(), rt.Namespace, metav1.GetOptions{})
+	require.NoError(t, err)
+	return ns.Labels["pod-security.kubernetes.io/enforce"]
+}
+
+// rollback and recover label the namespace for the revision they put back, down or up.
+func TestRollbackAndRecoverLabelTheNamespaceForTheRevisionBack(t *testing.T) {
+	f := rt.New(t)
+	ctx := context.Background()
+	install(t, f, release.Inputs{}) // 1: restricted
+	_, err := f.Client.Upgrade(ctx, rt.Chart("2.1.0", "2.16.0", nil), vals("", 1))
+	require.NoError(t, err) // 2: the test says its manifest hardens nothing
+	var asked []int
+	// 3 and 4 are rollbacks to 2 and 1.
+	levels := revisionLevels(map[int]string{1: "restricted", 2: "baseline", 3: "baseline", 4: "restricted"}, &asked)
+
+	_, err = f.Client.Rollback(ctx, 2, release.WithRevisionPodSecurity(levels))
+	require.NoError(t, err)
+	assert.Equal(t, "baseline", enforced(t, f), "revision 2's level")
+	_, err = f.Client.Rollback(ctx, 1, release.WithRevisionPodSecurity(levels))
+	require.NoError(t, err)
+	assert.Equal(t, "restricted", enforced(t, f), "revision 1's level")
+
+	_, err = f.Client.EnsureNamespace(ctx, release.PodSecurity{Enforce: "baseline"}) // a killed upgrade lowered it
+	require.NoError(t, err)
+	leavePending(t, f, helmrelease.StatusPendingUpgrade)
+	res, err := f.Client.Recover(ctx, release.WithRevisionPodSecurity(levels))
+	require.NoError(t, err)
+	assert.Equal(t, 4, res.RolledBackTo)
+	assert.Equal(t, []int{2, 1, 4}, asked, "asked about each revision put back")
+	assert.Equal(t, "restricted", enforced(t, f), "the level of the revision recover put back")
+}
+
 func TestRollbackWithoutEarlierRevisionFails(t *testing.T) {
 	f := rt.New(t)
 	install(t, f, release.Inputs{})

@@ -33,6 +33,7 @@ func (c *Client) RollbackTarget(ctx context.Context) (*helmrelease.Release, erro
 // Rollback re-applies revision (0: RollbackTarget) as a new revision, with wait, and stores
 // the inputs of that revision with the new one so that the next upgrade starts from them (a
 // revision made outside polyaxon-deploy has none: the new one has none either).
+// WithRevisionPodSecurity labels the namespace for that revision.
 // The database is not rolled back: a revision whose migrations ran stays migrated (restore a
 // backup for that).
 func (c *Client) Rollback(ctx context.Context, revision int, opts ...RollbackOption) (*Info, error) {
@@ -88,6 +89,18 @@ func (c *Client) Rollback(ctx context.Context, revision int, opts ...RollbackOpt
 		return nil, ierr
 	}
 
+	var ps *PodSecurity
+	if o.revisionPodSecurity != nil {
+		p, err := o.revisionPodSecurity(ctx, target)
+		if err != nil {
+			return nil, fmt.Errorf("the Pod Security labels of revision %d: %w", target.Version, err)
+		}
+		if _, err := c.LowerEnforce(ctx, p); err != nil {
+			return nil, err
+		}
+		ps = &p
+	}
+
 	c.progress("rolling back release %s to revision %d (chart %s) as revision %d", c.name, target.Version, chartRef(target.Chart), newRev)
 	if err := c.recreateChangedStatefulSets(ctx, last.Manifest, target.Manifest, o.timeout); err != nil {
 		return nil, err
@@ -108,6 +121,11 @@ func (c *Client) Rollback(ctx context.Context, revision int, opts ...RollbackOpt
 				Hint: fmt.Sprintf("run `polyaxon-deploy rollback %d` again", target.Version)}
 		}
 		return nil, fmt.Errorf("rollback of release %s/%s to revision %d: %w", c.namespace, c.name, target.Version, err)
+	}
+	if ps != nil {
+		if _, err := c.EnsureNamespace(ctx, *ps); err != nil {
+			return nil, fmt.Errorf("rolled back to revision %d, but the namespace's Pod Security labels: %w", target.Version, err)
+		}
 	}
 	r, err := c.cfg.Releases.Get(c.name, newRev)
 	if err != nil {

@@ -56,6 +56,10 @@ type Options struct {
 	// left as they are). A lower enforce level is set before the apply, so that run pods
 	// created while the chart's hardening policies go away are admitted; the rest after it.
 	PodSecurity *release.PodSecurity
+	// RevisionPodSecurity is the namespace's Pod Security for an earlier revision (nil: the
+	// labels are left as they are): a failed upgrade's undo labels the namespace for the
+	// revision it leaves deployed.
+	RevisionPodSecurity release.RevisionPodSecurity
 	// Checks are the preflight checks (nil: none); PostChecks run after the upgrade (nil: none).
 	Checks     func(ctx context.Context) error
 	PostChecks func(ctx context.Context) error
@@ -79,9 +83,10 @@ type Options struct {
 	// AllowPostgresMajorUpgrade allows a change of postgresql.image.tag's major version, done by
 	// dump and restore into a new server on a new volume.
 	AllowPostgresMajorUpgrade bool
-	// AllowPasswordChange lets the in-cluster Postgres password in the chart's Secret change
-	// (the user changed it in the server first); see PasswordChangeError.
-	AllowPasswordChange bool
+	// AllowSecretChange lets a kept value of the chart's Secrets change: the in-cluster
+	// Postgres or RabbitMQ password (the user changed it in the server first), the platform's
+	// secret key (rotated); see SecretChangeError.
+	AllowSecretChange bool
 
 	// DryRun stops after the diff and the version guard.
 	DryRun bool
@@ -156,6 +161,7 @@ type pipeline struct {
 	backupDir   string
 	verified    bool
 	dataChanged bool // the database this release will keep using was written (migrations)
+	relabelled  bool // apply changed the namespace's Pod Security labels
 	applied     *release.UpgradeResult
 	res         *Result
 }
@@ -309,7 +315,7 @@ func (p *pipeline) guard(ctx context.Context) error {
 		p.printf("warning: %s", w)
 	}
 	p.res.Warnings = append(p.res.Warnings, warnings...)
-	if err := p.guardPostgresPassword(ctx); err != nil {
+	if err := p.guardKeptSecrets(ctx); err != nil {
 		return err
 	}
 	if p.pg == nil {
@@ -404,7 +410,19 @@ func (p *pipeline) helmChanged(ctx context.Context) bool {
 
 func (p *pipeline) rollback(ctx context.Context) (string, error) {
 	if !p.helmChanged(ctx) {
-		return fmt.Sprintf("release unchanged: still at revision %d", p.base.Version), nil
+		msg := fmt.Sprintf("release unchanged: still at revision %d", p.base.Version)
+		if !p.relabelled || p.o.RevisionPodSecurity == nil {
+			return msg, nil
+		}
+		// apply lowered enforce before Helm refused the upgrade: back to the running revision's.
+		ps, err := p.o.RevisionPodSecurity(ctx, p.base)
+		if err != nil {
+			return "", fmt.Errorf("%s, but the Pod Security labels of revision %d: %w", msg, p.base.Version, err)
+		}
+		if _, err := p.o.Release.EnsureNamespace(ctx, ps); err != nil {
+			return "", fmt.Errorf("%s, but its Pod Security labels: %w", msg, err)
+		}
+		return msg + fmt.Sprintf("; namespace labelled for it again (Pod Security enforce %q)", ps.Enforce), nil
 	}
 	if p.checkpoint == nil {
 		return "", errors.New("no earlier good revision to roll back to; see `polyaxon-deploy history`")
@@ -414,6 +432,7 @@ func (p *pipeline) rollback(ctx context.Context) (string, error) {
 		return fmt.Sprintf("interrupted: not rolled back; the failed revision is recorded failed. Run the upgrade again, or `polyaxon-deploy rollback %d`", p.checkpoint.Version), nil
 	}
 	if _, err := p.o.Release.Rollback(ctx, p.checkpoint.Version, release.WithTimeout(p.o.Timeout),
+		release.WithRevisionPodSecurity(p.o.RevisionPodSecurity),
 		release.WithDescription(fmt.Sprintf("Rollback to %d after a failed upgrade", p.checkpoint.Version))); err != nil {
 		return "", fmt.Errorf("rolling back to revision %d: %w", p.checkpoint.Version, err)
 	}
@@ -586,15 +605,11 @@ func (p *pipeline) apply(ctx context.Context) error {
 	}
 	ps := p.o.PodSecurity
 	if ps != nil {
-		lower, err := p.o.Release.LowersEnforce(ctx, *ps)
+		lowered, err := p.o.Release.LowerEnforce(ctx, *ps)
 		if err != nil {
 			return err
 		}
-		if lower {
-			if _, err := p.o.Release.EnsureNamespace(ctx, *ps); err != nil {
-				return err
-			}
-		}
+		p.relabelled = lowered
 	}
 	res, err := p.o.Release.Upgrade(ctx, p.o.Chart, p.o.Values,
 		release.WithInputs(p.o.Inputs), release.WithTimeout(p.o.Timeout), release.WithoutRollback(),
@@ -605,6 +620,7 @@ func (p *pipeline) apply(ctx context.Context) error {
 	p.applied = res
 	p.res.Release = &res.Info
 	if ps != nil {
+		p.relabelled = true
 		if _, err := p.o.Release.EnsureNamespace(ctx, *ps); err != nil {
 			return fmt.Errorf("upgraded, but the namespace's Pod Security labels: %w", err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -198,6 +199,40 @@ func TestPipelineFailedPostChecksRollBack(t *testing.T) {
 	assert.Equal(t, PhasePostChecks, pe.Phase)
 	assert.Contains(t, err.Error(), "rolled back to revision 1")
 	assert.Equal(t, map[int]string{1: "superseded", 2: "superseded", 3: "deployed"}, s.statuses(t))
+}
+
+// An upgrade to a release without the run policies lowers enforce before its apply; when it
+// fails, the undo labels the namespace for the revision it rolls back to, whether Helm's wait
+// failed (before the upgrade's own labels) or the post-checks did (after them).
+func TestPipelineUndoLabelsNamespaceForTheRevisionBack(t *testing.T) {
+	restricted := release.PodSecurity{Enforce: "restricted", Warn: "restricted", Audit: "restricted"}
+	for name, fail := range map[string]func(s *setup){
+		"helm's wait fails": func(s *setup) { s.f.Kube.WaitErrors[2] = errors.New("Deployment polyaxon-gateway not ready") },
+		"post-checks fail": func(s *setup) {
+			s.o.PostChecks = func(context.Context) error { return errors.New("gateway not ready") }
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := newSetup(t)
+			_, err := s.f.Client.EnsureNamespace(ctx, restricted)
+			require.NoError(t, err)
+			s.o.PodSecurity = &release.PodSecurity{Enforce: "baseline", Warn: "restricted", Audit: "restricted"}
+			var asked []int
+			s.o.RevisionPodSecurity = func(_ context.Context, rev *helmrelease.Release) (release.PodSecurity, error) {
+				asked = append(asked, rev.Version)
+				return restricted, nil
+			}
+			fail(s)
+			_, err = Run(ctx, s.o)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "rolled back to revision 1")
+			assert.Equal(t, []int{1}, asked, "the labels of the revision rolled back to")
+			ns, err := s.f.Clientset.CoreV1().Namespaces().Get(ctx, rt.Namespace, metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, "restricted", ns.Labels["pod-security.kubernetes.io/enforce"], "revision 1's level is back")
+		})
+	}
 }
 
 func TestPipelineInterruptedUpgradeEndsFailedAndIsNotRolledBack(t *testing.T) {
