@@ -65,15 +65,18 @@ func TestScenario15NameOverride(t *testing.T) {
 	t.Run("backup dumps through the release's Postgres pod and saves its Secrets and the user's", func(t *testing.T) {
 		res := c.deploy(t, args("backup", "--dir", t.TempDir(), "-o", "json")...).requireExit(t, 0)
 		var d struct {
-			Manifest *backup.Manifest `json:"manifest"`
+			backup.Manifest
+			Path     string `json:"path"`
+			Verified bool   `json:"verified"`
 		}
 		res.data(t, &d)
-		require.NotNil(t, d.Manifest, "%s", res)
-		backupDir = d.Manifest.Dir
-		assert.Equal(t, dbName(ns), d.Manifest.Database, "dumped through %s-postgresql-0", overrideFullname)
-		assert.Equal(t, backup.SourceInCluster, d.Manifest.Source)
-		assert.Contains(t, d.Manifest.SecretNames, overrideFullname+"-postgresql")
-		assert.Contains(t, d.Manifest.SecretNames, "ml-keys", "secrets.existingSecret is saved with the dump")
+		require.NotEmpty(t, d.Path, "%s", res)
+		backupDir = d.Path
+		assert.True(t, d.Verified)
+		assert.Equal(t, dbName(ns), d.Database, "dumped through %s-postgresql-0", overrideFullname)
+		assert.Equal(t, backup.SourceInCluster, d.Source)
+		assert.Contains(t, d.SecretNames, overrideFullname+"-postgresql")
+		assert.Contains(t, d.SecretNames, "ml-keys", "secrets.existingSecret is saved with the dump")
 	})
 
 	t.Run("a killed restore is reported by check and undone by recover", func(t *testing.T) {
