@@ -61,9 +61,10 @@ func TestScenario15NameOverride(t *testing.T) {
 		assert.Contains(t, checkInstalled(t, 0), strconv.Itoa(len(deps.Items)+len(stss.Items))+" workloads ready")
 	})
 
+	backups := t.TempDir() // the scenario's: the later steps restore from it
 	var backupDir string
 	t.Run("backup dumps through the release's Postgres pod and saves its Secrets and the user's", func(t *testing.T) {
-		res := c.deploy(t, args("backup", "--dir", t.TempDir(), "-o", "json")...).requireExit(t, 0)
+		res := c.deploy(t, args("backup", "--dir", backups, "-o", "json")...).requireExit(t, 0)
 		var d struct {
 			backup.Manifest
 			Path     string `json:"path"`
