@@ -74,6 +74,11 @@ const (
 	nsPlainHelm   = "plain-helm"
 	nsRestore     = "restore"
 	nsHelmMixed   = "helm-mixed"
+	// nsNameOverride holds release overrideRelease, installed with nameOverride and
+	// fullnameOverride (scenario 15): its Postgres pod is overrideFullname-postgresql-0.
+	nsNameOverride   = "name-override"
+	overrideRelease  = "ml"
+	overrideFullname = "ml-core"
 )
 
 // dbNamespaces have a database of their own behind their Postgres pod.
@@ -452,6 +457,13 @@ func lifecycleCluster(t *testing.T) *testCluster {
 			// The Postgres pod and the migration pods reach the namespace's database.
 			execs = append(execs, cluster.PostgresExec(ns, pg, dbName(ns)), cluster.MigrationExec(ns, cluster.TargetOf(pg, dbName(ns))))
 		}
+		if err := pg.CreateDatabase(ctx, dbName(nsNameOverride)); err != nil {
+			_ = pg.Close()
+			suite.lcErr = err
+			return
+		}
+		override := cluster.TargetOf(pg, dbName(nsNameOverride))
+		execs = append(execs, cluster.PostgresPodExec(nsNameOverride, overrideFullname+"-postgresql-0", override), cluster.MigrationExec(nsNameOverride, override))
 		suite.lifecycle, suite.lcErr = createCluster("lifecycle", pg, cluster.WithClusterExec(execs...), cluster.WithPodCommands())
 		if suite.lcErr != nil {
 			_ = pg.Close()

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
-	"helm.sh/helm/v3/pkg/chart"
+
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
@@ -25,9 +25,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/kube"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 func TestBackupCLISmoke(t *testing.T) {
@@ -40,7 +42,9 @@ func TestBackupCLISmoke(t *testing.T) {
 	lbl := map[string]string{"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": "polyaxon"}
 	cs := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-postgresql", Namespace: "polyaxon", Labels: lbl},
 		Data: map[string][]byte{"postgres-password": []byte(s.Password())}})
-	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "polyaxon", Version: "2.15.1", AppVersion: "2.15.1"}, Values: map[string]any{}}
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	ch.Metadata.Version, ch.Metadata.AppVersion = "2.15.1", "2.15.1"
 	require.NoError(t, driver.NewSecrets(cs.CoreV1().Secrets("polyaxon")).Create("sh.helm.release.v1.polyaxon.v1",
 		&release.Release{Name: "polyaxon", Namespace: "polyaxon", Version: 1, Chart: ch, Config: map[string]any{}, Info: &release.Info{Status: release.StatusDeployed}}))
 	dir := t.TempDir()

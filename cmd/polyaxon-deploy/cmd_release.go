@@ -48,12 +48,13 @@ touched. --purge-data also deletes the release's volumes and kept Secrets, after
 func recoverCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "recover",
-		Usage:     "repair a release left pending-install|upgrade|rollback, or an adoption left half-done, by a crashed run",
+		Usage:     "repair a release left pending-install|upgrade|rollback, an adoption left half-done, or Deployments a restore left scaled down, by a crashed run",
 		UsageText: "polyaxon-deploy recover [--yes] [--timeout D] [-n NS] [--release NAME]",
 		Description: `Marks the pending revision failed and rolls back to the last good revision (a pending
 install with no good revision is uninstalled, volumes kept). After an 'adopt' that was killed,
-it undoes what the adoption did instead, and the old release serves again. Asks first (or
---yes): only recover when no other polyaxon-deploy or helm process works on the release.`,
+it undoes what the adoption did instead, and the old release serves again. Deployments a killed
+'restore' left at 0 replicas go back to the replicas the restore recorded on them. Asks first (or
+--yes) before a rollback: only recover when no other polyaxon-deploy or helm process works on the release.`,
 		Flags: joinFlags(clusterFlags(), outputFlags(), []cli.Flag{
 			yesFlag("do not ask for confirmation"),
 			timeoutFlag("the rollback"),

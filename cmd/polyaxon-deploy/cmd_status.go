@@ -85,7 +85,11 @@ func runStatus(c *cli.Context) error {
 		if st.Pending || st.Info.Status != "deployed" {
 			status = output.StatusFailed
 		}
-		pods, err := rc.Placement(ctx)
+		names, err := rc.Names(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pods, err := rc.Placement(ctx, names)
 		if err != nil {
 			return nil, err
 		}

@@ -78,6 +78,14 @@ func PostgresTargetExec(namespace string, t PostgresTarget) ClusterExec {
 	}
 }
 
+// PostgresPodExec is PostgresTargetExec for a Postgres pod of another name (a release
+// installed with fullnameOverride: <fullname>-postgresql-0).
+func PostgresPodExec(namespace, pod string, t PostgresTarget) ClusterExec {
+	e := PostgresTargetExec(namespace, t)
+	e.Pods = []string{pod}
+	return e
+}
+
 // MigrationExec wires exec into the migration container of every pod of namespace (the
 // migration Job's pods have generated names) to the same client programs and database: a
 // migration pod annotated RunAnnotation (WithPodCommands) then really writes to it.

@@ -50,7 +50,7 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 			m, err := backup.Create(ctx, target,
 				backup.WithOutputDir(a.Database.Dir),
 				backup.WithRelease(rel.Info),
-				backup.WithSecrets(backup.ReleaseSecrets(cs, rel.Info.Namespace, rel.Info.Name)),
+				backup.WithSecrets(backup.ReleaseSecrets(cs, rel)),
 				backup.WithCompression(a.Codec, a.Level),
 				backup.WithLogger(a.logger()),
 				backup.WithProgress(throttled(a.progress(), "dumped")),

@@ -108,7 +108,11 @@ func (a *Install) Run(ctx context.Context) (*InstallResult, error) {
 	if res.Checks, err = a.runChecks(ctx, post, in, rendered, false); err != nil {
 		return nil, err
 	}
-	if res.Pods, err = rc.Placement(ctx); err != nil {
+	names, err := rc.Names(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if res.Pods, err = rc.Placement(ctx, names); err != nil {
 		return nil, err
 	}
 	if res.Checks.Failed() {

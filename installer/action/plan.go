@@ -79,7 +79,11 @@ func (a *Plan) Run(ctx context.Context) (*plan.Result, error) {
 	start := time.Now()
 	var snapOpts []plan.SnapshotOption
 	if !a.NoRelease {
-		snapOpts = append(snapOpts, plan.WithExcludedRelease(a.Render.ReleaseName))
+		names, err := render.NamesOf(a.Inputs.Chart, a.Inputs.Values, a.Render.ReleaseName)
+		if err != nil {
+			return nil, err
+		}
+		snapOpts = append(snapOpts, plan.WithExcludedRelease(names.Selector))
 	}
 	snap, err := plan.LoadSnapshot(ctx, cs, snapOpts...)
 	if err != nil {

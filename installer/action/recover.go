@@ -3,14 +3,18 @@ package action
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
 // Recover repairs a release left pending-install|upgrade|rollback by a crashed run, under the
 // release's lock, after confirmation (unless Yes): no other process may be working on it. The
-// namespace gets the Pod Security of the revision it rolls back to (RevisionPodSecurity).
+// namespace gets the Pod Security of the revision it rolls back to (RevisionPodSecurity). It
+// also brings back the Deployments an interrupted restore left scaled down (the replicas the
+// restore recorded on each): the lock says no restore is running.
 type Recover struct {
 	Env
 	Release *release.Client
@@ -18,16 +22,35 @@ type Recover struct {
 	Timeout time.Duration
 }
 
-// Run recovers; a release that is not pending is left alone (Action "none").
+// Run recovers; a release that is not pending and has no Deployment left scaled down is left
+// alone (Action "none").
 func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
 	rc := a.Release
 	pending, err := rc.Pending(ctx)
 	if err != nil {
 		return nil, err
 	}
+	names, err := rc.Names(ctx)
+	if err != nil {
+		return nil, err
+	}
+	scaler := &backup.ReleaseScaler{Client: rc.Kube(), Namespace: rc.Namespace(), Names: names}
+	res := &release.RecoverResult{Release: rc.Name(), Action: "none"}
+	scaleBack := step("scale back what a restore left scaled down", func(ctx context.Context) (err error) {
+		res.ScaledBack, err = scaler.ScaleBack(ctx)
+		return err
+	})
 	if pending == nil {
-		a.progress().OK(fmt.Sprintf("release %s is not pending: nothing to recover", rc.Name()))
-		return &release.RecoverResult{Release: rc.Name(), Action: "none"}, nil
+		if err := a.run(ctx, a.lock(rc.Lock(), rc), scaleBack); err != nil {
+			return nil, err
+		}
+		if len(res.ScaledBack) == 0 {
+			a.progress().OK(fmt.Sprintf("release %s is not pending and no restore left it scaled down: nothing to recover", rc.Name()))
+			return res, nil
+		}
+		res.Action = "scaled-back"
+		a.progress().OK(fmt.Sprintf("Deployments an interrupted restore left at 0 replicas scaled back: %s", strings.Join(res.ScaledBack, ", ")))
+		return res, nil
 	}
 	since := pending.Info.LastDeployed.Time
 	q := fmt.Sprintf("Release %s revision %d has been %s since %s (%s ago). Mark it failed and roll back? Only do this if no other polyaxon-deploy or helm process is working on it",
@@ -35,12 +58,14 @@ func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
 	if err := a.confirm(a.Yes, q, "recover"); err != nil {
 		return nil, err
 	}
-	var res *release.RecoverResult
-	err = a.run(ctx, a.lock(rc.Lock(), rc), step("recover", func(ctx context.Context) (err error) {
-		res, err = rc.Recover(ctx, release.WithTimeout(TimeoutOf(a.Timeout, nil)),
+	err = a.run(ctx, a.lock(rc.Lock(), rc), step("recover", func(ctx context.Context) error {
+		r, err := rc.Recover(ctx, release.WithTimeout(TimeoutOf(a.Timeout, nil)),
 			release.WithRevisionPodSecurity(RevisionPodSecurity(rc, a.progress())))
+		if r != nil {
+			res = r
+		}
 		return err
-	}))
+	}), scaleBack)
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +74,9 @@ func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
 		a.progress().OK(fmt.Sprintf("revision %d (%s) marked failed; rolled back to revision %d (now revision %d)", res.PendingRevision, res.PendingStatus, res.RolledBackTo, res.Revision))
 	case "uninstalled":
 		a.progress().OK(fmt.Sprintf("revision %d (%s) marked failed; the interrupted install was uninstalled (volumes kept)", res.PendingRevision, res.PendingStatus))
+	}
+	if len(res.ScaledBack) > 0 {
+		a.progress().OK(fmt.Sprintf("Deployments an interrupted restore left at 0 replicas scaled back: %s", strings.Join(res.ScaledBack, ", ")))
 	}
 	return res, nil
 }

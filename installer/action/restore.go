@@ -80,7 +80,7 @@ func (a *Restore) Run(ctx context.Context) (*RestoreResult, error) {
 				if err != nil {
 					return err
 				}
-				opts = append(opts, backup.WithScaler(&backup.ReleaseScaler{Client: cs, Namespace: rel.Info.Namespace, Release: rel.Info.Name}))
+				opts = append(opts, backup.WithScaler(&backup.ReleaseScaler{Client: cs, Namespace: rel.Info.Namespace, Names: rel.Names}))
 			}
 			a.progress().Step(fmt.Sprintf("Restoring %s into %s", a.Path, target))
 			rep, err := backup.Restore(ctx, target, a.Path, opts...)

@@ -81,7 +81,11 @@ func (a *adoption) inspect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.secrets = &secretCarrier{kube: a.o.Kube, old: old, ours: a.o.Ours.Name(), ns: a.o.Ours.Namespace(), plan: carryPlan(a.o.Ours.Name(), merged, old)}
+	names, err := render.NamesOf(a.o.Chart, a.o.Values, a.o.Ours.Name())
+	if err != nil {
+		return err
+	}
+	a.secrets = &secretCarrier{kube: a.o.Kube, old: old, ours: a.o.Ours.Name(), ns: a.o.Ours.Namespace(), names: names, plan: carryPlan(names, merged, old)}
 	a.crds = &crdOwner{releases: a.o.Old.Configuration().Releases, dyn: a.o.Dynamic, old: old}
 	return a.saveRecord(ctx)
 }
@@ -386,7 +390,7 @@ func (a *adoption) restore(ctx context.Context) error {
 	opts := []backup.RestoreOption{
 		backup.WithToolsDir(a.o.ToolsDir),
 		backup.WithRunningAppVersion(rel.Info.AppVersion),
-		backup.WithScaler(&backup.ReleaseScaler{Client: a.o.Kube, Namespace: ns, Release: name, Poll: a.o.PollInterval}),
+		backup.WithScaler(&backup.ReleaseScaler{Client: a.o.Kube, Namespace: ns, Names: rel.Names, Poll: a.o.PollInterval}),
 	}
 	if a.o.Logger != nil {
 		opts = append(opts, backup.WithLogger(a.o.Logger))
@@ -415,14 +419,11 @@ func (a *adoption) postChecks(ctx context.Context) error {
 			return err
 		}
 	}
-	merged, err := render.MergedValues(a.o.Chart, a.o.Values)
+	names, err := render.NamesOf(a.o.Chart, a.o.Values, a.o.Ours.Name())
 	if err != nil {
 		return err
 	}
-	secret := lookupString(merged, "secrets.existingSecret")
-	if secret == "" {
-		secret = ourFullname(a.o.Ours.Name(), merged) + "-platform"
-	}
+	secret := names.PlatformSecret
 	same, err := a.secrets.sameSecretKey(ctx, secret)
 	if err != nil {
 		return err

@@ -64,8 +64,12 @@ func Plan(ctx context.Context, o Options) (Phases, error) {
 		return strings.Join(s, ", ")
 	}
 
+	names, err := render.NamesOf(o.Chart, o.Values, ours)
+	if err != nil {
+		return nil, err
+	}
 	var carried []string
-	for _, c := range carryPlan(ours, merged, old) {
+	for _, c := range carryPlan(names, merged, old) {
 		var keys []string
 		for _, k := range slices.Sorted(maps.Keys(c.keys)) {
 			src := c.keys[k]

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
@@ -35,21 +35,6 @@ type carried struct {
 	keys      map[string]source
 }
 
-// ourFullname is our chart's prefix of object names (templates/_helpers.tpl).
-func ourFullname(rel string, merged map[string]any) string {
-	if o, _ := values.Lookup(merged, "fullnameOverride"); o != nil && o != "" {
-		return trunc63(fmt.Sprint(o))
-	}
-	name := "polyaxon"
-	if n, _ := values.Lookup(merged, "nameOverride"); n != nil && n != "" {
-		name = fmt.Sprint(n)
-	}
-	if strings.Contains(rel, name) {
-		return trunc63(rel)
-	}
-	return trunc63(rel + "-" + name)
-}
-
 func lookupString(m map[string]any, path string) string {
 	v, _ := values.Lookup(m, path)
 	if v == nil {
@@ -65,8 +50,7 @@ func lookupBool(m map[string]any, path string) bool {
 
 // carryPlan lists what adopt writes: our Secrets (from our merged values: existing Secrets the
 // user names are theirs, not ours to fill) and the old release's Secrets they come from.
-func carryPlan(ours string, merged map[string]any, old *Old) []carried {
-	full := ourFullname(ours, merged)
+func carryPlan(names render.Names, merged map[string]any, old *Old) []carried {
 	oldFull := old.Fullname()
 	var out []carried
 	if lookupString(merged, "secrets.existingSecret") == "" {
@@ -74,7 +58,7 @@ func carryPlan(ours string, merged map[string]any, old *Old) []carried {
 		if s := lookupString(old.Merged, "platformSecret"); s != "" {
 			admin = s
 		}
-		out = append(out, carried{name: full + "-platform", component: "platform", keys: map[string]source{
+		out = append(out, carried{name: names.PlatformSecret, component: "platform", keys: map[string]source{
 			keySecretKey: {secret: oldFull + "-secret", key: keySecretKey},
 			keyInternal:  {secret: oldFull + "-secret", key: keyInternal},
 			keyAdmin:     {secret: admin, key: keyAdmin, optional: true},
@@ -85,19 +69,19 @@ func carryPlan(ours string, merged map[string]any, old *Old) []carried {
 		if s := lookupString(old.Merged, "postgresql.auth.existingSecret"); s != "" {
 			pg = s
 		}
-		out = append(out, carried{name: full + "-postgresql", component: "postgresql", keys: map[string]source{
+		out = append(out, carried{name: names.Component("postgresql"), component: "postgresql", keys: map[string]source{
 			keyPGPassword: {secret: pg, key: keyPGPassword},
 		}})
 	}
 	if lookupBool(merged, "rabbitmq.enabled") && lookupBool(old.Merged, "rabbitmq.enabled") && lookupString(merged, "rabbitmq.auth.existingSecret") == "" {
 		rb := bitnamiFullname(old.Name, rabbitmqChart)
-		out = append(out, carried{name: full + "-rabbitmq", component: "rabbitmq", keys: map[string]source{
+		out = append(out, carried{name: names.Component("rabbitmq"), component: "rabbitmq", keys: map[string]source{
 			keyRabbitPass:   {secret: rb, key: keyRabbitPass, optional: true},
 			keyErlangCookie: {secret: rb, key: keyErlangCookie, optional: true},
 		}})
 	}
 	if lookupBool(merged, "redis.enabled") && lookupBool(old.Merged, "redis.enabled") && lookupString(merged, "redis.auth.existingSecret") == "" {
-		out = append(out, carried{name: full + "-redis", component: "redis", keys: map[string]source{
+		out = append(out, carried{name: names.Component("redis"), component: "redis", keys: map[string]source{
 			keyRedisPass: {secret: bitnamiFullname(old.Name, redisChart), key: keyRedisPass, optional: true},
 		}})
 	}
@@ -108,7 +92,8 @@ func carryPlan(ours string, merged map[string]any, old *Old) []carried {
 type secretCarrier struct {
 	kube      kubernetes.Interface
 	old       *Old
-	ours, ns  string // our release and namespace
+	ours, ns  string       // our release and namespace
+	names     render.Names // our release's names and labels
 	plan      []carried
 	readCache map[string]*corev1.Secret
 }
@@ -180,12 +165,7 @@ func (s *secretCarrier) carry(ctx context.Context, rec *Record) error {
 			ObjectMeta: metav1.ObjectMeta{
 				Name:      c.name,
 				Namespace: s.ns,
-				Labels: map[string]string{
-					"app.kubernetes.io/name":      "polyaxon",
-					"app.kubernetes.io/instance":  s.ours,
-					"app.kubernetes.io/component": c.component,
-					labelManagedBy:                "Helm",
-				},
+				Labels:    s.labels(c.component),
 				Annotations: map[string]string{
 					annReleaseName:               s.ours,
 					annReleaseNamespace:          s.ns,
@@ -204,6 +184,17 @@ func (s *secretCarrier) carry(ctx context.Context, rec *Record) error {
 		}
 	}
 	return nil
+}
+
+// labels are the chart's labels of our component's Secret, and Helm's mark of ownership.
+func (s *secretCarrier) labels(component string) map[string]string {
+	l := maps.Clone(s.names.Selector)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[render.LabelComponent] = component
+	l[labelManagedBy] = "Helm"
+	return l
 }
 
 // sameSecretKey reports whether our platform Secret holds the old release's secret key.

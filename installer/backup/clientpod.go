@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -14,14 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 // ClientPodSpec describes the short-lived pod that reaches an external
 // database from inside the cluster.
 type ClientPodSpec struct {
-	Namespace    string
-	Release      string
-	Fullname     string
+	Namespace string
+	// Names name the Job and label it as the release's.
+	Names        render.Names
 	DB           DBSettings
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
@@ -42,12 +45,12 @@ func ClientJob(spec ClientPodSpec, name string) *batchv1.Job {
 	if lifetime == 0 {
 		lifetime = 2 * time.Hour
 	}
-	labels := map[string]string{
-		LabelName:                      ChartName,
-		LabelInstance:                  spec.Release,
-		LabelComponent:                 ClientPodComponent,
-		"app.kubernetes.io/managed-by": "polyaxon-deploy",
+	labels := maps.Clone(spec.Names.Selector)
+	if labels == nil {
+		labels = map[string]string{}
 	}
+	labels[LabelComponent] = ClientPodComponent
+	labels["app.kubernetes.io/managed-by"] = "polyaxon-deploy"
 	env := []corev1.EnvVar{
 		{Name: "PGHOST", Value: spec.DB.Host},
 		{Name: "PGPORT", Value: strconv.Itoa(spec.DB.Port)},
@@ -113,7 +116,7 @@ func ClientJob(spec ClientPodSpec, name string) *batchv1.Job {
 func StartClientPod(ctx context.Context, k Kube, spec ClientPodSpec) (Target, func(context.Context) error, error) {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
-	name := spec.Fullname + "-db-client-" + hex.EncodeToString(b)
+	name := spec.Names.Fullname + "-db-client-" + hex.EncodeToString(b)
 	if len(name) > 63 {
 		name = name[len(name)-63:]
 		name = strings.TrimLeft(name, "-")

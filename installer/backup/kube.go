@@ -26,15 +26,14 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
-// Labels of the chart contract.
+// LabelComponent tells the release's components apart; the release's own labels come from the
+// chart (render.Names).
 const (
-	LabelName      = "app.kubernetes.io/name"
-	LabelInstance  = "app.kubernetes.io/instance"
-	LabelComponent = "app.kubernetes.io/component"
-	ChartName      = "polyaxon"
+	LabelComponent = render.LabelComponent
 
 	// PostgresContainer is the container of the chart's postgresql pod.
 	PostgresContainer = "postgresql"
@@ -47,6 +46,8 @@ const (
 type Release struct {
 	Info   ReleaseInfo
 	Values map[string]any // chart defaults coalesced with the user's values
+	// Names are the release's object names and labels, from its own chart's helpers.
+	Names render.Names
 }
 
 // LoadRelease reads the deployed revision of a Helm release from its
@@ -86,18 +87,12 @@ func LoadRelease(ctx context.Context, client kubernetes.Interface, namespace, na
 		vals = v
 	}
 	out.Values = vals
+	names, err := render.NamesOfRelease(rel)
+	if err != nil {
+		return nil, err
+	}
+	out.Names = names
 	return out, nil
-}
-
-// Fullname is the chart's fullname for a release.
-func Fullname(releaseName string, values map[string]any) string {
-	if o := str(values, "fullnameOverride"); o != "" {
-		return o
-	}
-	if strings.Contains(releaseName, ChartName) {
-		return releaseName
-	}
-	return releaseName + "-" + ChartName
 }
 
 func str(vals map[string]any, path string) string {
@@ -120,22 +115,38 @@ func boolDefault(vals map[string]any, path string, def bool) bool {
 	return b
 }
 
-func releaseSelector(rel string) string {
-	return fmt.Sprintf("%s=%s,%s=%s", LabelInstance, rel, LabelName, ChartName)
-}
-
 // ReleaseSecrets returns a SecretsFunc saving the release's Secrets as a
 // Kubernetes v1 List that `kubectl apply -f` accepts (server-owned metadata
-// stripped).
-func ReleaseSecrets(client kubernetes.Interface, namespace, releaseName string) SecretsFunc {
+// stripped): the Secrets the chart labels, and those the user manages and names in the
+// release's values (every `existingSecret`: secrets.existingSecret holds the platform's key).
+// A named Secret that does not exist is left out (its component may be off).
+func ReleaseSecrets(client kubernetes.Interface, rel *Release) SecretsFunc {
+	namespace, names := rel.Info.Namespace, rel.Names
 	return func(ctx context.Context) ([]byte, []string, error) {
-		list, err := client.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: releaseSelector(releaseName)})
+		list, err := client.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: names.SelectorString()})
 		if err != nil {
-			return nil, nil, fmt.Errorf("listing Secrets of release %q in %q: %w", releaseName, namespace, err)
+			return nil, nil, fmt.Errorf("listing Secrets of release %q in %q: %w", names.Release, namespace, err)
 		}
-		items := make([]corev1.Secret, 0, len(list.Items))
-		names := make([]string, 0, len(list.Items))
+		found := map[string]corev1.Secret{}
 		for _, s := range list.Items {
+			found[s.Name] = s
+		}
+		for _, ref := range ExistingSecrets(rel.Values) {
+			if _, ok := found[ref.Name]; ok {
+				continue
+			}
+			s, err := client.CoreV1().Secrets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if isNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("reading Secret %s/%s (named by %s): %w", namespace, ref.Name, ref.Path, err)
+			}
+			found[s.Name] = *s
+		}
+		items := make([]corev1.Secret, 0, len(found))
+		for _, name := range slices.Sorted(maps.Keys(found)) {
+			s := found[name]
 			items = append(items, corev1.Secret{
 				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 				ObjectMeta: metav1.ObjectMeta{
@@ -143,22 +154,48 @@ func ReleaseSecrets(client kubernetes.Interface, namespace, releaseName string) 
 				},
 				Type: s.Type, Data: s.Data, Immutable: s.Immutable,
 			})
-			names = append(names, s.Name)
 		}
-		sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
-		sort.Strings(names)
 		doc := corev1.SecretList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: items}
 		b, err := json.MarshalIndent(doc, "", "  ")
 		if err != nil {
 			return nil, nil, err
 		}
-		return append(b, '\n'), names, nil
+		return append(b, '\n'), slices.Sorted(maps.Keys(found)), nil
 	}
 }
 
+// SecretRef is a Secret named in values, with the value's path.
+type SecretRef struct{ Path, Name string }
+
+// ExistingSecrets lists the Secrets the values name (every non-empty `existingSecret`, the
+// chart's one spelling for a Secret the user manages), sorted by path.
+func ExistingSecrets(vals map[string]any) []SecretRef {
+	var out []SecretRef
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			switch t := v.(type) {
+			case map[string]any:
+				walk(p, t)
+			case string:
+				if k == "existingSecret" && t != "" {
+					out = append(out, SecretRef{Path: p, Name: t})
+				}
+			}
+		}
+	}
+	walk("", vals)
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
 // FindPostgresPod returns the running chart postgresql pod of a release.
-func FindPostgresPod(ctx context.Context, client kubernetes.Interface, namespace, releaseName string) (string, error) {
-	sel := releaseSelector(releaseName) + "," + LabelComponent + "=postgresql"
+func FindPostgresPod(ctx context.Context, client kubernetes.Interface, namespace string, names render.Names) (string, error) {
+	sel := names.ComponentSelector("postgresql")
 	pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return "", fmt.Errorf("finding the postgresql pod (%s) in %q: %w", sel, namespace, err)
@@ -171,7 +208,7 @@ func FindPostgresPod(ctx context.Context, client kubernetes.Interface, namespace
 	}
 	if len(running) == 0 {
 		return "", fmt.Errorf("no running postgresql pod of release %q in %q (selector %s): is postgresql.enabled true and the StatefulSet up? (kubectl get pods -n %s -l %s)",
-			releaseName, namespace, sel, namespace, sel)
+			names.Release, namespace, sel, namespace, sel)
 	}
 	sort.Strings(running) // <fullname>-postgresql-0 first
 	return running[0], nil
@@ -183,7 +220,8 @@ func FindPostgresPod(ctx context.Context, client kubernetes.Interface, namespace
 type ReleaseScaler struct {
 	Client    kubernetes.Interface
 	Namespace string
-	Release   string
+	// Names select the release's objects (Release.Names).
+	Names render.Names
 	// Timeout bounds waiting for the writers' pods to be gone (default 5m).
 	Timeout time.Duration
 	// Poll is the interval of that wait (default 1s).
@@ -192,12 +230,15 @@ type ReleaseScaler struct {
 
 // selector selects the release's objects of components.
 func (s *ReleaseScaler) selector(components []string) string {
-	return releaseSelector(s.Release) + "," + LabelComponent + " in (" + strings.Join(components, ",") + ")"
+	return s.Names.ComponentSelector(components...)
 }
 
 // ScaleDown scales the writers to zero, remembering their replicas (also in
 // an annotation), and waits until their pods are gone.
 func (s *ReleaseScaler) ScaleDown(ctx context.Context) (func(context.Context) error, error) {
+	if len(s.Names.Selector) == 0 {
+		return nil, fmt.Errorf("release %q: no labels to select its Deployments with", s.Names.Release)
+	}
 	deps := s.Client.AppsV1().Deployments(s.Namespace)
 	core := s.selector(contract.EmbeddedComponents().Core)
 	list, err := deps.List(ctx, metav1.ListOptions{LabelSelector: core})
@@ -209,10 +250,7 @@ func (s *ReleaseScaler) ScaleDown(ctx context.Context) (func(context.Context) er
 		var errs []error
 		names := slices.Sorted(maps.Keys(before))
 		for _, name := range names {
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{"replicas":%d}}`, ReplicasAnnotation, before[name])
-			if _, err := deps.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				errs = append(errs, fmt.Errorf("Deployment %s/%s back to %d replicas: %w", s.Namespace, name, before[name], err))
-			}
+			errs = append(errs, s.scaleBack(ctx, name, before[name]))
 		}
 		return errors.Join(errs...)
 	}
@@ -220,11 +258,8 @@ func (s *ReleaseScaler) ScaleDown(ctx context.Context) (func(context.Context) er
 	for _, d := range list.Items {
 		writers = append(writers, d.Labels[LabelComponent])
 		n := replicasOf(&d)
-		if a, ok := d.Annotations[ReplicasAnnotation]; ok && n == 0 {
-			// An earlier restore was interrupted: its record is the truth.
-			if v, err := strconv.Atoi(a); err == nil {
-				n = int32(v)
-			}
+		if recorded, ok := RecordedReplicas(&d); ok && n == 0 {
+			n = recorded // an earlier restore was interrupted: its record is the truth
 		}
 		before[d.Name] = n
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}},"spec":{"replicas":0}}`, ReplicasAnnotation, n)
@@ -262,6 +297,58 @@ func (s *ReleaseScaler) ScaleDown(ctx context.Context) (func(context.Context) er
 	return restore, nil
 }
 
+// RecordedReplicas are the replicas a restore recorded before scaling d down; ok is false
+// when no restore has d scaled down.
+func RecordedReplicas(d *appsv1.Deployment) (n int32, ok bool) {
+	a, ok := d.Annotations[ReplicasAnnotation]
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(a, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(v), true
+}
+
+// ScaleBack brings every Deployment of the release that a restore left scaled down (it did
+// not finish: killed, or its machine lost) back to the replicas it recorded, and returns
+// "name: n" for each.
+func (s *ReleaseScaler) ScaleBack(ctx context.Context) ([]string, error) {
+	if len(s.Names.Selector) == 0 {
+		return nil, nil // no release left to scale
+	}
+	deps := s.Client.AppsV1().Deployments(s.Namespace)
+	list, err := deps.List(ctx, metav1.ListOptions{LabelSelector: s.Names.SelectorString()})
+	if err != nil {
+		return nil, fmt.Errorf("listing Deployments (%s) in %q: %w", s.Names.SelectorString(), s.Namespace, err)
+	}
+	var done []string
+	var errs []error
+	for _, d := range list.Items {
+		n, ok := RecordedReplicas(&d)
+		if !ok {
+			continue
+		}
+		if err := s.scaleBack(ctx, d.Name, n); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, fmt.Sprintf("%s: %d", d.Name, n))
+	}
+	sort.Strings(done)
+	return done, errors.Join(errs...)
+}
+
+// scaleBack sets a Deployment's replicas and drops the restore's record of them, in one patch.
+func (s *ReleaseScaler) scaleBack(ctx context.Context, name string, n int32) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{"replicas":%d}}`, ReplicasAnnotation, n)
+	if _, err := s.Client.AppsV1().Deployments(s.Namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("Deployment %s/%s back to %d replicas: %w", s.Namespace, name, n, err)
+	}
+	return nil
+}
+
 func replicasOf(d *appsv1.Deployment) int32 {
 	if d.Spec.Replicas == nil {
 		return 1
@@ -296,21 +383,21 @@ type DBSettings struct {
 }
 
 // DatabaseSettings reads the database location from a release's values.
-func DatabaseSettings(releaseName string, values map[string]any) DBSettings {
-	full := Fullname(releaseName, values)
+func DatabaseSettings(names render.Names, values map[string]any) DBSettings {
+	pg := names.Component("postgresql")
 	tag := str(values, "postgresql.image.tag")
 	if tag == "" {
 		tag = "16"
 	}
 	d := DBSettings{
 		InCluster:   boolDefault(values, "postgresql.enabled", true),
-		SecretName:  full + "-postgresql",
+		SecretName:  pg,
 		SecretKey:   "postgres-password",
 		ClientImage: "postgres:" + tag,
 		Port:        5432,
 	}
 	if d.InCluster {
-		d.Host = full + "-postgresql"
+		d.Host = pg
 		d.User = orDefault(str(values, "postgresql.auth.username"), "polyaxon")
 		d.Database = orDefault(str(values, "postgresql.auth.database"), "polyaxon")
 		if s := str(values, "postgresql.auth.existingSecret"); s != "" {
@@ -398,7 +485,7 @@ type TargetOptions struct {
 func ReleaseTarget(ctx context.Context, k Kube, rel *Release, o TargetOptions) (t Target, cleanup func(context.Context) error, err error) {
 	noop := func(context.Context) error { return nil }
 	ns, name := rel.Info.Namespace, rel.Info.Name
-	db := DatabaseSettings(name, rel.Values)
+	db := DatabaseSettings(rel.Names, rel.Values)
 	if o.Local {
 		conn := Conn{Host: db.Host, Port: db.Port, User: db.User, Database: db.Database, SSLMode: db.SSLMode}
 		if db.InCluster {
@@ -422,7 +509,7 @@ func ReleaseTarget(ctx context.Context, k Kube, rel *Release, o TargetOptions) (
 		return NewLocalTarget(conn, lo...), noop, nil
 	}
 	if db.InCluster {
-		pod, err := FindPostgresPod(ctx, k.Client, ns, name)
+		pod, err := FindPostgresPod(ctx, k.Client, ns, rel.Names)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -435,7 +522,7 @@ func ReleaseTarget(ctx context.Context, k Kube, rel *Release, o TargetOptions) (
 		db.ClientImage = o.ClientImage
 	}
 	return StartClientPod(ctx, k, ClientPodSpec{
-		Namespace: ns, Release: name, Fullname: Fullname(name, rel.Values), DB: db,
+		Namespace: ns, Names: rel.Names, DB: db,
 		NodeSelector: nodeSelector(rel.Values), Tolerations: tolerations(rel.Values),
 		Lifetime: o.PodTimeout, StartTimeout: o.PodStartTimeout,
 	})

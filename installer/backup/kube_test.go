@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,8 +21,19 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
+// chartNames are the embedded chart's names for release (its helpers, as an install has them).
+func chartNames(t *testing.T, release string, vals map[string]any) render.Names {
+	t.Helper()
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	n, err := render.NamesOf(ch, vals, release)
+	require.NoError(t, err)
+	return n
+}
+
+// labels are the chart's labels of a component's objects in release.
 func labels(release, component string) map[string]string {
-	return map[string]string{LabelName: ChartName, LabelInstance: release, LabelComponent: component}
+	return map[string]string{"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": release, LabelComponent: component}
 }
 
 func deployment(name, release, component string, replicas int32) *appsv1.Deployment {
@@ -53,7 +65,7 @@ func TestReleaseScaler(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	s := &ReleaseScaler{Client: client, Namespace: "ns", Release: "polyaxon", Poll: 10 * time.Millisecond, Timeout: 5 * time.Second}
+	s := &ReleaseScaler{Client: client, Namespace: "ns", Names: chartNames(t, "polyaxon", nil), Poll: 10 * time.Millisecond, Timeout: 5 * time.Second}
 	back, err := s.ScaleDown(ctx)
 	require.NoError(t, err)
 	replicas := func(name string) (int32, string) {
@@ -72,7 +84,7 @@ func TestReleaseScaler(t *testing.T) {
 	assert.Equal(t, int32(1), n)
 
 	// An interrupted restore is recovered from the annotation.
-	back2, err := (&ReleaseScaler{Client: client, Namespace: "ns", Release: "polyaxon", Poll: 10 * time.Millisecond}).ScaleDown(ctx)
+	back2, err := (&ReleaseScaler{Client: client, Namespace: "ns", Names: chartNames(t, "polyaxon", nil), Poll: 10 * time.Millisecond}).ScaleDown(ctx)
 	require.NoError(t, err)
 	require.NoError(t, back2(ctx))
 	require.NoError(t, back(ctx))
@@ -89,25 +101,33 @@ func TestReleaseScalerTimeout(t *testing.T) {
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: "ns", Labels: labels("polyaxon", "gateway")},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}},
 	)
-	s := &ReleaseScaler{Client: client, Namespace: "ns", Release: "polyaxon", Poll: 10 * time.Millisecond, Timeout: 100 * time.Millisecond}
+	s := &ReleaseScaler{Client: client, Namespace: "ns", Names: chartNames(t, "polyaxon", nil), Poll: 10 * time.Millisecond, Timeout: 100 * time.Millisecond}
 	back, err := s.ScaleDown(context.Background())
 	require.ErrorContains(t, err, "still there: stuck")
 	require.NotNil(t, back)
 	require.NoError(t, back(context.Background()))
 }
 
+// The backup saves the Secrets the chart labels, found by the release's own labels (here with
+// nameOverride), and the Secrets the user names in the values (secrets.existingSecret).
 func TestReleaseSecrets(t *testing.T) {
+	vals := map[string]any{"nameOverride": "platform", "secrets": map[string]any{"existingSecret": "my-keys"},
+		"rabbitmq": map[string]any{"auth": map[string]any{"existingSecret": "absent"}}}
+	names := chartNames(t, "ml", vals)
+	own := func(component string) map[string]string {
+		return map[string]string{"app.kubernetes.io/name": "platform", "app.kubernetes.io/instance": "ml", LabelComponent: component}
+	}
 	client := fake.NewClientset(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-platform", Namespace: "ns", Labels: labels("polyaxon", "platform"),
-			ResourceVersion: "42", UID: "u1"}, Data: map[string][]byte{"POLYAXON_SECRET_KEY": []byte("k")}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-postgresql", Namespace: "ns", Labels: labels("polyaxon", "postgresql")},
-			Data: map[string][]byte{"postgres-password": []byte("p")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ml-platform-postgresql", Namespace: "ns", Labels: own("postgresql"),
+			ResourceVersion: "42", UID: "u1"}, Data: map[string][]byte{"postgres-password": []byte("p")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "my-keys", Namespace: "ns"}, Data: map[string][]byte{"POLYAXON_SECRET_KEY": []byte("k")}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: "ns"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other-platform", Namespace: "ns", Labels: labels("other", "platform")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ml-polyaxon-platform", Namespace: "ns", Labels: labels("ml", "platform")}},
 	)
-	doc, names, err := ReleaseSecrets(client, "ns", "polyaxon")(context.Background())
+	rel := &Release{Info: ReleaseInfo{Name: "ml", Namespace: "ns"}, Names: names, Values: vals}
+	doc, saved, err := ReleaseSecrets(client, rel)(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"polyaxon-platform", "polyaxon-postgresql"}, names)
+	assert.Equal(t, []string{"ml-platform-postgresql", "my-keys"}, saved)
 	var list corev1.SecretList
 	require.NoError(t, json.Unmarshal(doc, &list))
 	assert.Equal(t, "List", list.Kind)
@@ -115,15 +135,17 @@ func TestReleaseSecrets(t *testing.T) {
 	assert.Equal(t, "Secret", list.Items[0].Kind)
 	assert.Empty(t, list.Items[0].ResourceVersion)
 	assert.Empty(t, list.Items[0].UID)
-	assert.Equal(t, []byte("k"), list.Items[0].Data["POLYAXON_SECRET_KEY"])
+	assert.Equal(t, []byte("k"), list.Items[1].Data["POLYAXON_SECRET_KEY"])
+
+	assert.Equal(t, []SecretRef{{"rabbitmq.auth.existingSecret", "absent"}, {"secrets.existingSecret", "my-keys"}}, ExistingSecrets(vals))
 }
 
 func TestDatabaseSettings(t *testing.T) {
-	in := DatabaseSettings("prod", map[string]any{})
+	in := DatabaseSettings(chartNames(t, "prod", nil), map[string]any{})
 	assert.Equal(t, DBSettings{InCluster: true, Host: "prod-polyaxon-postgresql", Port: 5432, User: "polyaxon", Database: "polyaxon",
 		SecretName: "prod-polyaxon-postgresql", SecretKey: "postgres-password", ClientImage: "postgres:16"}, in)
 
-	ext := DatabaseSettings("polyaxon", map[string]any{
+	ext := DatabaseSettings(chartNames(t, "polyaxon", nil), map[string]any{
 		"postgresql": map[string]any{"enabled": false, "image": map[string]any{"tag": "17"}},
 		"externalServices": map[string]any{"postgresql": map[string]any{
 			"host": "db.example.com", "port": 6432, "user": "px", "database": "pxdb",
@@ -133,13 +155,14 @@ func TestDatabaseSettings(t *testing.T) {
 	assert.Equal(t, DBSettings{Host: "db.example.com", Port: 6432, User: "px", Database: "pxdb",
 		SecretName: "db-creds", SecretKey: "pw", SSLMode: "require", ClientImage: "postgres:17"}, ext)
 
-	assert.Equal(t, "custom", Fullname("x", map[string]any{"fullnameOverride": "custom"}))
-	assert.Equal(t, "my-polyaxon", Fullname("my-polyaxon", nil))
-	assert.Equal(t, "prod-polyaxon", Fullname("prod", nil))
+	over := map[string]any{"nameOverride": "platform", "fullnameOverride": "core"}
+	in = DatabaseSettings(chartNames(t, "ml", over), over)
+	assert.Equal(t, "core-postgresql", in.Host, "the Service the chart names")
+	assert.Equal(t, "core-postgresql", in.SecretName)
 }
 
 func TestClientJob(t *testing.T) {
-	j := ClientJob(ClientPodSpec{Namespace: "ns", Release: "polyaxon", DB: DBSettings{Host: "db", Port: 5432, User: "u", Database: "d",
+	j := ClientJob(ClientPodSpec{Namespace: "ns", Names: chartNames(t, "polyaxon", nil), DB: DBSettings{Host: "db", Port: 5432, User: "u", Database: "d",
 		SecretName: "s", SecretKey: "k", ClientImage: "postgres:16"}, Lifetime: time.Hour}, "polyaxon-db-client-abc")
 	c := j.Spec.Template.Spec.Containers[0]
 	assert.Equal(t, PostgresContainer, c.Name)
@@ -171,7 +194,7 @@ func TestStartClientPod(t *testing.T) {
 		return false, nil, err
 	})
 	ex := &localExecer{}
-	target, cleanup, err := StartClientPod(ctx, Kube{Client: client, Execer: ex}, ClientPodSpec{Namespace: "ns", Release: "r", Fullname: "r-polyaxon",
+	target, cleanup, err := StartClientPod(ctx, Kube{Client: client, Execer: ex}, ClientPodSpec{Namespace: "ns", Names: chartNames(t, "r", nil),
 		DB: DBSettings{Host: "db", Port: 5432, SecretName: "s", SecretKey: "k", ClientImage: "postgres:16"}})
 	require.NoError(t, err)
 	assert.Equal(t, SourceExternal, target.Kind())
@@ -194,8 +217,9 @@ func TestLoadReleaseAndTarget(t *testing.T) {
 			Data: map[string][]byte{"postgres-password": []byte("from-secret")}},
 	)
 	store := driver.NewSecrets(client.CoreV1().Secrets("ns"))
-	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "polyaxon", Version: "2.15.1", AppVersion: "2.15.0"},
-		Values: map[string]any{"postgresql": map[string]any{"enabled": true, "auth": map[string]any{"username": "polyaxon", "database": "polyaxon"}}}}
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	ch.Metadata.Version, ch.Metadata.AppVersion = "2.15.1", "2.15.0"
 	for v, st := range map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusDeployed} {
 		rel := &release.Release{Name: "polyaxon", Namespace: "ns", Version: v, Chart: ch,
 			Config: map[string]any{"postgresql": map[string]any{"auth": map[string]any{"database": "db" + string(rune('0'+v))}}},
@@ -205,7 +229,8 @@ func TestLoadReleaseAndTarget(t *testing.T) {
 	rel, err := LoadRelease(ctx, client, "ns", "polyaxon")
 	require.NoError(t, err)
 	assert.Equal(t, ReleaseInfo{Name: "polyaxon", Namespace: "ns", Revision: 2, ChartVersion: "2.15.1", AppVersion: "2.15.0"}, rel.Info)
-	assert.Equal(t, "db2", DatabaseSettings("polyaxon", rel.Values).Database)
+	assert.Equal(t, "db2", DatabaseSettings(rel.Names, rel.Values).Database)
+	assert.Equal(t, chartNames(t, "polyaxon", nil), rel.Names, "the names of the release's own chart")
 
 	_, err = LoadRelease(ctx, client, "ns", "missing")
 	require.ErrorContains(t, err, "no deployed revision")
@@ -233,7 +258,7 @@ func TestReleaseScalerFollowsTheChartsComponents(t *testing.T) {
 		objs = append(objs, deployment("polyaxon-"+c, "polyaxon", c, 1))
 	}
 	client := fake.NewClientset(objs...)
-	back, err := (&ReleaseScaler{Client: client, Namespace: "ns", Release: "polyaxon", Poll: time.Millisecond}).ScaleDown(ctx)
+	back, err := (&ReleaseScaler{Client: client, Namespace: "ns", Names: chartNames(t, "polyaxon", nil), Poll: time.Millisecond}).ScaleDown(ctx)
 	require.NoError(t, err)
 	for _, c := range append(append([]string(nil), decl.Core...), decl.Dependencies...) {
 		d, err := client.AppsV1().Deployments("ns").Get(ctx, "polyaxon-"+c, metav1.GetOptions{})
@@ -241,4 +266,37 @@ func TestReleaseScalerFollowsTheChartsComponents(t *testing.T) {
 		assert.Equal(t, decl.IsDependency(c), *d.Spec.Replicas == 1, "%s: only dependencies keep running", c)
 	}
 	require.NoError(t, back(ctx))
+}
+
+// A restore killed while the writers were down left them at 0 with their replicas recorded:
+// ScaleBack (recover) brings back exactly those, once.
+func TestScaleBackAfterAKilledRestore(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset(
+		deployment("polyaxon-gateway", "polyaxon", "gateway", 2),
+		deployment("polyaxon-worker", "polyaxon", "worker", 3),
+		deployment("other-gateway", "other", "gateway", 1),
+	)
+	s := &ReleaseScaler{Client: client, Namespace: "ns", Names: chartNames(t, "polyaxon", nil), Poll: time.Millisecond}
+	_, err := s.ScaleDown(ctx) // and the process dies: its scale-back never runs
+	require.NoError(t, err)
+	other, err := client.AppsV1().Deployments("ns").Get(ctx, "other-gateway", metav1.GetOptions{})
+	require.NoError(t, err)
+	other.Annotations = map[string]string{ReplicasAnnotation: "5"} // another release's record
+	_, err = client.AppsV1().Deployments("ns").Update(ctx, other, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	back, err := s.ScaleBack(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"polyaxon-gateway: 2", "polyaxon-worker: 3"}, back)
+	for name, want := range map[string]int32{"polyaxon-gateway": 2, "polyaxon-worker": 3, "other-gateway": 1} {
+		d, err := client.AppsV1().Deployments("ns").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, want, *d.Spec.Replicas, name)
+		_, recorded := RecordedReplicas(d)
+		assert.Equal(t, name == "other-gateway", recorded, name)
+	}
+	again, err := s.ScaleBack(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, again, "nothing left to bring back")
 }

@@ -107,12 +107,14 @@ func WithExcludedPods(exclude func(*corev1.Pod) bool) SnapshotOption {
 	return func(c *snapshotConfig) { c.exclude = exclude }
 }
 
-// WithExcludedRelease drops the existing pods of a Helm release of the chart (labels
-// app.kubernetes.io/name=polyaxon, app.kubernetes.io/instance=release), so planning the
-// release again does not count its running pods twice.
-func WithExcludedRelease(release string) SnapshotOption {
+// WithExcludedRelease drops the existing pods of a Helm release of the chart: those carrying
+// all of the release's labels (render.Names.Selector: app.kubernetes.io/name as the chart
+// renders it, and app.kubernetes.io/instance), so planning the release again does not count
+// its running pods twice. No labels exclude nothing.
+func WithExcludedRelease(releaseLabels map[string]string) SnapshotOption {
+	sel := labels.SelectorFromSet(releaseLabels)
 	return WithExcludedPods(func(p *corev1.Pod) bool {
-		return p.Labels["app.kubernetes.io/instance"] == release && p.Labels["app.kubernetes.io/name"] == "polyaxon"
+		return len(releaseLabels) > 0 && sel.Matches(labels.Set(p.Labels))
 	})
 }
 

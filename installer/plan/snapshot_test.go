@@ -68,7 +68,7 @@ func TestLoadSnapshotWithPlainFakeAndExcludedRelease(t *testing.T) {
 	failed := boundPod("failed", "a", map[string]string{"cpu": "3"})
 	failed.Status.Phase = corev1.PodFailed
 	cs := fake.NewClientset(&n, &mine, &other, &failed)
-	snap, err := plan.LoadSnapshot(context.Background(), cs, plan.WithExcludedRelease("polyaxon"))
+	snap, err := plan.LoadSnapshot(context.Background(), cs, plan.WithExcludedRelease(map[string]string{"app.kubernetes.io/instance": "polyaxon", "app.kubernetes.io/name": "polyaxon"}))
 	require.NoError(t, err)
 	assert.Equal(t, int64(500), snap.Node("a").Requested.MilliCPU)
 	assert.Equal(t, 1, snap.ExistingPods)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/preflight"
 )
@@ -221,6 +222,17 @@ func TestWorkloadsReadyConditions(t *testing.T) {
 	r = run(notAvailable)
 	assert.Equal(t, check.Failed, r.Status)
 	assert.Equal(t, "Deployment polyaxon-agent: 0/1 available, 1 updated", r.Detail, "no replicas set: one is wanted")
+
+	// A restore that was killed left a Deployment at 0/0: ready by its spec, not by the replicas
+	// the restore recorded before scaling it down.
+	zero := int32(0)
+	leftDown := dep.DeepCopy()
+	leftDown.Spec.Replicas = &zero
+	leftDown.Status = appsv1.DeploymentStatus{ObservedGeneration: 1}
+	leftDown.Annotations = map[string]string{backup.ReplicasAnnotation: "2"}
+	r = run(leftDown)
+	assert.Equal(t, check.Failed, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "Deployment polyaxon-agent: 0/2 replicas, scaled down from 2 by a restore that did not finish (polyaxon-deploy recover scales it back)")
 }
 
 // Right after an upgrade workloads may lag: with SettleTime the check waits for them, and

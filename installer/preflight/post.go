@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
@@ -106,7 +107,12 @@ func (e *Env) workloadsReadyOnce(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=polyaxon,app.kubernetes.io/instance=" + e.Release}
+	// The deployed revision's own chart says which labels its workloads carry.
+	rel, err := backup.LoadRelease(ctx, cs, e.Namespace, e.Release)
+	if err != nil {
+		return "", err
+	}
+	sel := metav1.ListOptions{LabelSelector: rel.Names.SelectorString()}
 	deps, err := cs.AppsV1().Deployments(e.Namespace).List(ctx, sel)
 	if err != nil {
 		return "", fmt.Errorf("listing Deployments: %w", err)
@@ -122,6 +128,11 @@ func (e *Env) workloadsReadyOnce(ctx context.Context) (string, error) {
 		want := int32(1)
 		if d.Spec.Replicas != nil {
 			want = *d.Spec.Replicas
+		}
+		if recorded, ok := backup.RecordedReplicas(&d); ok && recorded > want {
+			notReady = append(notReady, fmt.Sprintf("Deployment %s: %d/%d replicas, scaled down from %d by a restore that did not finish (polyaxon-deploy recover scales it back)",
+				d.Name, want, recorded, recorded))
+			continue
 		}
 		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < want || d.Status.AvailableReplicas < want {
 			notReady = append(notReady, fmt.Sprintf("Deployment %s: %d/%d available, %d updated", d.Name, d.Status.AvailableReplicas, want, d.Status.UpdatedReplicas))

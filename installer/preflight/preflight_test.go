@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/preflight"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
@@ -265,9 +268,24 @@ func node(name string, labels map[string]string, ready bool, taints []corev1.Tai
 
 var gpuTaint = []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}
 
+// helmRecord is a revision of release polyaxon in Helm's storage, with the embedded chart (its
+// helpers name the release's objects).
 func helmRecord(rev int, status string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sh.helm.release.v1.polyaxon.v%d", rev), Namespace: ns,
-		Labels: map[string]string{"owner": "helm", "name": "polyaxon", "status": status, "version": fmt.Sprint(rev)}}}
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	if err != nil {
+		panic(err)
+	}
+	cs := fake.NewClientset()
+	key := fmt.Sprintf("sh.helm.release.v1.polyaxon.v%d", rev)
+	rel := &helmrelease.Release{Name: "polyaxon", Namespace: ns, Version: rev, Chart: ch, Info: &helmrelease.Info{Status: helmrelease.Status(status)}}
+	if err := driver.NewSecrets(cs.CoreV1().Secrets(ns)).Create(key, rel); err != nil {
+		panic(err)
+	}
+	s, err := cs.CoreV1().Secrets(ns).Get(context.Background(), key, metav1.GetOptions{})
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 func crd(name string, annotations map[string]string) *unstructured.Unstructured {
@@ -341,11 +359,19 @@ func env(t *testing.T, c *cluster, secure bool, policy profile.Policy) *prefligh
 	return &preflight.Env{
 		Release:   "polyaxon",
 		Namespace: ns,
-		Chart:     &chart.Chart{Metadata: &chart.Metadata{Name: "polyaxon", Version: "2.15.1", KubeVersion: ">=1.29.0-0"}},
+		Chart:     testChart(t),
 		Rendered:  rendered(t, secure),
 		Policy:    policy,
 		Clients:   c.clients(t),
 	}
+}
+
+// testChart is the embedded chart (its helpers name the release) as version 2.15.1.
+func testChart(t *testing.T) *chart.Chart {
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	ch.Metadata = &chart.Metadata{Name: "polyaxon", Version: "2.15.1", KubeVersion: ">=1.29.0-0"}
+	return ch
 }
 
 func byID(rep check.Report) map[string]check.Result {

@@ -46,7 +46,7 @@ func runCheck(t *testing.T, id string, rendered *render.Result, c *cluster, mapp
 	if mapper != nil {
 		cl.mapper = meta.FirstHitRESTMapper{MultiRESTMapper: meta.MultiRESTMapper{mapper, cl.mapper}}
 	}
-	e := &preflight.Env{Release: "polyaxon", Namespace: ns, Rendered: rendered, Policy: restricted, Clients: cl}
+	e := &preflight.Env{Release: "polyaxon", Namespace: ns, Chart: testChart(t), Rendered: rendered, Policy: restricted, Clients: cl}
 	for _, ch := range preflight.Checks(e) {
 		if ch.ID == id {
 			rep := check.NewRunner([]check.Check{ch}).Run(context.Background())

@@ -20,6 +20,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 )
 
@@ -54,6 +55,8 @@ type Scheduler interface {
 type SchedulingInput struct {
 	Namespace string
 	Release   string
+	// ReleaseLabels select the release's running pods (render.Names.Selector).
+	ReleaseLabels map[string]string
 	// Objects are the rendered objects (typed where possible).
 	Objects []runtime.Object
 	// Runs are the chart's run categories.
@@ -82,7 +85,7 @@ type PlanScheduler struct{}
 
 // Evaluate implements Scheduler.
 func (PlanScheduler) Evaluate(ctx context.Context, cs kubernetes.Interface, in SchedulingInput) (*SchedulingResult, error) {
-	snap, err := plan.LoadSnapshot(ctx, cs, plan.WithExcludedRelease(in.Release))
+	snap, err := plan.LoadSnapshot(ctx, cs, plan.WithExcludedRelease(in.ReleaseLabels))
 	if err != nil {
 		return nil, fmt.Errorf("reading nodes and pods: %w", err)
 	}
@@ -134,9 +137,24 @@ func (e *Env) scheduling(ctx context.Context) (*SchedulingResult, error) {
 			e.schedErr = err
 			return
 		}
-		e.sched, e.schedErr = e.Scheduler.Evaluate(ctx, cs, SchedulingInput{Namespace: e.Namespace, Release: e.Release, Objects: e.objects(), Runs: e.runs()})
+		names, err := e.names()
+		if err != nil {
+			e.schedErr = err
+			return
+		}
+		e.sched, e.schedErr = e.Scheduler.Evaluate(ctx, cs, SchedulingInput{Namespace: e.Namespace, Release: e.Release, ReleaseLabels: names.Selector,
+			Objects: e.objects(), Runs: e.runs()})
 	})
 	return e.sched, e.schedErr
+}
+
+// names are the release's names as the chart renders them with the user's values.
+func (e *Env) names() (render.Names, error) {
+	var vals map[string]any
+	if e.Rendered != nil {
+		vals = e.Rendered.Values
+	}
+	return render.NamesOf(e.Chart, vals, e.Release)
 }
 
 // objects returns the rendered objects, typed where the scheme knows the kind.

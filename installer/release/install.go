@@ -9,6 +9,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 // Install creates the namespace (with the Pod Security labels of WithPodSecurity), stores the
@@ -76,7 +78,11 @@ func (c *Client) Install(ctx context.Context, ch *chart.Chart, vals map[string]a
 		return nil, err
 	}
 
-	before, err := c.keptObjects(ctx)
+	names, err := render.NamesOf(ch, vals, c.name)
+	if err != nil {
+		return nil, err
+	}
+	before, err := c.keptObjects(ctx, names)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +125,7 @@ func (c *Client) Install(ctx context.Context, ch *chart.Chart, vals map[string]a
 	cctx, cancel := cleanupContext(ctx, o.timeout)
 	defer cancel()
 	c.progress("install failed: %v; removing the partial release", err)
-	if rerr := c.removeFailedInstall(cctx, before, o); rerr != nil {
+	if rerr := c.removeFailedInstall(cctx, names, before, o); rerr != nil {
 		ierr.RemoveErr = rerr
 	} else {
 		ierr.Removed = true
@@ -130,7 +136,7 @@ func (c *Client) Install(ctx context.Context, ch *chart.Chart, vals map[string]a
 // removeFailedInstall uninstalls the failed release and deletes the volumes and Secrets that this
 // attempt created. A fresh database volume left behind would keep the first attempt's password
 // while the next attempt generates a new one.
-func (c *Client) removeFailedInstall(ctx context.Context, before keptSet, o actionOptions) error {
+func (c *Client) removeFailedInstall(ctx context.Context, names render.Names, before keptSet, o actionOptions) error {
 	un := action.NewUninstall(c.withContext(ctx))
 	un.Wait = true
 	un.Timeout = o.timeout
@@ -141,7 +147,7 @@ func (c *Client) removeFailedInstall(ctx context.Context, before keptSet, o acti
 	if err := c.deleteInputs(ctx); err != nil {
 		return err
 	}
-	after, err := c.keptObjects(ctx)
+	after, err := c.keptObjects(ctx, names)
 	if err != nil {
 		return err
 	}

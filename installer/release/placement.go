@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podutil "k8s.io/kubectl/pkg/util/podutils"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 // PoolLabel is the node label that names a node pool in the profiles (`polyaxon: core`).
@@ -24,12 +26,14 @@ type PodPlacement struct {
 	Ready bool   `json:"ready"`
 }
 
-// Placement lists the release's pods with their node and node pool, sorted by component.
-// One LIST for the pods, then one GET per distinct node the release runs on.
-func (c *Client) Placement(ctx context.Context) ([]PodPlacement, error) {
-	pods, err := c.kube.CoreV1().Pods(c.namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/name=polyaxon,app.kubernetes.io/instance=" + c.name,
-	})
+// Placement lists the release's pods (those carrying its names' labels: Client.Names) with
+// their node and node pool, sorted by component. One LIST for the pods, then one GET per
+// distinct node the release runs on.
+func (c *Client) Placement(ctx context.Context, names render.Names) ([]PodPlacement, error) {
+	if len(names.Selector) == 0 {
+		return nil, nil
+	}
+	pods, err := c.kube.CoreV1().Pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: names.SelectorString()})
 	if err != nil {
 		return nil, fmt.Errorf("list the pods of release %s: %w", c.name, err)
 	}
@@ -52,7 +56,7 @@ func (c *Client) Placement(ctx context.Context) ([]PodPlacement, error) {
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		out = append(out, PodPlacement{
-			Pod: p.Name, Component: p.Labels["app.kubernetes.io/component"], Node: p.Spec.NodeName,
+			Pod: p.Name, Component: p.Labels[render.LabelComponent], Node: p.Spec.NodeName,
 			Pool: pools[p.Spec.NodeName], Phase: string(p.Status.Phase), Ready: podutil.IsPodReady(p),
 		})
 	}

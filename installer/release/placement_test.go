@@ -9,9 +9,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
+// The release's pods are those with its names' labels: with nameOverride, a pod of the same
+// instance labelled with the chart's default name is not the release's.
 func TestPlacementListsTheReleasePodsWithTheirPool(t *testing.T) {
+	names := render.Names{Release: "polyaxon", Name: "platform",
+		Selector: map[string]string{"app.kubernetes.io/name": "platform", "app.kubernetes.io/instance": "polyaxon"}}
 	pod := func(name, component, node string, ready bool, instance string) *corev1.Pod {
 		cond := corev1.ConditionFalse
 		if ready {
@@ -19,7 +25,7 @@ func TestPlacementListsTheReleasePodsWithTheirPool(t *testing.T) {
 		}
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "polyaxon", Labels: map[string]string{
-				"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": instance, "app.kubernetes.io/component": component}},
+				"app.kubernetes.io/name": "platform", "app.kubernetes.io/instance": instance, "app.kubernetes.io/component": component}},
 			Spec:   corev1.PodSpec{NodeName: node},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: cond}}},
 		}
@@ -33,9 +39,11 @@ func TestPlacementListsTheReleasePodsWithTheirPool(t *testing.T) {
 		pod("polyaxon-postgresql-0", "postgresql", "core-1", false, "polyaxon"),
 		pod("pending", "agent", "", false, "polyaxon"),
 		pod("other-gateway-a", "gateway", "core-0", true, "other"),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "default-name-a", Namespace: "polyaxon", Labels: map[string]string{
+			"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": "polyaxon"}}},
 	)
 	c := &Client{name: "polyaxon", namespace: "polyaxon", kube: cs}
-	got, err := c.Placement(context.Background())
+	got, err := c.Placement(context.Background(), names)
 	require.NoError(t, err)
 	require.Len(t, got, 3, "only the release's pods")
 	assert.Equal(t, PodPlacement{Pod: "pending", Component: "agent", Phase: "Running"}, got[0])

@@ -12,12 +12,16 @@ import (
 // RecoverResult says what Recover did.
 type RecoverResult struct {
 	Release string `json:"release"`
-	// Action: "none" (nothing pending), "rolled-back" or "uninstalled".
+	// Action: "none" (nothing pending), "rolled-back", "uninstalled", or "scaled-back" (only
+	// Deployments an interrupted restore left scaled down were brought back).
 	Action          string `json:"action"`
 	PendingRevision int    `json:"pendingRevision,omitempty"`
 	PendingStatus   string `json:"pendingStatus,omitempty"`
 	RolledBackTo    int    `json:"rolledBackTo,omitempty"`
 	Revision        int    `json:"revision,omitempty"`
+	// ScaledBack: "Deployment: replicas" for each Deployment brought back to the replicas an
+	// interrupted restore recorded.
+	ScaledBack []string `json:"scaledBack,omitempty"`
 }
 
 // Pending returns the newest revision when it is pending-*, else nil (for the confirmation prompt).

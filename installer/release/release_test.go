@@ -94,7 +94,8 @@ func TestFailedInstallIsRemovedButKeepsPreexistingVolumes(t *testing.T) {
 	sel := map[string]string{"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": rt.Name}
 	// A volume kept by an earlier uninstall: real data, must survive.
 	_, err := f.Clientset.CoreV1().PersistentVolumeClaims(rt.Namespace).Create(ctx, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data-old", Namespace: rt.Namespace, Labels: sel}}, metav1.CreateOptions{})
+		ObjectMeta: metav1.ObjectMeta{Name: "data-old", Namespace: rt.Namespace, Labels: sel,
+			Annotations: map[string]string{"helm.sh/resource-policy": "keep"}}}, metav1.CreateOptions{}) // as the claim template makes it
 	require.NoError(t, err)
 	// The failing attempt creates a fresh volume and a generated Secret.
 	f.Kube.OnCreate = func() {
@@ -453,7 +454,8 @@ func TestUninstallKeepsVolumesUnlessPurged(t *testing.T) {
 		install(t, f, release.Inputs{Profile: "production"})
 		sel := map[string]string{"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": rt.Name}
 		_, err := f.Clientset.CoreV1().PersistentVolumeClaims(rt.Namespace).Create(ctx, &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: "data-polyaxon-postgresql-0", Namespace: rt.Namespace, Labels: sel}}, metav1.CreateOptions{})
+			ObjectMeta: metav1.ObjectMeta{Name: "data-polyaxon-postgresql-0", Namespace: rt.Namespace, Labels: sel,
+				Annotations: map[string]string{"helm.sh/resource-policy": "keep"}}}, metav1.CreateOptions{}) // as the claim template makes it
 		require.NoError(t, err)
 		// Not the release's: must survive even a purge.
 		_, err = f.Clientset.CoreV1().PersistentVolumeClaims(rt.Namespace).Create(ctx, &corev1.PersistentVolumeClaim{

@@ -11,6 +11,8 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 // UninstallResult lists what was removed and what stays.
@@ -26,21 +28,17 @@ type UninstallResult struct {
 	PurgedSecrets []string `json:"purgedSecrets,omitempty"`
 }
 
-// ChartSelector selects the objects of the release that the chart labels.
-func ChartSelector(release string) string {
-	return labels.SelectorFromSet(labels.Set{
-		"app.kubernetes.io/name":     "polyaxon",
-		"app.kubernetes.io/instance": release,
-	}).String()
-}
-
 type keptSet struct{ pvcs, secrets map[string]bool }
 
-// keptObjects lists the release's PersistentVolumeClaims and Secrets: the objects that outlive
-// an uninstall (the chart keeps them) and that a purge deletes.
-func (c *Client) keptObjects(ctx context.Context) (keptSet, error) {
+// keptObjects lists the release's PersistentVolumeClaims and Secrets (selected by the release's
+// own labels): the objects that outlive an uninstall (the chart keeps them) and that a purge
+// deletes.
+func (c *Client) keptObjects(ctx context.Context, names render.Names) (keptSet, error) {
 	s := keptSet{pvcs: map[string]bool{}, secrets: map[string]bool{}}
-	sel := metav1.ListOptions{LabelSelector: ChartSelector(c.name)}
+	if len(names.Selector) == 0 {
+		return s, nil // nothing of the release's is left to select
+	}
+	sel := metav1.ListOptions{LabelSelector: names.SelectorString()}
 	pvcs, err := c.kube.CoreV1().PersistentVolumeClaims(c.namespace).List(ctx, sel)
 	if err != nil {
 		return s, fmt.Errorf("listing PersistentVolumeClaims of release %s/%s: %w", c.namespace, c.name, err)
@@ -58,10 +56,68 @@ func (c *Client) keptObjects(ctx context.Context) (keptSet, error) {
 	return s, nil
 }
 
+// Names are the release's names and labels, from its newest revision's chart and values. With
+// no revision left (an earlier uninstall kept volumes), the name label is read from what the
+// chart kept: the release's objects marked helm.sh/resource-policy=keep (its Secrets and
+// claims); several names there are an error, as no selector would be safe.
+func (c *Client) Names(ctx context.Context) (render.Names, error) {
+	if last, err := c.last(); err == nil {
+		return render.NamesOfRelease(last)
+	} else if !errors.Is(err, ErrNotInstalled) {
+		return render.Names{}, err
+	}
+	sel := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{labelInstance: c.name}).String()}
+	found := map[string][]string{} // name label -> kept objects carrying it
+	note := func(kind string, m metav1.ObjectMeta) {
+		if m.Annotations[annResourcePolicy] == "keep" && m.Labels[labelName] != "" {
+			found[m.Labels[labelName]] = append(found[m.Labels[labelName]], kind+"/"+m.Name)
+		}
+	}
+	secrets, err := c.kube.CoreV1().Secrets(c.namespace).List(ctx, sel)
+	if err != nil {
+		return render.Names{}, fmt.Errorf("listing the Secrets release %s/%s kept: %w", c.namespace, c.name, err)
+	}
+	for _, s := range secrets.Items {
+		note("Secret", s.ObjectMeta)
+	}
+	pvcs, err := c.kube.CoreV1().PersistentVolumeClaims(c.namespace).List(ctx, sel)
+	if err != nil {
+		return render.Names{}, fmt.Errorf("listing the PersistentVolumeClaims release %s/%s kept: %w", c.namespace, c.name, err)
+	}
+	for _, p := range pvcs.Items {
+		note("PersistentVolumeClaim", p.ObjectMeta)
+	}
+	switch len(found) {
+	case 0:
+		return render.Names{Release: c.name}, nil
+	case 1:
+		for name := range found {
+			return render.Names{Release: c.name, Name: name, Selector: map[string]string{labelName: name, labelInstance: c.name}}, nil
+		}
+	}
+	var which []string
+	for _, name := range slices.Sorted(maps.Keys(found)) {
+		which = append(which, fmt.Sprintf("%s=%s (%s)", labelName, name, strings.Join(found[name], ", ")))
+	}
+	return render.Names{}, fmt.Errorf("release %s/%s is gone and the objects kept under its instance label name several charts: %s; delete the ones you mean with kubectl",
+		c.namespace, c.name, strings.Join(which, "; "))
+}
+
+// Labels of the chart's objects (selectorLabels), and the annotation on those it keeps.
+const (
+	labelName         = "app.kubernetes.io/name"
+	labelInstance     = "app.kubernetes.io/instance"
+	annResourcePolicy = "helm.sh/resource-policy"
+)
+
 // Volumes lists the release's PersistentVolumeClaims (what a purge would delete), for the
 // confirmation prompt.
 func (c *Client) Volumes(ctx context.Context) ([]string, error) {
-	k, err := c.keptObjects(ctx)
+	names, err := c.Names(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k, err := c.keptObjects(ctx, names)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +137,11 @@ func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*Unins
 	}
 	if len(h) == 0 && !o.purgeData {
 		return nil, fmt.Errorf("release %q in namespace %q: %w", c.name, c.namespace, ErrNotInstalled)
+	}
+	// Read before the revisions go: they say which labels the release's objects carry.
+	names, err := c.Names(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if len(h) > 0 {
 		un := action.NewUninstall(c.withContext(ctx))
@@ -107,7 +168,7 @@ func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*Unins
 	if err := c.deleteInputs(ctx); err != nil {
 		return res, err
 	}
-	kept, err := c.keptObjects(ctx)
+	kept, err := c.keptObjects(ctx, names)
 	if err != nil {
 		return res, err
 	}

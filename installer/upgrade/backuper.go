@@ -46,7 +46,7 @@ func (b *ReleaseBackuper) Backup(ctx context.Context) (string, error) {
 		backup.WithLogger(b.logger()),
 		backup.WithOutputDir(b.Dir),
 		backup.WithRelease(rel.Info),
-		backup.WithSecrets(backup.ReleaseSecrets(b.Kube, rel.Info.Namespace, rel.Info.Name)),
+		backup.WithSecrets(backup.ReleaseSecrets(b.Kube, rel)),
 	}
 	if b.NewProgress != nil {
 		opts = append(opts, backup.WithProgress(b.NewProgress()))
@@ -79,7 +79,7 @@ func (b *ReleaseBackuper) Restore(ctx context.Context, dir string) error {
 		backup.WithToolsDir(b.ToolsDir),
 		backup.WithTargetRelease(rel.Info.Name, rel.Info.Namespace),
 		backup.WithRunningAppVersion(rel.Info.AppVersion),
-		backup.WithScaler(&backup.ReleaseScaler{Client: b.Kube, Namespace: rel.Info.Namespace, Release: rel.Info.Name}),
+		backup.WithScaler(&backup.ReleaseScaler{Client: b.Kube, Namespace: rel.Info.Namespace, Names: rel.Names}),
 	)
 	return err
 }

@@ -17,10 +17,11 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 func chartLabels(component string) map[string]string {
-	return map[string]string{backup.LabelName: backup.ChartName, backup.LabelInstance: "polyaxon", backup.LabelComponent: component}
+	return map[string]string{"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": "polyaxon", backup.LabelComponent: component}
 }
 
 // releaseCluster is a release in namespace ns: its platform Secret and a gateway (a database
@@ -69,7 +70,8 @@ type reach struct {
 
 func (r *reach) fn(context.Context) (backup.Target, *backup.Release, func(context.Context) error, error) {
 	r.reached++
-	rel := &backup.Release{Info: backup.ReleaseInfo{Name: "polyaxon", Namespace: "ns", Revision: 3, ChartVersion: "2.15.1", AppVersion: r.appVersion}}
+	rel := &backup.Release{Info: backup.ReleaseInfo{Name: "polyaxon", Namespace: "ns", Revision: 3, ChartVersion: "2.15.1", AppVersion: r.appVersion},
+		Names: render.Names{Release: "polyaxon", Name: "polyaxon", Selector: map[string]string{"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": "polyaxon"}}}
 	return r.target, rel, func(context.Context) error { r.closed++; return nil }, nil
 }
 

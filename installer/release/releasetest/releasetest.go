@@ -20,6 +20,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
@@ -199,6 +200,16 @@ spec:
 {{- end }}
 `
 
+const helpers = "templates/_helpers.tpl"
+
+func embedded(name string) []byte {
+	b, err := charts.ReadFile(name)
+	if err != nil {
+		panic("embedded chart: " + err.Error())
+	}
+	return b
+}
+
 // Chart returns a small chart named polyaxon with the given chart and app versions and optional
 // annotations (e.g. polyaxon-deploy/upgrade-from).
 func Chart(version, appVersion string, annotations map[string]string) *chart.Chart {
@@ -211,6 +222,8 @@ func Chart(version, appVersion string, annotations map[string]string) *chart.Cha
 			Annotations: annotations,
 		},
 		Templates: []*chart.File{
+			// The real chart's helpers: the installer reads the release's names through them.
+			{Name: helpers, Data: embedded(helpers)},
 			{Name: "templates/gateway/deployment.yaml", Data: []byte(deployment)},
 			{Name: "templates/postgresql/statefulset.yaml", Data: []byte(statefulSet)},
 			{Name: "templates/NOTES.txt", Data: []byte("Polyaxon {{ .Chart.AppVersion }} installed.\n")},
@@ -218,6 +231,7 @@ func Chart(version, appVersion string, annotations map[string]string) *chart.Cha
 		Values: map[string]any{
 			"image":   map[string]any{"tag": ""},
 			"gateway": map[string]any{"replicas": 1},
+			"secrets": map[string]any{"existingSecret": ""},
 			"postgresql": map[string]any{
 				"enabled": true,
 				"image":   map[string]any{"tag": "16"},
