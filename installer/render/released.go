@@ -31,18 +31,8 @@ func Released(rel *helmrelease.Release) (*Result, error) {
 		}
 		res.Manifests = append(res.Manifests, mf)
 	}
-	for _, h := range rel.Hooks {
-		mf, err := decodeManifest(source+" hook "+h.Path, h.Manifest)
-		if errors.Is(err, errEmpty) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range h.Events {
-			mf.HookEvents = append(mf.HookEvents, string(e))
-		}
-		res.Hooks = append(res.Hooks, mf)
+	if res.Hooks, err = decodeHooks(source+" hook ", rel.Hooks); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

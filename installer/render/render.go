@@ -20,6 +20,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -231,18 +232,8 @@ func Render(ch *chart.Chart, vals map[string]any, opts Options) (*Result, error)
 		}
 		res.Manifests = append(res.Manifests, mf)
 	}
-	for _, h := range hooks {
-		mf, err := decodeManifest(h.Path, h.Manifest)
-		if errors.Is(err, errEmpty) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range h.Events {
-			mf.HookEvents = append(mf.HookEvents, string(e))
-		}
-		res.Hooks = append(res.Hooks, mf)
+	if res.Hooks, err = decodeHooks("", hooks); err != nil {
+		return nil, err
 	}
 	for _, crd := range ch.CRDObjects() {
 		for i, doc := range splitDocs(string(crd.File.Data)) {
@@ -528,6 +519,26 @@ func splitDocs(content string) []string {
 
 // errEmpty marks documents with no object (only comments).
 var errEmpty = errors.New("empty document")
+
+// decodeHooks decodes Helm's hooks with their events; prefix goes before each hook's path in
+// messages.
+func decodeHooks(prefix string, hooks []*helmrelease.Hook) ([]Manifest, error) {
+	var out []Manifest
+	for _, h := range hooks {
+		mf, err := decodeManifest(prefix+h.Path, h.Manifest)
+		if errors.Is(err, errEmpty) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range h.Events {
+			mf.HookEvents = append(mf.HookEvents, string(e))
+		}
+		out = append(out, mf)
+	}
+	return out, nil
+}
 
 func decodeManifest(source, content string) (Manifest, error) {
 	u, typed, err := Decode([]byte(content))
