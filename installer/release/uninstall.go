@@ -141,7 +141,12 @@ func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*Unins
 	// Read before the revisions go: they say which labels the release's objects carry.
 	names, err := c.Names(ctx)
 	if err != nil {
-		return nil, err
+		if o.purgeData {
+			return nil, err
+		}
+		// Another chart's release (adopt removes the official one): without our name helpers
+		// its kept objects are not listed, and nothing is purged.
+		names = render.Names{Release: c.name}
 	}
 	if len(h) > 0 {
 		un := action.NewUninstall(c.withContext(ctx))
