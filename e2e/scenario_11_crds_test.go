@@ -52,8 +52,15 @@ func TestScenario11CRDsFollowTheChart(t *testing.T) {
 		"apiVersion": "polyaxon.com/v1", "kind": "KFJob",
 		"metadata": map[string]any{"name": "legacy-run", "namespace": ns},
 	}}
-	_, err = dyn.Resource(kfjobsGVR).Namespace(ns).Create(ctxT(t, time.Minute), run, metav1.CreateOptions{})
-	require.NoError(t, err)
+	// A CRD whose names are accepted is served a moment later: until then the API server
+	// answers 404 for its resource.
+	waitFor(t, time.Minute, "a KFJob created", func(ctx context.Context) (bool, string, error) {
+		_, err := dyn.Resource(kfjobsGVR).Namespace(ns).Create(ctx, run, metav1.CreateOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, err.Error(), nil
+		}
+		return err == nil, "", err
+	})
 
 	res, err := rel.ApplyCRDs(ctxT(t, 2*time.Minute), ch)
 	require.NoError(t, err)
