@@ -15,6 +15,11 @@
 // change cluster-wide things (no core nodes, no default StorageClass) and get clusters of
 // their own, as do 8 (run pods and the admission policies, cluster-scoped) and 9 (the Kubeflow
 // training operator and its CRDs, built by e2e/scripts/build-training-operator.sh on first use).
+//
+// Parallelism: a scenario with a cluster of its own calls t.Parallel, so that while one waits
+// on Polyaxon's programs or a rollout another runs (go test runs -parallel of them at once).
+// The lifecycle scenarios share one cluster and run one after another inside one parallel
+// test, TestLifecycleScenarios (-run 'TestLifecycleScenarios/Scenario2' picks one).
 package e2e
 
 import (
@@ -434,6 +439,30 @@ func (c *testCluster) destroy() error {
 		err = errors.Join(err, c.pg.Close())
 	}
 	return err
+}
+
+// TestLifecycleScenarios runs the scenarios of the shared lifecycle cluster one after another,
+// in the order they always ran (11 first: it starts from a cluster without our CRDs), as one
+// test beside the scenarios with clusters of their own. One of them alone:
+// go test -run 'TestLifecycleScenarios/Scenario2' ./e2e/
+func TestLifecycleScenarios(t *testing.T) {
+	t.Parallel()
+	for _, s := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"Scenario11CRDsFollowTheChart", scenario11CRDsFollowTheChart},
+		{"Scenario14HelmAndPolyaxonDeploy", scenario14HelmAndPolyaxonDeploy},
+		{"Scenario15NameOverride", scenario15NameOverride},
+		{"Scenario1ProductionInstall", scenario1ProductionInstall},
+		{"Scenario2UpgradeWithBackup", scenario2UpgradeWithBackup},
+		{"Scenario3FailedMigration", scenario3FailedMigration},
+		{"Scenario4InterruptedUpgrade", scenario4InterruptedUpgrade},
+		{"Scenario7PlainHelm", scenario7PlainHelm},
+		{"ScenarioMigrationDamageAndRestore", scenarioMigrationDamageAndRestore},
+	} {
+		t.Run(s.name, s.run)
+	}
 }
 
 // lifecycleCluster is the shared cluster of scenarios 1-4, 7 and 14 (deleted by TestMain).

@@ -135,6 +135,7 @@ var oldValues = map[string]any{
 // finishes: same rows and checksums, same secret key, ours deployed, the old release removed
 // without its CRDs or run objects.
 func TestScenario10Adopt(t *testing.T) {
+	t.Parallel() // a cluster of its own: runs beside the others (package doc)
 	c := adoptCluster(t)
 	cs := c.Clientset
 	dyn := dynamic.NewForConfigOrDie(c.RESTConfig)

@@ -26,6 +26,7 @@ import (
 // over the policies `render` prints). A run pod of each category as Polyaxon sends it is still
 // admitted and placed on its pool.
 func TestScenario13RunsLocked(t *testing.T) {
+	t.Parallel() // a cluster of its own: runs beside the others (package doc)
 	c := runsCluster(t, "locked")
 	ns := nsInstall
 	c.deploy(t, "install", "--profile", "production", "-o", "json").requireExit(t, 0)

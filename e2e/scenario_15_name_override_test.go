@@ -17,13 +17,13 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 )
 
-// TestScenario15NameOverride: a release named ml, installed with nameOverride and
+// scenario15NameOverride (TestLifecycleScenarios): a release named ml, installed with nameOverride and
 // fullnameOverride and a platform Secret of the user's own (secrets.existingSecret). Every
 // command that acts on the release's objects finds them by the chart's names: `check` sees its
 // workloads, `backup` dumps through ml-core-postgresql-0 and saves the user's Secret, a killed
 // `restore` is reported by `check` and undone by `recover`, `restore` puts the data back with
 // the writers down, and `uninstall --purge-data` deletes the release's volumes and Secrets.
-func TestScenario15NameOverride(t *testing.T) {
+func scenario15NameOverride(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
 	ns := nsNameOverride

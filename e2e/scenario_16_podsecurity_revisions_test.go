@@ -33,6 +33,7 @@ const policiesOff = "runs.admissionPolicies.enabled=false"
 // rolls back to restricted, and so does `recover` after a killed one. Each level is the API
 // server's own: a run pod admitted (hardened or not), a pod outside restricted refused.
 func TestScenario16PodSecurityRevisions(t *testing.T) {
+	t.Parallel() // a cluster of its own: runs beside the others (package doc)
 	c := runsCluster(t, "podsecurity")
 	ns := nsInstall
 	cs := c.Clientset

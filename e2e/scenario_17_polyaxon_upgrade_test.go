@@ -26,6 +26,7 @@ const oldestPolyaxon = "2.15.1"
 // version's own migrate, the API answers at the new version, and the new CLI lists the same
 // project and run with the same status.
 func TestScenario17PolyaxonUpgrade(t *testing.T) {
+	t.Parallel() // a cluster of its own: runs beside the others (package doc)
 	ns := nsInstall
 	c := polyaxonCluster(t, "pxupgrade", ns)
 	createNamespace(t, c, ns)

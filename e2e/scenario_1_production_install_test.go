@@ -35,13 +35,13 @@ var runCategoryPools = map[string]string{
 	"BUILDS":       cluster.PoolBuilds,
 }
 
-// TestScenario1ProductionInstall: `polyaxon-deploy install --profile production` on a cluster
+// scenario1ProductionInstall (TestLifecycleScenarios): `polyaxon-deploy install --profile production` on a cluster
 // with core, experiments (GPU, tainted) and builds pools. Every workload becomes ready, core
 // pods run on core nodes, Postgres/RabbitMQ/Redis never on experiments/builds nodes, the
 // canary of each run category (placed as the chart's admission policies place its runs) lands
 // on that category's pool, and the namespace enforces Pod Security "restricted" with every pod
 // admitted.
-func TestScenario1ProductionInstall(t *testing.T) {
+func scenario1ProductionInstall(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
 	ns := nsInstall

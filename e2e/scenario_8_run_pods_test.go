@@ -36,6 +36,7 @@ const noExperimentsToleration = "tolerations.experiments=null"
 // (runs.admissionPolicies.enabled=false) installs with the namespace at enforce=baseline
 // (warn and audit restricted), says so, and admits run pods as Polyaxon sends them.
 func TestScenario8RunPods(t *testing.T) {
+	t.Parallel() // a cluster of its own: runs beside the others (package doc)
 	c := runsCluster(t, "runs")
 	ns := nsInstall
 	c.deploy(t, "install", "--profile", "production", "-o", "json").requireExit(t, 0)

@@ -98,6 +98,45 @@ func applyKubeflowCRDs(t *testing.T, c *testCluster, crdDir string, plurals ...s
 // $TMPDIR/k8s-webhook-server/serving-certs, which the harness keeps private to the run.
 const rotatorCertFile = "/tmp/k8s-webhook-server/serving-certs/tls.crt"
 
+// rotatorCert counts this run's operators that rely on rotatorCertFile, so that the file
+// this run created goes when the last of them (scenarios 9 and 12 run side by side) ends.
+var rotatorCert struct {
+	sync.Mutex
+	users   int
+	created bool
+}
+
+// useRotatorCert makes sure rotatorCertFile exists (created with pem if missing, never
+// rewritten) and removes the file this run created once no operator of the run needs it.
+func useRotatorCert(t *testing.T, pem []byte) error {
+	rotatorCert.Lock()
+	defer rotatorCert.Unlock()
+	if err := os.MkdirAll(filepath.Dir(rotatorCertFile), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(rotatorCertFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		_, err = f.Write(pem)
+		if err = errors.Join(err, f.Close()); err != nil {
+			return err
+		}
+		rotatorCert.created = true
+	case !os.IsExist(err):
+		return err
+	}
+	rotatorCert.users++
+	t.Cleanup(func() {
+		rotatorCert.Lock()
+		defer rotatorCert.Unlock()
+		if rotatorCert.users--; rotatorCert.users == 0 && rotatorCert.created {
+			_ = os.Remove(rotatorCertFile)
+			rotatorCert.created = false
+		}
+	})
+	return nil
+}
+
 // trainingOperatorSecret is the Secret its certificate controller fills (--webhook-secret-name).
 const trainingOperatorSecret = "training-operator-webhook-cert"
 
@@ -170,17 +209,7 @@ func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, 
 			}
 		}
 		// Shared by every run on this machine: created if missing, never rewritten.
-		if err := os.MkdirAll(filepath.Dir(rotatorCertFile), 0o700); err != nil {
-			return false, "", err
-		}
-		f, err := os.OpenFile(rotatorCertFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			_, err = f.Write(s.Data["tls.crt"])
-			err = errors.Join(err, f.Close())
-			t.Cleanup(func() { _ = os.Remove(rotatorCertFile) })
-		} else if os.IsExist(err) {
-			err = nil
-		}
+		err = useRotatorCert(t, s.Data["tls.crt"])
 		return err == nil, "", err
 	})
 	// Ready when its controllers run (the readyz check passes only after that).

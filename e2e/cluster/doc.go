@@ -64,8 +64,10 @@
 //     started and not Ready, and keep kwok's pod-ready and pod-complete stages off it; a
 //     watcher of the provider (hostRunner, a pod informer) then starts the process and owns the
 //     pod's status from there: Ready when the container's own readiness probe (httpGet,
-//     tcpSocket, or exec through Program.ExecProbe) passes against the process, and, when the
-//     process exits, the container terminated with its exit code (phase Succeeded or Failed).
+//     tcpSocket, or exec through Program.ExecProbe) passes against the process (every 2 s at
+//     most until then; an exec probe, a program of its own, then runs at the probe's period),
+//     and, when the process exits, the container terminated with its exit code (phase
+//     Succeeded or Failed).
 //     Deleting the pod stops the process (SIGTERM, then SIGKILL after the grace period).
 //     A container is not restarted in place: its pod ends, and a Deployment's ReplicaSet
 //     replaces it (where a kubelet would restart the container under restartPolicy Always).

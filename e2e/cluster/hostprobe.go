@@ -16,7 +16,8 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// maxProbePeriod caps a probe's period: the chart's periods suit a cluster, not a test.
+// maxProbePeriod caps a probe's period until the pod is Ready: the chart's periods suit a
+// cluster, not a test that waits for readiness.
 const maxProbePeriod = 2 * time.Second
 
 // probe runs the container's readiness probe against the process, as the kubelet would, and
@@ -29,12 +30,13 @@ func (r *hostRunner) probe(ctx context.Context, p *corev1.Pod, c *corev1.Contain
 		return
 	}
 	period := time.Duration(pr.PeriodSeconds) * time.Second
-	if period <= 0 || period > maxProbePeriod {
-		period = maxProbePeriod
+	if period <= 0 {
+		period = 10 * time.Second // the kubelet's default
 	}
+	waiting := min(period, maxProbePeriod)
 	failures := max(pr.FailureThreshold, 1)
 	ready, fails := false, int32(0)
-	t := time.NewTicker(period)
+	t := time.NewTicker(waiting)
 	defer t.Stop()
 	for {
 		err := r.probeOnce(ctx, pr, prog, pc, proc)
@@ -48,6 +50,16 @@ func (r *hostRunner) probe(ctx context.Context, p *corev1.Pod, c *corev1.Contain
 		case ready:
 			if fails++; fails >= failures && r.setReady(ctx, p, false) == nil {
 				ready = false
+			}
+		}
+		// An exec probe starts a program (the agent's healthz is a Python process of a few
+		// seconds' CPU): once Ready, it runs at the chart's period, as on a kubelet, so that
+		// probes do not take the machine's cores. Network probes are cheap and stay quick.
+		if pr.Exec != nil {
+			if ready {
+				t.Reset(period)
+			} else {
+				t.Reset(waiting)
 			}
 		}
 		select {
