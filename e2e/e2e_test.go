@@ -447,6 +447,16 @@ func (c *testCluster) destroy() error {
 // go test -run 'TestLifecycleScenarios/Scenario2' ./e2e/
 func TestLifecycleScenarios(t *testing.T) {
 	t.Parallel()
+	// Deleted as soon as its scenarios end: an idle control plane still takes CPU from the
+	// scenarios beside it (TestMain deletes it when a run stops earlier).
+	t.Cleanup(func() {
+		if lc := suite.lifecycle; lc != nil {
+			suite.lifecycle = nil
+			if err := lc.destroy(); err != nil {
+				t.Errorf("delete lifecycle cluster: %v", err)
+			}
+		}
+	})
 	for _, s := range []struct {
 		name string
 		run  func(*testing.T)

@@ -65,7 +65,7 @@
 //     watcher of the provider (hostRunner, a pod informer) then starts the process and owns the
 //     pod's status from there: Ready when the container's own readiness probe (httpGet,
 //     tcpSocket, or exec through Program.ExecProbe) passes against the process (every 2 s at
-//     most until then; an exec probe, a program of its own, then runs at the probe's period),
+//     most until then, and at the probe's own period from then on, as on a kubelet),
 //     and, when the process exits, the container terminated with its exit code (phase
 //     Succeeded or Failed).
 //     Deleting the pod stops the process (SIGTERM, then SIGKILL after the grace period).

@@ -52,15 +52,14 @@ func (r *hostRunner) probe(ctx context.Context, p *corev1.Pod, c *corev1.Contain
 				ready = false
 			}
 		}
-		// An exec probe starts a program (the agent's healthz is a Python process of a few
-		// seconds' CPU): once Ready, it runs at the chart's period, as on a kubelet, so that
-		// probes do not take the machine's cores. Network probes are cheap and stay quick.
-		if pr.Exec != nil {
-			if ready {
-				t.Reset(period)
-			} else {
-				t.Reset(waiting)
-			}
+		// Once Ready, the probe runs at the chart's period, as on a kubelet: an exec probe
+		// starts a program (the agent's healthz is a Python process of seconds of CPU), and
+		// even an HTTP one is a request through Django, which the scenarios beside this one
+		// would pay for on a machine of two cores.
+		if ready {
+			t.Reset(period)
+		} else {
+			t.Reset(waiting)
 		}
 		select {
 		case <-ctx.Done():
