@@ -352,6 +352,13 @@ var chartMutations = []chartMutation{
 	{"the dependencies' NetworkPolicy admits every pod of the namespace", "templates/_dependency.tpl",
 		"    - podSelector:\n        {{- include \"polyaxon.networkPolicy.platformPods\" .ctx | nindent 8 }}",
 		"    - podSelector: {}", checkDependenciesOnlyForThePlatform},
+	{"the runs' restrictions no longer keep runs off the protected pools", "templates/runs/validatingadmissionpolicy.yaml",
+		`- expression: 'variables.unconfined.size() == 0'`, `- expression: 'true'`, checkRunsKeptOffProtectedPools},
+	{"a nodeSelector on any label keeps a run off the protected pools (a hostname passes)", "templates/runs/validatingadmissionpolicy.yaml",
+		`!variables.nodeSelector.exists(k, k in p.labels && variables.nodeSelector[k] != p.labels[k])`,
+		`!variables.nodeSelector.exists(k, !(k in p.labels) || variables.nodeSelector[k] != p.labels[k])`, checkRunsKeptOffProtectedPools},
+	{"one required affinity term that keeps off the protected pools is enough", "templates/runs/validatingadmissionpolicy.yaml",
+		`|| variables.terms.exists(t, !t.?matchExpressions`, `|| variables.terms.all(t, !t.?matchExpressions`, checkRunsKeptOffProtectedPools},
 	{"the gateway no longer mounts the artifacts store", "templates/gateway/deployment.yaml",
 		`{{- with include "polyaxon.artifactsStore.volumeMounts" . }}{{ . | trim | nindent 10 }}{{ end }}`, ``, checkArtifactsStoreMounted},
 }

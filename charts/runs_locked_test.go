@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -68,7 +69,10 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 		`object.spec.?priorityClassName.orValue("") in variables.priorityClasses`,
 		`object.spec.?schedulerName.orValue("") in variables.schedulers`,
 		`variables.targeted.size() == 0`,
+		`variables.unconfined.size() == 0`,
 	}, exprs)
+	assert.Equal(t, `["polyaxon=experiments", "polyaxon=builds"]`, policyVariable(p, "runPools"),
+		"the run pools a refusal suggests: the categories' pools, none of them a protected one")
 	b := prod.get("ValidatingAdmissionPolicyBinding", restrictionsPolicy)
 	require.NotNil(t, b)
 	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
@@ -85,6 +89,10 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 	noCore := restrictions(t, render(t, map[string]any{"runs": map[string]any{"protectedCategories": []any{"core", "redis"}},
 		"redis": map[string]any{"enabled": true, "nodeSelector": map[string]any{"pool": "cache"}}}))
 	assert.Equal(t, `[{"labels": dyn({"pool": dyn("cache")}), "name": dyn("redis"), "selector": dyn("pool=cache")}]`, policyVariable(noCore, "protected"))
+	// A category placed on a protected pool, or on no pool, is no pool to suggest.
+	onCore := restrictions(t, render(t, profileValues(t, "production"), map[string]any{"nodeSelectors": map[string]any{
+		"experiments": map[string]any{"polyaxon": "core"}, "jobs": nil, "tensorboards": map[string]any{"polyaxon": "core", "gpu": "yes"}}}))
+	assert.Equal(t, `["polyaxon=builds", "polyaxon=experiments"]`, policyVariable(onCore, "runPools"))
 	// Without a runs service account Polyaxon names none: the pod gets "default".
 	noSA := restrictions(t, render(t, map[string]any{"runs": map[string]any{"serviceAccount": map[string]any{"create": false}}}))
 	assert.Equal(t, `["default"]`, policyVariable(noSA, "serviceAccounts"))
@@ -96,7 +104,7 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 
 // admitter evaluates a release's Mutating and ValidatingAdmissionPolicies with the API
 // server's dispatchers (installer/admission).
-func admitter(t *testing.T, r rendered) *admission.Evaluator {
+func admitter(t testing.TB, r rendered) *admission.Evaluator {
 	t.Helper()
 	objs := typedObjects(t, r)
 	ev, err := admission.New(admission.Policies(objs))
@@ -107,7 +115,7 @@ func admitter(t *testing.T, r rendered) *admission.Evaluator {
 }
 
 // runPod is a fixture of e2e/testdata/runpods with the release's runs service account.
-func runPod(t *testing.T, name string) *corev1.Pod {
+func runPod(t testing.TB, name string) *corev1.Pod {
 	t.Helper()
 	var pod corev1.Pod
 	raw := strings.ReplaceAll(string(runPodFixture(t, name)), "RUNS_SA", testRelease+"-runs")
@@ -144,21 +152,6 @@ func TestRunRestrictionsRefuseAndAdmit(t *testing.T) {
 			"spec.priorityClassName: system-cluster-critical is not allowed for runs (allowed: none): remove priorityClassName from the run's environment, or add it to the chart value runs.allowedPriorityClasses"},
 		{"another scheduler", func(p *corev1.Pod) { p.Spec.SchedulerName = "my-scheduler" },
 			"spec.schedulerName: my-scheduler is not allowed for runs (allowed: default-scheduler): remove schedulerName from the run's environment, or add it to the chart value runs.allowedSchedulers"},
-		{"the core pool by nodeSelector", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"polyaxon": "core"} },
-			"spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core), postgresql (polyaxon=core), rabbitmq (polyaxon=core), redis (polyaxon=core): remove that nodeSelector or node affinity from the run's environment (runs.protectedCategories)"},
-		{"the core pool by nodeSelector with another label", func(p *corev1.Pod) {
-			p.Spec.NodeSelector = map[string]string{"polyaxon": "core", "zone": "a"}
-		}, "may not target the nodes of the protected categories core (polyaxon=core)"},
-		// A run without a nodeSelector gets its category's (the placement policies run first),
-		// which excludes core: an affinity alone cannot reach core, one with a nodeSelector can.
-		{"the core pool by required affinity In", func(p *corev1.Pod) {
-			p.Spec.NodeSelector = map[string]string{"zone": "a"}
-			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpIn, Values: []string{"experiments", "core"}})
-		}, "may not target the nodes of the protected categories core (polyaxon=core)"},
-		{"any pool by required affinity Exists", func(p *corev1.Pod) {
-			p.Spec.NodeSelector = map[string]string{"zone": "a"}
-			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpExists})
-		}, "may not target the nodes of the protected categories core (polyaxon=core)"},
 	}
 	for _, c := range refused {
 		pod := runPod(t, "job.yaml")
@@ -175,17 +168,7 @@ func TestRunRestrictionsRefuseAndAdmit(t *testing.T) {
 		name   string
 		change func(*corev1.Pod)
 	}{
-		{"a nodeSelector without the pool's label", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"zone": "a"} }},
 		{"the default scheduler", func(p *corev1.Pod) { p.Spec.SchedulerName = "default-scheduler" }},
-		{"another pool by nodeSelector", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"polyaxon": "builds"} }},
-		{"a required affinity away from core", func(p *corev1.Pod) {
-			p.Spec.NodeSelector = map[string]string{"zone": "a"}
-			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"core"}})
-		}},
-		{"a nodeSelector excluding core with an Exists affinity", func(p *corev1.Pod) {
-			p.Spec.NodeSelector = map[string]string{"polyaxon": "experiments"}
-			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpExists})
-		}},
 	}
 	for _, c := range admitted {
 		pod := runPod(t, "job.yaml")
@@ -204,7 +187,7 @@ func TestRunRestrictionsRefuseAndAdmit(t *testing.T) {
 	ev = admitter(t, render(t, profileValues(t, "development"), map[string]any{"runs": map[string]any{
 		"allowedPriorityClasses": []any{"runs-low"}, "allowedSchedulers": []any{"default-scheduler", "volcano"}}}))
 	pod = runPod(t, "job.yaml")
-	pod.Spec.NodeSelector = map[string]string{"polyaxon": "core"}
+	pod.Spec.NodeSelector = map[string]string{"polyaxon": "core", corev1.LabelHostname: "core-0"}
 	pod.Spec.PriorityClassName = "runs-low"
 	pod.Spec.SchedulerName = "volcano"
 	_, err = ev.AdmitPod(ctx, pod)
@@ -214,7 +197,110 @@ func TestRunRestrictionsRefuseAndAdmit(t *testing.T) {
 	assert.ErrorContains(t, err, "spec.priorityClassName: high is not allowed for runs (allowed: runs-low)")
 }
 
-// plan and check see a category whose default placement is a protected pool as refused.
+// checkRunsKeptOffProtectedPools: with the production profile, a run pod that could land on
+// the core pool is refused with the reason, whether it names the pool (nodeSelector, required
+// affinity) or merely does not keep off it by the pool's label (a hostname, another label a
+// core node may carry); a run pod that names a run pool, or none (its category's applies), is
+// admitted.
+func checkRunsKeptOffProtectedPools(t testing.TB, ch *chart.Chart) {
+	ev := admitter(t, renderChart(t, ch, profileValues(t, "production")))
+	ctx := context.Background()
+	const targets = "spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core), postgresql (polyaxon=core), rabbitmq (polyaxon=core), redis (polyaxon=core): remove that nodeSelector or node affinity from the run's environment (runs.protectedCategories)"
+	const keepOff = "spec.nodeSelector/spec.affinity: a run pod must keep off the nodes of the protected categories core (polyaxon=core), postgresql (polyaxon=core), rabbitmq (polyaxon=core), redis (polyaxon=core) by their labels, and a hostname, another label or no nodeSelector may land it there: " +
+		"name a run pool in the run's environment.nodeSelector (polyaxon=experiments or polyaxon=builds); a run that names none gets its category's (chart values nodeSelectors.<category>, runs.protectedCategories)"
+	terms := func(ts ...[]corev1.NodeSelectorRequirement) *corev1.Affinity {
+		a := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{}}}
+		for _, t := range ts {
+			a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = append(
+				a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms, corev1.NodeSelectorTerm{MatchExpressions: t})
+		}
+		return a
+	}
+	in := func(key string, values ...string) []corev1.NodeSelectorRequirement {
+		return []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: values}}
+	}
+	refused := []struct {
+		name    string
+		change  func(*corev1.Pod)
+		message string
+	}{
+		{"the core pool by nodeSelector", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"polyaxon": "core"} }, targets},
+		{"the core pool by nodeSelector with another label", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"polyaxon": "core", "zone": "a"}
+		}, targets},
+		// A run without a nodeSelector gets its category's (the placement policies run first),
+		// which keeps off core: an affinity alone cannot reach core, one with a nodeSelector can.
+		{"the core pool by required affinity In", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"zone": "a"}
+			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpIn, Values: []string{"experiments", "core"}})
+		}, targets},
+		{"any pool by required affinity Exists", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"zone": "a"}
+			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpExists})
+		}, targets},
+		{"a core node by hostname", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "core-0"} }, keepOff},
+		{"a label only core nodes carry", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "nvme-db"} }, keepOff},
+		{"a core node by one of two affinity terms", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"zone": "a"}
+			p.Spec.Affinity = terms(in("polyaxon", "experiments"), in(corev1.LabelHostname, "core-0"))
+		}, keepOff},
+		{"a pool label with Gt (not provably another value)", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"zone": "a"}
+			p.Spec.Affinity = terms([]corev1.NodeSelectorRequirement{{Key: "polyaxon", Operator: corev1.NodeSelectorOpGt, Values: []string{"1"}}})
+		}, targets},
+	}
+	for _, c := range refused {
+		pod := runPod(t, "job.yaml")
+		c.change(pod)
+		_, err := ev.AdmitPod(ctx, pod)
+		if !assert.Error(t, err, c.name) {
+			continue
+		}
+		assert.True(t, admission.IsRefusal(err), "%s: %v", c.name, err)
+		assert.Contains(t, err.Error(), "denied request: "+c.message, c.name)
+	}
+	admitted := []struct {
+		name   string
+		change func(*corev1.Pod)
+	}{
+		{"no scheduling of its own (its category's pool)", func(p *corev1.Pod) {}},
+		{"another pool by nodeSelector", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"polyaxon": "builds"} }},
+		{"a node of a run pool by hostname", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"polyaxon": "experiments", corev1.LabelHostname: "experiments-0"}
+		}},
+		{"a required affinity away from core", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"zone": "a"}
+			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"core"}})
+		}},
+		{"affinity terms that each keep off core", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"zone": "a"}
+			p.Spec.Affinity = terms(append(in("polyaxon", "experiments"), in(corev1.LabelHostname, "core-0")...),
+				[]corev1.NodeSelectorRequirement{{Key: "polyaxon", Operator: corev1.NodeSelectorOpDoesNotExist}})
+		}},
+		{"an affinity only (the category's nodeSelector is added)", func(p *corev1.Pod) {
+			p.Spec.Affinity = terms(in(corev1.LabelHostname, "core-0"))
+		}},
+		{"a nodeSelector excluding core with an Exists affinity", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"polyaxon": "experiments"}
+			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpExists})
+		}},
+	}
+	for _, c := range admitted {
+		pod := runPod(t, "job.yaml")
+		c.change(pod)
+		_, err := ev.AdmitPod(ctx, pod)
+		assert.NoError(t, err, c.name)
+	}
+	for _, f := range append(runPodFixtures, "own-node-selector.yaml") {
+		_, err := ev.AdmitPod(ctx, runPod(t, f))
+		assert.NoError(t, err, "%s as Polyaxon sends it is admitted", f)
+	}
+}
+
+func TestRunsKeptOffProtectedPools(t *testing.T) { checkRunsKeptOffProtectedPools(t, loadChart(t)) }
+
+// plan and check see a category whose default placement is a protected pool, or no pool, as
+// refused.
 func TestRunRestrictionsRefuseACategoryPlacedOnCore(t *testing.T) {
 	p := runPlacement(t, render(t, profileValues(t, "production")))
 	for _, c := range p.Categories {
@@ -227,5 +313,24 @@ func TestRunRestrictionsRefuseACategoryPlacedOnCore(t *testing.T) {
 		} else {
 			assert.Empty(t, c.Refused, c.Category)
 		}
+	}
+	// Without a pool of its own a category's runs could land anywhere, core included.
+	p = runPlacement(t, render(t, profileValues(t, "production"), map[string]any{"nodeSelectors": map[string]any{"notebooks": nil}}))
+	for _, c := range p.Categories {
+		if c.Category == "notebooks" {
+			assert.Contains(t, c.Refused, "denied request: spec.nodeSelector/spec.affinity: a run pod must keep off the nodes of the protected categories core (polyaxon=core)")
+			assert.Contains(t, c.Refused, "name a run pool in the run's environment.nodeSelector (polyaxon=experiments or polyaxon=builds)")
+		} else {
+			assert.Empty(t, c.Refused, c.Category)
+		}
+	}
+	// No category with a pool: the refusal says to give one a pool.
+	none := map[string]any{}
+	for _, c := range []string{"experiments", "jobs", "builds", "tensorboards", "notebooks"} {
+		none[c] = nil
+	}
+	p = runPlacement(t, render(t, profileValues(t, "production"), map[string]any{"nodeSelectors": none}))
+	for _, c := range p.Categories {
+		assert.Contains(t, c.Refused, "no run category is placed elsewhere: give a run category a pool of its own (chart values nodeSelectors.<category>, runs.protectedCategories)", c.Category)
 	}
 }

@@ -22,9 +22,11 @@ import (
 // production"): after `install --profile production`, the API server refuses, with the
 // reason, every run pod that names another service account than the runs one, a nodeName, a
 // priority class, another scheduler, or the core pool's nodes (by nodeSelector or required
-// node affinity). Each refusal is the one `plan` and `check` predict offline (installer/admission
-// over the policies `render` prints). A run pod of each category as Polyaxon sends it is still
-// admitted and placed on its pool.
+// node affinity), or that does not keep off them by the pool label (a core node's hostname, a
+// label only core nodes carry). Each refusal is the one `plan` and `check` predict offline
+// (installer/admission over the policies `render` prints). A run pod of each category as
+// Polyaxon sends it is still admitted and placed on its pool, and so is one pinned to a node
+// of its pool.
 func TestScenario13RunsLocked(t *testing.T) {
 	t.Parallel() // a cluster of its own: runs beside the others (package doc)
 	c := runsCluster(t, "locked")
@@ -36,13 +38,21 @@ func TestScenario13RunsLocked(t *testing.T) {
 	policy := ns + "-" + releaseName + "-runs-restrictions"
 	denied := "ValidatingAdmissionPolicy '" + policy + "' with binding '" + policy + "' denied request: "
 
-	var coreNode string
+	var coreNode, gpuNode string
 	for node, pool := range pools {
-		if pool == cluster.PoolCore {
+		switch pool {
+		case cluster.PoolCore:
 			coreNode = node
+		case cluster.PoolExperiments:
+			gpuNode = node
 		}
 	}
 	require.NotEmpty(t, coreNode, "the production cluster has a core pool")
+	require.NotEmpty(t, gpuNode, "the production cluster has an experiments pool")
+	const protectedPools = "core (polyaxon=core), postgresql (polyaxon=core), rabbitmq (polyaxon=core), redis (polyaxon=core)"
+	keepOff := "spec.nodeSelector/spec.affinity: a run pod must keep off the nodes of the protected categories " + protectedPools +
+		" by their labels, and a hostname, another label or no nodeSelector may land it there: name a run pool in the run's environment.nodeSelector" +
+		" (polyaxon=experiments or polyaxon=builds); a run that names none gets its category's (chart values nodeSelectors.<category>, runs.protectedCategories)"
 
 	t.Run("every escape is refused by the API server with the reason, as predicted", func(t *testing.T) {
 		refusals := []struct {
@@ -66,6 +76,11 @@ func TestScenario13RunsLocked(t *testing.T) {
 					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 						{Key: cluster.PoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{cluster.PoolCore}}}}}}}}
 			}, "spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core), postgresql (polyaxon=core), rabbitmq (polyaxon=core), redis (polyaxon=core): remove that nodeSelector or node affinity from the run's environment (runs.protectedCategories)"},
+			// Without the pool label a selector may still be a core node's: refused too.
+			{"a core node by its hostname", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: coreNode} }, keepOff},
+			{"a label only core nodes carry", func(p *corev1.Pod) {
+				p.Spec.NodeSelector = map[string]string{corev1.LabelInstanceTypeStable: "kwok-" + cluster.PoolCore}
+			}, keepOff},
 		}
 		for _, r := range refusals {
 			sent := loadRunPod(t, "job.yaml", ns)
@@ -91,10 +106,19 @@ func TestScenario13RunsLocked(t *testing.T) {
 			bound := waitBound(t, cs, ns, created.Name)
 			assert.Equalf(t, f.Pool, pools[bound.Spec.NodeName], "%s (%s) runs on %s", f.File, f.Category, bound.Spec.NodeName)
 		}
+		// A run may still pick a node of a run pool, naming the pool too.
+		pinned := loadRunPod(t, "experiment.yaml", ns)
+		pinned.Spec.NodeSelector = map[string]string{cluster.PoolLabel: cluster.PoolExperiments, corev1.LabelHostname: gpuNode}
+		_, err := ev.AdmitPod(context.Background(), pinned)
+		require.NoError(t, err, "predicted admitted")
+		created, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), pinned, metav1.CreateOptions{})
+		require.NoError(t, err, "a run pinned to a node of its pool is admitted")
+		assert.Equal(t, gpuNode, waitBound(t, cs, ns, created.Name).Spec.NodeName)
 	})
 
-	t.Run("plan and check show a category placed on the core pool as refused", func(t *testing.T) {
-		r := c.deploy(t, "plan", "--profile", "production", "--no-release", "--set", "nodeSelectors.tensorboards.polyaxon=core", "-o", "json").requireExit(t, 3)
+	t.Run("plan and check show a category placed on the core pool, or on no pool, as refused", func(t *testing.T) {
+		misplaced := []string{"--set", "nodeSelectors.tensorboards.polyaxon=core", "--set", "nodeSelectors.notebooks=null"}
+		r := c.deploy(t, append([]string{"plan", "--profile", "production", "--no-release", "-o", "json"}, misplaced...)...).requireExit(t, 3)
 		var pr struct {
 			Categories []struct {
 				Category string `json:"category"`
@@ -105,24 +129,32 @@ func TestScenario13RunsLocked(t *testing.T) {
 			} `json:"categories"`
 		}
 		r.data(t, &pr)
-		found := false
+		want := map[string]string{
+			"tensorboards": denied + "spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core)",
+			"notebooks":    denied + keepOff,
+		}
+		found := map[string]bool{}
 		for _, x := range pr.Categories {
-			if x.Category != "tensorboards" {
+			msg, ok := want[x.Category]
+			if !ok {
+				assert.Equal(t, "fits", x.Result.Verdict, x.Category)
 				continue
 			}
-			found = true
-			assert.Equal(t, "unschedulable", x.Result.Verdict)
-			assert.Contains(t, x.Result.Message, "refused by the API server: ")
-			assert.Contains(t, x.Result.Message, denied+"spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core)")
+			found[x.Category] = true
+			assert.Equal(t, "unschedulable", x.Result.Verdict, x.Category)
+			assert.Contains(t, x.Result.Message, "refused by the API server: ", x.Category)
+			assert.Contains(t, x.Result.Message, msg, x.Category)
 		}
-		assert.True(t, found, "plan reports the tensorboards category")
+		assert.Len(t, found, 2, "plan reports the tensorboards and notebooks categories")
 
-		r = c.deploy(t, "check", "--pre", "--profile", "production", "--set", "nodeSelectors.tensorboards.polyaxon=core", "-o", "json").requireExit(t, 3)
+		r = c.deploy(t, append([]string{"check", "--pre", "--profile", "production", "-o", "json"}, misplaced...)...).requireExit(t, 3)
 		res := r.result(t)
-		assert.Contains(t, failedChecks(res), "scheduling-tensorboards")
-		detail := checkDetail(res, "scheduling-tensorboards")
-		assert.Contains(t, detail, "refused by the API server: ")
-		assert.Contains(t, detail, denied+"spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core)")
+		for category, msg := range want {
+			assert.Contains(t, failedChecks(res), "scheduling-"+category)
+			detail := checkDetail(res, "scheduling-"+category)
+			assert.Contains(t, detail, "refused by the API server: ", category)
+			assert.Contains(t, detail, msg, category)
+		}
 		// The production profile names the ingress controller's namespace; this cluster has none.
 		assert.Equal(t, "no namespace is labelled kubernetes.io/metadata.name=ingress-nginx (networkPolicy.ingressNamespaceSelector): only pods of "+ns+" reach the gateway",
 			checkDetail(res, "gateway-sources"))

@@ -81,7 +81,7 @@ func scenario15NameOverride(t *testing.T) {
 	})
 
 	t.Run("a killed restore is reported by check and undone by recover", func(t *testing.T) {
-		require.NotEmpty(t, backupDir)
+		require.NotEmpty(t, backupDir, "no backup to restore: the backup step failed (above)")
 		p := c.startDeploy(t, args("restore", backupDir, "--yes")...)
 		gateway := overrideFullname + "-gateway"
 		deadline := time.Now().Add(2 * time.Minute)
@@ -115,7 +115,7 @@ func scenario15NameOverride(t *testing.T) {
 	})
 
 	t.Run("restore puts the data back with the release's writers down", func(t *testing.T) {
-		require.NotEmpty(t, backupDir)
+		require.NotEmpty(t, backupDir, "no backup to restore: the backup step failed (above)")
 		seen := watchReplicas(t, cs, ns)
 		c.deploy(t, args("restore", backupDir, "--yes")...).requireExit(t, 0)
 		history := seen()

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,8 +29,11 @@ const policiesOff = "runs.admissionPolicies.enabled=false"
 // a revision without the run policies labels the namespace enforce=baseline (warn and audit
 // restricted), and the API server then admits a run pod as Polyaxon sends it; a rollback to a
 // revision with the policies brings restricted back. A failed upgrade that had lowered enforce
-// rolls back to restricted, and so does `recover` after a killed one. Each level is the API
-// server's own: a run pod admitted (hardened or not), a pod outside restricted refused.
+// rolls back to restricted. An upgrade that takes the run policies and the NetworkPolicies away,
+// killed while Helm is deleting the run policies (some gone, some left), is undone by `recover`:
+// the previous revision's policies and NetworkPolicies are back, and so is restricted. Each
+// level is the API server's own: a run pod admitted (hardened or not), a pod outside restricted
+// refused.
 func TestScenario16PodSecurityRevisions(t *testing.T) {
 	t.Parallel() // a cluster of its own: runs beside the others (package doc)
 	c := runsCluster(t, "podsecurity")
@@ -95,76 +97,91 @@ func TestScenario16PodSecurityRevisions(t *testing.T) {
 	})
 	require.True(t, ok, "recover starts from restricted")
 
-	t.Run("recover after a killed upgrade that lowered enforce brings restricted back", func(t *testing.T) {
+	t.Run("recover after an upgrade killed while Helm deleted the run policies brings them and restricted back", func(t *testing.T) {
 		before := newest(helmRevisions(t, cs, ns))
-		freezeRollouts(t, c, ns)
-		p := c.startDeploy(t, upgrade("--set", policiesOff, "--set", "gateway.podAnnotations.e2e=killed")...)
-		waitFor(t, 2*time.Minute, "the upgrade to lower enforce, apply, and wait on its rollout", func(ctx context.Context) (bool, string, error) {
-			select {
-			case <-p.done:
-				return false, "", fmt.Errorf("the upgrade ended before it waited\n%s", p.result())
-			default:
-			}
-			list, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + releaseName + ",status=pending-upgrade"})
-			if err != nil || len(list.Items) == 0 {
-				return false, "no pending-upgrade revision yet", nil
-			}
-			nsObj, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			if enforce := nsObj.Labels["pod-security.kubernetes.io/enforce"]; enforce != "baseline" {
-				return false, "enforce " + enforce, nil
-			}
-			// Helm has applied the release (the policies are gone) and waits on the gateway.
-			gw, err := cs.AppsV1().Deployments(ns).Get(ctx, releaseName+"-gateway", metav1.GetOptions{})
-			if err != nil || gw.Spec.Template.Annotations["e2e"] != "killed" {
-				return false, "gateway template not applied yet", nil
-			}
-			return runPoliciesGone(ctx, cs, ns)
-		})
-		p.signal(t, syscall.SIGKILL)
-		p.wait(t, time.Minute)
-		unfreezeRollouts(t, c, ns)
+		policies, netpols := runPolicyNames(t, cs, ns), networkPolicyNames(t, cs, ns)
+		require.NotEmpty(t, policies)
+		require.NotEmpty(t, netpols)
+		// Helm deletes what the new revision lacks after applying the rest, NetworkPolicies
+		// first, then the admission policies by kind: the run dies right after the API server
+		// deleted the first MutatingAdmissionPolicyBinding.
+		r := deployEnv(t, c, map[string]string{killAfterDeleteEnv: "mutatingadmissionpolicybindings"},
+			upgrade("--set", policiesOff, "--set", "networkPolicy.enabled=false")...)
+		require.Equalf(t, 137, r.Code, "the upgrade killed itself in the middle of Helm's deletions\n%s", r)
 		require.Equal(t, "pending-upgrade", helmRevisions(t, cs, ns)[before+1], "a killed run leaves its revision pending (the premise)")
+		left := runPolicyNames(t, cs, ns)
+		require.NotEmpty(t, left, "killed before Helm deleted every run policy (the premise)")
+		require.Less(t, len(left), len(policies), "killed after Helm deleted a run policy (the premise)")
+		requireLevels(t, cs, ns, "baseline")
 
 		c.deploy(t, "recover", "--yes").requireExit(t, 0)
 		revs := requireNotPending(t, cs, ns)
 		assert.Equal(t, "deployed", revs[newest(revs)], "%v", revs)
+		assert.Equal(t, policies, runPolicyNames(t, cs, ns), "the run policies of the revision recover rolled back to")
+		assert.Equal(t, netpols, networkPolicyNames(t, cs, ns), "its NetworkPolicies")
 		requireLevels(t, cs, ns, "restricted")
 		requireRunsAdmitted(t, cs, ns, true)
+		// The restrictions the rollback patched back in are in force.
+		pinned := loadRunPod(t, "build.yaml", ns)
+		pinned.Spec.NodeName = "core-0"
+		waitFor(t, time.Minute, "a run pod with a nodeName refused", func(ctx context.Context) (bool, string, error) {
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, pinned, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err != nil && strings.Contains(err.Error(), "spec.nodeName: a run pod may not pick its node"), fmt.Sprint(err), nil
+		})
 	})
 }
 
-// runPoliciesGone reports whether Helm has deleted every run admission policy and binding of
-// the release. (Killed between those deletions, the release is one recover cannot roll back
-// yet: Helm's rollback fails to patch the binding left behind.)
-func runPoliciesGone(ctx context.Context, cs kubernetes.Interface, ns string) (bool, string, error) {
+// killAfterDeleteEnv makes polyaxon-deploy kill itself once the API server has deleted an
+// object of the named resource (cmd/polyaxon-deploy: envKillAfterDelete).
+const killAfterDeleteEnv = "POLYAXON_DEPLOY_TEST_KILL_AFTER_DELETE"
+
+// runPolicyNames lists the release's run admission policies and bindings as "Kind/name", sorted.
+func runPolicyNames(t *testing.T, cs kubernetes.Interface, ns string) []string {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
 	prefix := ns + "-" + releaseName + "-runs-"
 	adm := cs.AdmissionregistrationV1()
 	var names []string
-	if l, err := adm.ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{}); err == nil {
-		for _, o := range l.Items {
-			names = append(names, o.Name)
+	add := func(kind, name string) {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, kind+"/"+name)
 		}
 	}
-	if l, err := adm.ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{}); err == nil {
-		for _, o := range l.Items {
-			names = append(names, o.Name)
-		}
+	vaps, err := adm.ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, o := range vaps.Items {
+		add("ValidatingAdmissionPolicy", o.Name)
 	}
-	if l, err := adm.MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{}); err == nil {
-		for _, o := range l.Items {
-			names = append(names, o.Name)
-		}
+	vapbs, err := adm.ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, o := range vapbs.Items {
+		add("ValidatingAdmissionPolicyBinding", o.Name)
 	}
-	if l, err := adm.MutatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{}); err == nil {
-		for _, o := range l.Items {
-			names = append(names, o.Name)
-		}
+	maps, err := adm.MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, o := range maps.Items {
+		add("MutatingAdmissionPolicy", o.Name)
 	}
-	left := slices.DeleteFunc(names, func(n string) bool { return !strings.HasPrefix(n, prefix) })
-	return len(left) == 0, fmt.Sprintf("run policies left: %v", left), nil
+	mapbs, err := adm.MutatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, o := range mapbs.Items {
+		add("MutatingAdmissionPolicyBinding", o.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// networkPolicyNames lists the namespace's NetworkPolicies, sorted.
+func networkPolicyNames(t *testing.T, cs kubernetes.Interface, ns string) []string {
+	t.Helper()
+	list, err := cs.NetworkingV1().NetworkPolicies(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, o := range list.Items {
+		names = append(names, o.Name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // requireLevels checks the namespace's Pod Security labels for a revision whose enforce level is

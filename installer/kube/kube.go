@@ -4,6 +4,7 @@ package kube
 
 import (
 	"fmt"
+	"net/http"
 	"sync"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -52,6 +53,17 @@ func WithDynamic(d dynamic.Interface) Option { return func(s *Settings) { s.dyn 
 
 // WithRESTMapper injects a RESTMapper (unit tests with fakes).
 func WithRESTMapper(m meta.RESTMapper) Option { return func(s *Settings) { s.mapper = m } }
+
+// WithTransportWrapper wraps the transport of every client read from the kubeconfig, Helm's
+// included (a test hook sees each request).
+func WithTransportWrapper(w func(http.RoundTripper) http.RoundTripper) Option {
+	return func(s *Settings) {
+		s.flags.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
+			cfg.Wrap(w)
+			return cfg
+		}
+	}
+}
 
 // NewSettings follows kubectl: empty kubeconfig means $KUBECONFIG or ~/.kube/config, empty
 // context means the current one; an empty namespace means DefaultNamespace.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -79,9 +80,36 @@ func (k *ctxKubeClient) DeleteWithPropagationPolicy(r kube.ResourceList, p metav
 
 func (k *ctxKubeClient) UpdateThreeWayMerge(original, target kube.ResourceList, force bool) (*kube.Result, error) {
 	if t, ok := k.Interface.(kube.InterfaceThreeWayMerge); ok {
-		return t.UpdateThreeWayMerge(original, target, force)
+		return t.UpdateThreeWayMerge(withTargetBaselines(original, target), target, force)
 	}
-	return k.Interface.Update(original, target, force)
+	return k.Update(original, target, force)
+}
+
+func (k *ctxKubeClient) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	return k.Interface.Update(withTargetBaselines(original, target), target, force)
+}
+
+// withTargetBaselines is original plus every object of target it lacks, each its own baseline.
+//
+// Helm patches an object of target that exists in the cluster from its entry in original; an
+// object that original lacks is patched from its live state (Helm v3.22's kube client). Such an object
+// is one an interrupted run left behind: an upgrade killed while Helm deleted what its revision
+// no longer has (the run admission policies, NetworkPolicies), then rolled back by `recover` to
+// the revision that has them. A patch computed from a live object removes what the API server
+// set in it, resourceVersion included, and the API server refuses that for kinds that allow no
+// unconditional update: every admission policy and binding ("metadata.resourceVersion: Invalid
+// value: 0: must be specified for an update"), so the rollback failed. Helm's upgrade already
+// adopts an existing object of the release with the object it renders as its baseline; this
+// gives the rollback the same: the patch changes what the target sets, and nothing the API
+// server owns. An object that does not exist is created, as before.
+func withTargetBaselines(original, target kube.ResourceList) kube.ResourceList {
+	out := original
+	for _, info := range target {
+		if !original.Contains(info) {
+			out = append(slices.Clip(out), info)
+		}
+	}
+	return out
 }
 
 func (k *ctxKubeClient) Get(r kube.ResourceList, related bool) (map[string][]runtime.Object, error) {

@@ -140,3 +140,25 @@ dependency from its own nodeSelector; a category without labels is left out. */}
 {{- end -}}
 {{- toJson $out -}}
 {{- end -}}
+
+{{/* The run categories' nodeSelectors ("k=v,...", unique, in category order) that keep their
+runs off every protected category's nodes: each sets a label of every protected category to
+another value. What a refused run pod may name instead. */}}
+{{- define "polyaxon.runs.poolSelectors" -}}
+{{- $protected := include "polyaxon.runs.protectedSelectors" . | fromJsonArray -}}
+{{- $out := list -}}
+{{- range $cat := include "polyaxon.runCategories" . | fromJsonArray -}}
+{{- $sel := (include "polyaxon.scheduling.resolve" (dict "ctx" $ "category" $cat) | fromJson).nodeSelector | default dict -}}
+{{- $off := true -}}
+{{- range $p := $protected -}}
+{{- $excluded := false -}}
+{{- range $k, $v := $p.labels }}{{ if and (hasKey $sel $k) (ne (toString (index $sel $k)) (toString $v)) }}{{ $excluded = true }}{{ end }}{{ end -}}
+{{- if not $excluded }}{{ $off = false }}{{ end -}}
+{{- end -}}
+{{- if and $sel $off -}}
+{{- $text := list }}{{ range $k, $v := $sel }}{{ $text = append $text (printf "%s=%v" $k $v) }}{{ end -}}
+{{- $out = append $out (join "," $text) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson ($out | uniq) -}}
+{{- end -}}
