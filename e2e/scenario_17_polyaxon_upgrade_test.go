@@ -43,7 +43,9 @@ func TestScenario17PolyaxonUpgrade(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
 	ctx := ctxT(t, 20*time.Minute)
-	timing := func(step string, since time.Time) { t.Logf("step %-34s %s", step, time.Since(since).Round(100*time.Millisecond)) }
+	timing := func(step string, since time.Time) {
+		t.Logf("step %-34s %s", step, time.Since(since).Round(100*time.Millisecond))
+	}
 
 	// The official chart's release, as a team installed it: its own PostgreSQL, a password of
 	// their own (user and database at the chart's defaults).
@@ -83,13 +85,12 @@ func TestScenario17PolyaxonUpgrade(t *testing.T) {
 
 	addr, err = c.ServiceAddress(ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
-	old := newPolyaxonCLI(t, cluster.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
+	ours := newPolyaxonCLI(t, cluster.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
 	t.Run("the adopted release serves the official release's data at 2.15.1", func(t *testing.T) {
 		r := res.result(t)
 		require.NotNil(t, r.Release)
 		assert.Equal(t, oldestPolyaxon, r.Release.AppVersion, "adopt keeps the Polyaxon of the old release")
 		requireImagesAt(t, c.Clientset, ns, oldestPolyaxon)
-		ours := old
 		assert.Equal(t, oldestPolyaxon, apiVersion(t, ours), "our gateway runs haupt %s", oldestPolyaxon)
 		st, _, err := ours.statuses(ctx, "before-upgrade", uuid)
 		require.NoError(t, err)
@@ -114,8 +115,8 @@ func TestScenario17PolyaxonUpgrade(t *testing.T) {
 		c.deploy(t, append([]string{"upgrade", "--backup-dir", t.TempDir()}, common...)...).requireExit(t, 1)
 		assert.Contains(t, jobPodLogs(t, c, ns, "migrations"), "already exists", "haupt's migrate failed on db.%s", migration)
 		assert.Equal(t, map[int]string{1: "deployed"}, helmRevisions(t, c.Clientset, ns), "no Helm revision was made")
-		assert.Equal(t, oldestPolyaxon, apiVersion(t, old), "haupt %s still serves", oldestPolyaxon)
-		st, _, err := old.statuses(ctx, "before-upgrade", uuid)
+		assert.Equal(t, oldestPolyaxon, apiVersion(t, ours), "haupt %s still serves", oldestPolyaxon)
+		st, _, err := ours.statuses(ctx, "before-upgrade", uuid)
 		require.NoError(t, err)
 		assert.Equal(t, "succeeded", st)
 		assert.Equal(t, checksum, dataChecksum(t, c), "the projects and runs are intact")
@@ -206,7 +207,6 @@ func TestScenario17PolyaxonUpgrade(t *testing.T) {
 	})
 	timing("scenario", start)
 }
-
 
 // dataChecksum is an md5 of the release's projects and runs (uuid, name, status), in order.
 func dataChecksum(t *testing.T, c *testCluster) string {
