@@ -64,9 +64,15 @@ func polyaxonPrograms(t *testing.T) (venv string, programs []cluster.Program) {
 // its password the one the test installs with (postgresPasswordValue).
 func polyaxonCluster(t *testing.T, prefix, ns string, opts ...cluster.CreateOption) *testCluster {
 	t.Helper()
+	return polyaxonClusterWith(t, prefix, ns, nil, opts...)
+}
+
+// polyaxonClusterWith is polyaxonCluster whose PostgreSQL is started with pgOpts as well.
+func polyaxonClusterWith(t *testing.T, prefix, ns string, pgOpts []pgtest.Option, opts ...cluster.CreateOption) *testCluster {
+	t.Helper()
 	_, programs := polyaxonPrograms(t)
 	ctx := ctxT(t, 3*time.Minute)
-	pg, err := pgtest.Start(ctx, pgtest.WithFastUnsafe(), pgtest.WithDatabase("polyaxon"))
+	pg, err := pgtest.Start(ctx, append([]pgtest.Option{pgtest.WithFastUnsafe(), pgtest.WithDatabase("polyaxon")}, pgOpts...)...)
 	require.NoError(t, err)
 	opts = append([]cluster.CreateOption{
 		cluster.WithHostPrograms(programs...),

@@ -51,25 +51,7 @@ func adoptCluster(t *testing.T) *testCluster {
 	for _, db := range []string{oldDB, newDB} {
 		require.NoError(t, pg.CreateDatabase(ctx, db))
 	}
-	bitnami := cluster.ClusterExec{
-		Name:       "bitnami-postgres",
-		Namespaces: []string{nsAdopt, nsAdoptBad},
-		Pods:       []string{oldPostgres},
-		Containers: []string{"postgresql"},
-		// What the Bitnami chart puts in the container's environment (a custom user, its
-		// password, the database, the port): no PGHOST, the tools reach the server on
-		// 127.0.0.1 as in the real container.
-		Env: map[string]string{
-			"POSTGRES_USER":              pg.User,
-			"POSTGRES_PASSWORD":          pg.Password(),
-			"POSTGRES_POSTGRES_PASSWORD": pg.Password(),
-			"POSTGRES_DATABASE":          oldDB,
-			"POSTGRESQL_PORT_NUMBER":     strconv.Itoa(pg.Port),
-			"PGDATA":                     "/bitnami/postgresql/data",
-			"PATH":                       pg.BinDir + ":/usr/local/bin:/usr/bin:/bin",
-		},
-	}
-	c, err := createCluster("adopt", pg, cluster.WithClusterExec(bitnami, cluster.PostgresExec(nsAdopt, pg, newDB)))
+	c, err := createCluster("adopt", pg, cluster.WithClusterExec(bitnamiExec(pg, oldDB, nsAdopt, nsAdoptBad), cluster.PostgresExec(nsAdopt, pg, newDB)))
 	if err != nil {
 		_ = pg.Close()
 	}
@@ -80,6 +62,28 @@ func adoptCluster(t *testing.T) *testCluster {
 		}
 	})
 	return c
+}
+
+// bitnamiExec makes `kubectl exec` into the old release's Postgres pod (oldPostgres, container
+// postgresql) in namespaces reach database db of pg, with the environment the Bitnami chart
+// puts in that container (a custom user, its password, the database, the port): no PGHOST, the
+// tools reach the server on 127.0.0.1 as in the real container.
+func bitnamiExec(pg *pgtest.Server, db string, namespaces ...string) cluster.ClusterExec {
+	return cluster.ClusterExec{
+		Name:       "bitnami-postgres",
+		Namespaces: namespaces,
+		Pods:       []string{oldPostgres},
+		Containers: []string{"postgresql"},
+		Env: map[string]string{
+			"POSTGRES_USER":              pg.User,
+			"POSTGRES_PASSWORD":          pg.Password(),
+			"POSTGRES_POSTGRES_PASSWORD": pg.Password(),
+			"POSTGRES_DATABASE":          db,
+			"POSTGRESQL_PORT_NUMBER":     strconv.Itoa(pg.Port),
+			"PGDATA":                     "/bitnami/postgresql/data",
+			"PATH":                       pg.BinDir + ":/usr/local/bin:/usr/bin:/bin",
+		},
+	}
 }
 
 // officialChart copies the stand-in of the official chart with our CRD files as templates
@@ -251,7 +255,7 @@ func TestScenario10Adopt(t *testing.T) {
 		st := c.statusOf(t, nsAdopt)
 		assert.Equal(t, "deployed", st.Status)
 		assert.Equal(t, "polyaxon-"+st.ChartVersion, st.Chart)
-		assert.Equal(t, installedVersion(t), st.AppVersion)
+		assert.Equal(t, oldestPolyaxon, st.AppVersion, "ours keeps the Polyaxon of the old release (in our chart's range)")
 		revs := helmRevisionsOf(t, cs, nsAdopt, oldRelease)
 		assert.Empty(t, revs, "the old release is uninstalled")
 		got, err := dyn.Resource(jobsGVR).Namespace(nsAdopt).Get(ctxT(t, time.Minute), "run-0001", metav1.GetOptions{})

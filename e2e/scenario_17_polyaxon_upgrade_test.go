@@ -13,46 +13,98 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
 // oldestPolyaxon is the oldest Polyaxon the chart supports whose programs make deps installs
 // (e2e/polyaxon/requirements-2.15.1.txt): where the upgrade scenario starts.
 const oldestPolyaxon = "2.15.1"
 
-// TestScenario17PolyaxonUpgrade: a real upgrade onto the chart's Polyaxon. The release is
-// installed with a chart whose appVersion is 2.15.1, whose own API, agent and migrations run; a project and
-// a run are made through its own CLI. `upgrade --profile production` then moves it to the
-// chart's appVersion: the backup is taken and verified, the migration Job runs the new
-// version's own migrate, the API answers at the new version, and the new CLI lists the same
-// project and run with the same status.
+// TestScenario17PolyaxonUpgrade: an official-chart install adopted, then upgraded onto the
+// chart's Polyaxon, every step through Polyaxon's own programs. A release of the official
+// chart's shape at 2.15.1 (e2e/testdata/official-shaped, installed with plain Helm, its own
+// PostgreSQL) runs the real 2.15.1 API, agent and operator stand-in; a project and a run are
+// made through the 2.15.1 CLI. `adopt` moves it onto ours keeping 2.15.1, and the API of ours
+// serves the same data. An upgrade whose migrate fails leaves 2.15.1 serving; `upgrade
+// --profile production` to the chart's appVersion then takes and verifies the backup, runs the
+// new version's own migrate, and the new CLI lists the same project and run with the same
+// status; rollback to the adopted revision and restore bring 2.15.1 back with the backup's data.
 func TestScenario17PolyaxonUpgrade(t *testing.T) {
 	t.Parallel() // a cluster of its own: runs beside the others (package doc)
 	ns := nsInstall
-	c := polyaxonCluster(t, "pxupgrade", ns)
-	createNamespace(t, c, ns)
+	start := time.Now()
+	// The old release's database is a server of its own, as its Bitnami volume is; ours is
+	// another. Their password is the same: adopt carries the old release's into ours.
+	oldPG, err := pgtest.Start(ctxT(t, 3*time.Minute), pgtest.WithFastUnsafe(), pgtest.WithDatabase("polyaxon"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = oldPG.Close() })
+	c := polyaxonClusterWith(t, "pxupgrade", ns, []pgtest.Option{pgtest.WithPassword(oldPG.Password())},
+		cluster.WithHostBackend(ns, oldPostgres, 5432, fmt.Sprintf("%s:%d", oldPG.Host, oldPG.Port)),
+		cluster.WithClusterExec(bitnamiExec(oldPG, "polyaxon", ns)))
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
+	ctx := ctxT(t, 20*time.Minute)
+	timing := func(step string, since time.Time) {
+		t.Logf("step %-34s %s", step, time.Since(since).Round(100*time.Millisecond))
+	}
+
+	// The official chart's release, as a team installed it: its own PostgreSQL, a password of
+	// their own (user and database at the chart's defaults).
+	step := time.Now()
+	helmInstall(t, c, ns, oldRelease, officialChart(t, "", true), map[string]any{"postgresql": map[string]any{"auth": map[string]any{
+		"username": oldPG.User, "database": "polyaxon", "password": oldPG.Password(), "postgresPassword": oldPG.Password(),
+	}}}, false)
+	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
+	addr, err := c.ServiceAddress(ns, oldRelease+"-polyaxon-gateway", 80)
+	require.NoError(t, err)
+	official := newPolyaxonCLI(t, cluster.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
+	require.Equal(t, oldestPolyaxon, apiVersion(t, official), "the official release's gateway runs haupt %s", oldestPolyaxon)
+	timing("official release serving", step)
+
+	step = time.Now()
+	_, err = official.run(ctx, "project", "create", "--name", "before-upgrade")
+	require.NoError(t, err)
+	uuid := official.submit(t, ctx, filepath.Join(root, "values", "polyaxonfiles", "hello-job.yaml"), "before-upgrade")
+	official.waitStatus(t, ctx, "before-upgrade", uuid, "succeeded")
+	checksum := dataChecksumOf(t, oldPG)
+	timing("data made with the 2.15.1 CLI", step)
+
 	// The local provider runs no Celery or Redis: the API does the scheduler's work itself.
 	common := []string{"--profile", "production", "--namespace", ns, "--set", c.postgresPasswordValue(),
 		"--set", "scheduler.enabled=false", "--set", "redis.enabled=false"}
 
-	// The release a user of the 2.15.1 chart has: that chart's appVersion, no polyaxon.version
-	// (which the upgrade would replay with the stored inputs, pinning 2.15.1).
-	oldChart := chartCopy(t, map[string]string{"version": oldestPolyaxon, "appVersion": oldestPolyaxon})
-	c.deploy(t, append([]string{"install", "--chart", oldChart}, common...)...).requireExit(t, 0)
+	step = time.Now()
+	var adopted upgradeData
+	res := c.deploy(t, append([]string{"adopt", "--from-release", oldRelease, "--backup-dir", t.TempDir(), "-o", "json"}, common...)...).requireExit(t, 0)
+	res.data(t, &adopted)
+	assert.Contains(t, res.Stderr, "Polyaxon "+oldestPolyaxon+" of release "+ns+"/"+oldRelease+" is kept")
+	for _, p := range adopted.Phases {
+		t.Logf("adopt phase %-20s %s %s", p.Phase, p.Status, p.Took)
+	}
+	timing("adopt", step)
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
-	addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
-	require.NoError(t, err)
-	old := newPolyaxonCLI(t, cluster.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
-	ctx := ctxT(t, 20*time.Minute)
-	require.Equal(t, oldestPolyaxon, apiVersion(t, old), "the gateway runs haupt %s", oldestPolyaxon)
 
-	_, err = old.run(ctx, "project", "create", "--name", "before-upgrade")
+	addr, err = c.ServiceAddress(ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
-	uuid := old.submit(t, ctx, filepath.Join(root, "values", "polyaxonfiles", "hello-job.yaml"), "before-upgrade")
-	old.waitStatus(t, ctx, "before-upgrade", uuid, "succeeded")
+	ours := newPolyaxonCLI(t, cluster.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
+	t.Run("the adopted release serves the official release's data at 2.15.1", func(t *testing.T) {
+		r := res.result(t)
+		require.NotNil(t, r.Release)
+		assert.Equal(t, oldestPolyaxon, r.Release.AppVersion, "adopt keeps the Polyaxon of the old release")
+		requireImagesAt(t, c.Clientset, ns, oldestPolyaxon)
+		assert.Equal(t, oldestPolyaxon, apiVersion(t, ours), "our gateway runs haupt %s", oldestPolyaxon)
+		st, _, err := ours.statuses(ctx, "before-upgrade", uuid)
+		require.NoError(t, err)
+		assert.Equal(t, "succeeded", st, "the run made on the official release")
+		out, err := ours.run(ctx, "ops", "ls", "-p", "before-upgrade")
+		require.NoError(t, err)
+		assert.Contains(t, out, uuid[:8])
+		assert.Equal(t, checksum, dataChecksum(t, c), "the projects and runs of the official release, in ours' database")
+	})
 
-	checksum := dataChecksum(t, c)
+	// The adopted release keeps 2.15.1 (polyaxon.version, stored with it): the upgrade asks for
+	// the chart's own Polyaxon.
+	common = append(common, "--set", "polyaxon.version="+installedVersion(t))
 
 	t.Run("a migration that fails leaves 2.15.1 serving with its data", func(t *testing.T) {
 		// The new version brings no migration 2.15.1 lacks (haupt/db/pgsql/db/migrations are
@@ -64,8 +116,8 @@ func TestScenario17PolyaxonUpgrade(t *testing.T) {
 		c.deploy(t, append([]string{"upgrade", "--backup-dir", t.TempDir()}, common...)...).requireExit(t, 1)
 		assert.Contains(t, jobPodLogs(t, c, ns, "migrations"), "already exists", "haupt's migrate failed on db.%s", migration)
 		assert.Equal(t, map[int]string{1: "deployed"}, helmRevisions(t, c.Clientset, ns), "no Helm revision was made")
-		assert.Equal(t, oldestPolyaxon, apiVersion(t, old), "haupt %s still serves", oldestPolyaxon)
-		st, _, err := old.statuses(ctx, "before-upgrade", uuid)
+		assert.Equal(t, oldestPolyaxon, apiVersion(t, ours), "haupt %s still serves", oldestPolyaxon)
+		st, _, err := ours.statuses(ctx, "before-upgrade", uuid)
 		require.NoError(t, err)
 		assert.Equal(t, "succeeded", st)
 		assert.Equal(t, checksum, dataChecksum(t, c), "the projects and runs are intact")
@@ -73,9 +125,10 @@ func TestScenario17PolyaxonUpgrade(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	step = time.Now()
 	backups := t.TempDir()
 	var d upgradeData
-	res := c.deploy(t, append([]string{"upgrade", "--backup-dir", backups, "-o", "json"}, common...)...).requireExit(t, 0)
+	res = c.deploy(t, append([]string{"upgrade", "--backup-dir", backups, "-o", "json"}, common...)...).requireExit(t, 0)
 	res.data(t, &d)
 	r := res.result(t)
 	require.NotNil(t, r.Release)
@@ -84,9 +137,10 @@ func TestScenario17PolyaxonUpgrade(t *testing.T) {
 		i := d.phaseIndex(p)
 		require.GreaterOrEqualf(t, i, 0, "phase %q in %+v", p, d.Phases)
 		assert.Equalf(t, "ok", d.Phases[i].Status, "phase %q", p)
-		t.Logf("phase %-14s %s", p, d.Phases[i].Took)
+		t.Logf("upgrade phase %-14s %s", p, d.Phases[i].Took)
 	}
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
+	timing("upgrade to "+installedVersion(t), step)
 
 	t.Run("the backup is of the old version, and verifies", func(t *testing.T) {
 		m, err := backup.ReadManifest(d.BackupDir)
@@ -128,7 +182,8 @@ func TestScenario17PolyaxonUpgrade(t *testing.T) {
 		// Data made on the new version, which the restore takes away.
 		_, err := cur.run(ctx, "project", "create", "--name", "after-upgrade")
 		require.NoError(t, err)
-		c.deploy(t, "rollback", "1", "-n", ns).requireExit(t, 0)
+		step := time.Now()
+		c.deploy(t, "rollback", "1", "-n", ns).requireExit(t, 0) // the adopted revision
 		c.deploy(t, "restore", d.BackupDir, "--yes", "-n", ns).requireExit(t, 0)
 		requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
 
@@ -149,13 +204,21 @@ func TestScenario17PolyaxonUpgrade(t *testing.T) {
 			assert.Equalf(t, strconv.FormatInt(want, 10), strings.TrimSpace(got), "rows of %s after the restore", table)
 		}
 		assert.Equal(t, checksum, dataChecksum(t, c), "projects and runs are those of the backup")
+		timing("rollback and restore", step)
 	})
+	timing("scenario", start)
 }
 
 // dataChecksum is an md5 of the release's projects and runs (uuid, name, status), in order.
 func dataChecksum(t *testing.T, c *testCluster) string {
 	t.Helper()
-	out, err := c.pg.Psql(ctxT(t, time.Minute), "polyaxon", `SELECT md5(string_agg(r, '|' ORDER BY r)) FROM (
+	return dataChecksumOf(t, c.pg)
+}
+
+// dataChecksumOf is dataChecksum of the database polyaxon of pg.
+func dataChecksumOf(t *testing.T, pg *pgtest.Server) string {
+	t.Helper()
+	out, err := pg.Psql(ctxT(t, time.Minute), "polyaxon", `SELECT md5(string_agg(r, '|' ORDER BY r)) FROM (
 		SELECT 'project ' || uuid || ' ' || name AS r FROM db_project
 		UNION ALL SELECT 'run ' || uuid || ' ' || coalesce(name, '') || ' ' || coalesce(status, '') FROM db_run) rows`)
 	require.NoError(t, err)

@@ -74,7 +74,8 @@
 //     Pods annotated FailAnnotation keep kwok's failure instead.
 //   - Environment: ContainerEnv computes it from the pod spec as the kubelet does (envFrom,
 //     env, valueFrom from ConfigMaps, Secrets, the pod's fields and resources, $(VAR)); the
-//     volumes are written under the pod's directory as the kubelet would mount them. What a
+//     volumes are written under the pod's directory as the kubelet would mount them (a
+//     hostPath is that directory of this machine, which stands for the node). What a
 //     process here cannot have is rewritten, each rewrite a row of HostRewrites (the README
 //     prints the table): Service names become loopback listeners that forward to a Ready
 //     endpoint of the Service (serviceProxy reads EndpointSlices, as kube-proxy does), the

@@ -33,7 +33,7 @@ var HostRewrites = []HostRewrite{
 		"`POLYAXON_UI_OFFLINE=true`: from `/static/vendors/` in haupt's package",
 		"the tests run without network"},
 	{"a volume's mount path, in a variable's value",
-		"`<pod dir>/volumes/<volume>[/<subPath>]`: an emptyDir is a fresh directory, a ConfigMap, Secret or projected volume its files, a claim the bound volume's own directory (shared, as the volume is)",
+		"`<pod dir>/volumes/<volume>[/<subPath>]`: an emptyDir is a fresh directory, a ConfigMap, Secret or projected volume its files, a claim the bound volume's own directory (shared, as the volume is), a hostPath that path of this machine (the node's own directory, as on a node)",
 		"the image's paths do not exist on this machine, and pods must not share them"},
 	{"`HOME` (the image's user)",
 		"`<pod dir>/home`",

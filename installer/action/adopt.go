@@ -12,6 +12,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/convert"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
@@ -75,7 +76,14 @@ func (a *Adopt) Run(ctx context.Context) (*AdoptResult, error) {
 		return nil, err
 	}
 	given := a.Given
-	given.ValuesFiles = append([]release.ValuesFile{{Name: source + " (converted from the official chart " + old.ChartVersion + ")", Content: string(layer)}}, given.ValuesFiles...)
+	layers := []release.ValuesFile{{Name: source + " (converted from the official chart " + old.ChartVersion + ")", Content: string(layer)}}
+	// Ours keeps the old release's Polyaxon when our chart supports it: adopt moves the
+	// release, an upgrade asked for later moves the version (and the schema).
+	kept := adopt.VersionLayer(old, a.Chart.Metadata)
+	if kept != nil {
+		layers = append(layers, *kept)
+	}
+	given.ValuesFiles = append(layers, given.ValuesFiles...)
 	in, err := LoadInputs(a.Chart, a.ChartSource, given, a.Secrets)
 	if err != nil {
 		return nil, err
@@ -85,6 +93,15 @@ func (a *Adopt) Run(ctx context.Context) (*AdoptResult, error) {
 		a.progress().Warn(w.String())
 	}
 	res := &AdoptResult{Inputs: in, Old: old}
+	ours := polyaxonversion.Of(in.Chart.Metadata, in.Values)
+	switch {
+	case kept != nil && ours == old.AppVersion:
+		a.progress().Step(fmt.Sprintf("Polyaxon %s of release %s/%s is kept (polyaxon.version, stored with the release); `polyaxon-deploy upgrade --set polyaxon.version=%s` moves it to the chart's own later",
+			ours, o.Old.Namespace(), o.Old.Name(), in.Chart.Metadata.AppVersion))
+	case kept == nil && ours != old.AppVersion:
+		a.progress().Step(fmt.Sprintf("release %s/%s runs Polyaxon %s, which chart %s does not deploy (%s %q): ours runs Polyaxon %s, its migrations run in the migrate phase",
+			o.Old.Namespace(), o.Old.Name(), old.AppVersion, in.Chart.Metadata.Version, polyaxonversion.RangeAnnotation, in.Chart.Metadata.Annotations[polyaxonversion.RangeAnnotation], ours))
+	}
 
 	o.Chart, o.Values, o.Inputs = in.Chart, in.Values, given
 	o.PodSecurity, o.Timeout = PodSecurityOf(in.Profile), TimeoutOf(a.Timeout, in.Profile)
@@ -111,8 +128,8 @@ func (a *Adopt) Run(ctx context.Context) (*AdoptResult, error) {
 	if _, err := adopt.Inspect(ctx, o); err != nil {
 		return nil, err
 	}
-	a.progress().Step(fmt.Sprintf("Adopting release %s/%s (official chart %s, Polyaxon %s) into %s/%s (chart %s, profile %s)",
-		o.Old.Namespace(), o.Old.Name(), old.ChartVersion, old.AppVersion, o.Ours.Namespace(), o.Ours.Name(), in.Chart.Metadata.Version, in.Profile.Name))
+	a.progress().Step(fmt.Sprintf("Adopting release %s/%s (official chart %s, Polyaxon %s) into %s/%s (chart %s, Polyaxon %s, profile %s)",
+		o.Old.Namespace(), o.Old.Name(), old.ChartVersion, old.AppVersion, o.Ours.Namespace(), o.Ours.Name(), in.Chart.Metadata.Version, ours, in.Profile.Name))
 	res.Done, err = adopt.Run(ctx, o)
 	if err != nil {
 		return res, err

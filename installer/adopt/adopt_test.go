@@ -11,11 +11,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/adopt/adopttest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -176,4 +178,30 @@ func TestCarryPlan(t *testing.T) {
 	require.Len(t, plan, 1, "no platform Secret of ours to fill: secrets.existingSecret is the user's")
 	assert.Equal(t, "px-polyaxon-postgresql", plan[0].name)
 	assert.Equal(t, "ml-postgresql", plan[0].keys[keyPGPassword].secret)
+}
+
+// TestKeptVersion: ours keeps the old release's Polyaxon when our chart supports it (a layer
+// our chart renders at that version), and runs its own otherwise.
+func TestKeptVersion(t *testing.T) {
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	old := &Old{Name: "plx", Namespace: "ml", AppVersion: "2.15.1"}
+	layer := VersionLayer(old, ch.Metadata)
+	require.NotNil(t, layer, "2.15.1 is in the range of chart %s", ch.Metadata.Version)
+	assert.Contains(t, layer.Name, "ml/plx")
+	vals, err := chartutil.ReadValues([]byte(layer.Content))
+	require.NoError(t, err)
+	assert.Equal(t, "2.15.1", polyaxonversion.Of(ch.Metadata, vals))
+	r, err := render.Render(ch, vals, render.Options{ReleaseName: "polyaxon", Namespace: "ml", SkipKubeVersionCheck: true})
+	require.NoError(t, err)
+	gw, ok := r.Find("Deployment", "polyaxon-gateway")
+	require.True(t, ok)
+	assert.Contains(t, gw.Object.GetLabels()["app.kubernetes.io/version"], "2.15.1", "ours renders the old release's version")
+
+	for _, v := range []string{"2.14.1", "2.19.0", "", "latest"} {
+		old.AppVersion = v
+		_, ok := KeptVersion(old, ch.Metadata)
+		assert.Falsef(t, ok, "%q is not kept: ours runs its own version", v)
+		assert.Nil(t, VersionLayer(old, ch.Metadata))
+	}
 }

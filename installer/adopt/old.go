@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
@@ -100,6 +103,33 @@ type Old struct {
 
 // Fullname is the prefix of the old release's own objects.
 func (o *Old) Fullname() string { return officialFullname(o.Name) }
+
+// KeptVersion is the Polyaxon version ours keeps of the old release: its appVersion when our
+// chart supports it (polyaxon.version in a layer beneath the user's values), so that adopt
+// moves the release and not yet its database schema; an upgrade moves the version when asked
+// (`upgrade --set polyaxon.version=...`). ok is false when our chart does not support it:
+// ours then runs the version its values give, and the migrate phase brings the schema there.
+func KeptVersion(old *Old, ours *chart.Metadata) (version string, ok bool) {
+	if old == nil || old.AppVersion == "" {
+		return "", false
+	}
+	if supported, err := polyaxonversion.Supports(ours, old.AppVersion); err != nil || !supported {
+		return "", false
+	}
+	return old.AppVersion, true
+}
+
+// VersionLayer is KeptVersion as a values file (nil when nothing is kept).
+func VersionLayer(old *Old, ours *chart.Metadata) *release.ValuesFile {
+	v, ok := KeptVersion(old, ours)
+	if !ok {
+		return nil
+	}
+	return &release.ValuesFile{
+		Name:    fmt.Sprintf("the Polyaxon version of release %s/%s, kept by adopt", old.Namespace, old.Name),
+		Content: "polyaxon:\n  version: " + strconv.Quote(v) + "\n",
+	}
+}
 
 // inspect reads the deployed revision of the old release and refuses one adopt cannot take.
 // Workloads an earlier adopt run stopped on purpose do not count as failing.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
@@ -94,7 +95,7 @@ func (a *adoption) inspect(ctx context.Context) error {
 // take: not the official chart, a major version the table was not written for, a newer
 // Polyaxon than ours, a release that is failing, a database server newer than ours.
 func Inspect(ctx context.Context, o Options) (*Old, error) {
-	old, err := inspect(ctx, o.Kube, o.Old, o.Ours, o.Chart.Metadata.AppVersion)
+	old, err := inspect(ctx, o.Kube, o.Old, o.Ours, polyaxonversion.Of(o.Chart.Metadata, o.Values))
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -109,6 +110,7 @@ func Plan(ctx context.Context, o Options) (Phases, error) {
 			}
 		}
 	}
+	version := polyaxonversion.Of(o.Chart.Metadata, o.Values)
 	removeOld := "skipped: pass --remove-old once ours serves well (adopt run again does only this)"
 	if o.RemoveOld {
 		removeOld = fmt.Sprintf("helm uninstall %s -n %s (its CRDs are no longer in its manifest: kept, with their objects)", old.Name, old.Namespace)
@@ -128,9 +130,9 @@ func Plan(ctx context.Context, o Options) (Phases, error) {
 		{PhaseSecrets, carried},
 		{PhaseCRDs, []string{"CRDs " + strings.Join(crds, ", ") + fmt.Sprintf(": leave the manifest of each of the %d revision(s) of %s (kept in Secret %s/%s); Helm's ownership marks removed; no object touched", old.Revisions, old.Name, ns, RecordName(ours))}},
 		{PhaseStopDatabase, append([]string{"scales to 0: " + strings.Join(stop, ", ")}, keep...)},
-		{PhaseInstall, []string{fmt.Sprintf("installs release %s (chart %s, Polyaxon %s) in namespace %s; its Postgres on %s", ours, o.Chart.Metadata.Version, o.Chart.Metadata.AppVersion, ns, volume)}},
+		{PhaseInstall, []string{fmt.Sprintf("installs release %s (chart %s, Polyaxon %s) in namespace %s; its Postgres on %s", ours, o.Chart.Metadata.Version, version, ns, volume)}},
 		{PhaseRestore, []string{"pg_restore of the backup into the Postgres pod of " + ours + " (its writers scaled down meanwhile); row counts compared with the old database"}},
-		{PhaseMigrate, []string{"the migration Job of Polyaxon " + o.Chart.Metadata.AppVersion}},
+		{PhaseMigrate, []string{"the migration Job of Polyaxon " + version}},
 		{PhasePostChecks, []string{"the checks of an installed release; POLYAXON_SECRET_KEY of ours equals the old one"}},
 		{PhaseRemoveOld, []string{removeOld}},
 	}
