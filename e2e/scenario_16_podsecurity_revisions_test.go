@@ -87,7 +87,7 @@ func TestScenario16PodSecurityRevisions(t *testing.T) {
 	ok = t.Run("a failed upgrade that lowered enforce rolls back to restricted", func(t *testing.T) {
 		before := newest(helmRevisions(t, cs, ns))
 		freezeRollouts(t, c, ns)
-		r := c.deploy(t, upgrade("--set", policiesOff, "--set", "gateway.podAnnotations.e2e=frozen", "--timeout", "45s")...)
+		r := c.deploy(t, upgrade("--set", policiesOff, "--set", "gateway.podAnnotations.e2e=frozen", "--timeout", "25s")...)
 		unfreezeRollouts(t, c, ns)
 		require.NotEqualf(t, 0, r.Code, "the rollout cannot progress: the upgrade fails\n%s", r)
 		assert.Contains(t, r.Stderr, `enforces Pod Security "baseline"`, "the upgrade says its release enforces baseline")
