@@ -10,6 +10,9 @@ BIN := bin/polyaxon-deploy
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 70m
+# Scenarios with clusters of their own run side by side, one per two cores (e2e package doc):
+# on two cores one at a time, since two running Polyaxon's programs together ran out of CPU.
+E2E_PARALLEL ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n / 2 > 1 ? n / 2 : 1 )))
 
 .PHONY: all build test unit lint scan mutate package deps binaries demo demo-down bench-plan bench-backup bench-adopt clean
 
@@ -41,8 +44,8 @@ binaries:
 # E2E_PROVIDER=kind makes that an error.
 test: deps binaries
 	$(GO) vet ./...
-	@report=$$(mktemp); echo "$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./..."; \
-	  POLYAXON_DEPLOY_KIND_REPORT=$$report $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...; code=$$?; \
+	@report=$$(mktemp); echo "$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(E2E_PARALLEL) ./..."; \
+	  POLYAXON_DEPLOY_KIND_REPORT=$$report $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(E2E_PARALLEL) ./...; code=$$?; \
 	  if [ -s $$report ]; then cat $$report; else echo "e2e: kind provider: TestKindProvider did not report"; fi; \
 	  rm -f $$report; exit $$code
 	cd e2e/oci && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

@@ -16,8 +16,10 @@
 // their own, as do 8 (run pods and the admission policies, cluster-scoped) and 9 (the Kubeflow
 // training operator and its CRDs, built by e2e/scripts/build-training-operator.sh on first use).
 //
-// Parallelism: a scenario with a cluster of its own calls t.Parallel, so that while one waits
-// on Polyaxon's programs or a rollout another runs (go test runs -parallel of them at once).
+// Parallelism: a scenario with a cluster of its own calls t.Parallel, so that on a machine
+// with cores to spare they run side by side (go test runs -parallel of them at once; make test
+// gives one per two cores). On two cores make test runs them one at a time: scenarios 17 and
+// the README demo side by side there ran out of CPU (17's upgrade passed its 5-minute bound).
 // The lifecycle scenarios share one cluster and run one after another inside one parallel
 // test, TestLifecycleScenarios (-run 'TestLifecycleScenarios/Scenario2' picks one).
 package e2e
