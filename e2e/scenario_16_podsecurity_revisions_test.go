@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
@@ -140,32 +142,29 @@ func runPolicyNames(t *testing.T, cs kubernetes.Interface, ns string) []string {
 	t.Helper()
 	ctx := ctxT(t, time.Minute)
 	prefix := ns + "-" + releaseName + "-runs-"
-	adm := cs.AdmissionregistrationV1()
+	adm, opts := cs.AdmissionregistrationV1(), metav1.ListOptions{}
+	lists := []struct {
+		kind string
+		list func() (runtime.Object, error)
+	}{
+		{"ValidatingAdmissionPolicy", func() (runtime.Object, error) { return adm.ValidatingAdmissionPolicies().List(ctx, opts) }},
+		{"ValidatingAdmissionPolicyBinding", func() (runtime.Object, error) { return adm.ValidatingAdmissionPolicyBindings().List(ctx, opts) }},
+		{"MutatingAdmissionPolicy", func() (runtime.Object, error) { return adm.MutatingAdmissionPolicies().List(ctx, opts) }},
+		{"MutatingAdmissionPolicyBinding", func() (runtime.Object, error) { return adm.MutatingAdmissionPolicyBindings().List(ctx, opts) }},
+	}
 	var names []string
-	add := func(kind, name string) {
-		if strings.HasPrefix(name, prefix) {
-			names = append(names, kind+"/"+name)
+	for _, l := range lists {
+		obj, err := l.list()
+		require.NoError(t, err, l.kind)
+		items, err := meta.ExtractList(obj)
+		require.NoError(t, err, l.kind)
+		for _, it := range items {
+			o, err := meta.Accessor(it)
+			require.NoError(t, err, l.kind)
+			if strings.HasPrefix(o.GetName(), prefix) {
+				names = append(names, l.kind+"/"+o.GetName())
+			}
 		}
-	}
-	vaps, err := adm.ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, o := range vaps.Items {
-		add("ValidatingAdmissionPolicy", o.Name)
-	}
-	vapbs, err := adm.ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, o := range vapbs.Items {
-		add("ValidatingAdmissionPolicyBinding", o.Name)
-	}
-	maps, err := adm.MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, o := range maps.Items {
-		add("MutatingAdmissionPolicy", o.Name)
-	}
-	mapbs, err := adm.MutatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, o := range mapbs.Items {
-		add("MutatingAdmissionPolicyBinding", o.Name)
 	}
 	slices.Sort(names)
 	return names
