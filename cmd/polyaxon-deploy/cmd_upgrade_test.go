@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
@@ -22,10 +21,7 @@ import (
 // --yes; --keep-release-values keeps them (and does not go with --reset-values).
 func TestUpgradeOverAHelmRevision(t *testing.T) {
 	const marker = "Mrk7x-helm-pass-3QZ"
-	fx := rt.New(t)
-	caps := *chartutil.DefaultCapabilities
-	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
-	fx.Config.Capabilities = &caps
+	fx := kube137Fixture(t)
 	ch, err := render.LoadFS(charts.FS, charts.Root)
 	require.NoError(t, err)
 	dev, err := profile.Load("development")

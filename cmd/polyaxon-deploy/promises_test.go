@@ -129,14 +129,22 @@ func TestCheckPreAcceptsTheBetaDefaultStorageClass(t *testing.T) {
 	assert.Equal(t, "failed", status)
 }
 
-// releaseFixture is a release installed with the embedded chart and profile on offline Helm
-// fixtures, its stored inputs naming profile.
-func releaseFixture(t *testing.T, profile string) *rt.Fixture {
+// kube137Fixture is an empty release fixture whose Helm sees Kubernetes 1.37, the version the
+// chart's admission policies need.
+func kube137Fixture(t *testing.T) *rt.Fixture {
 	t.Helper()
 	fx := rt.New(t)
 	caps := *chartutil.DefaultCapabilities
 	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
 	fx.Config.Capabilities = &caps
+	return fx
+}
+
+// releaseFixture is a release installed with the embedded chart and profile on offline Helm
+// fixtures, its stored inputs naming profile.
+func releaseFixture(t *testing.T, profile string) *rt.Fixture {
+	t.Helper()
+	fx := kube137Fixture(t)
 	ch, err := render.LoadFS(charts.FS, charts.Root)
 	require.NoError(t, err)
 	_, err = fx.Client.Install(context.Background(), ch, map[string]any{}, release.WithInputs(release.Inputs{Profile: profile}))

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
-	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/kube"
@@ -145,14 +144,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	// install --dry-run, then upgrade --dry-run replaying the stored inputs (legacy key in a
 	// stored file, stored --set) with this run's --set on top: on the release fixtures.
 	t.Run("install and stored inputs replayed on upgrade", func(t *testing.T) {
-		newFixture := func() *rt.Fixture {
-			fx := rt.New(t)
-			caps := *chartutil.DefaultCapabilities
-			caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
-			fx.Config.Capabilities = &caps
-			return fx
-		}
-		fx := newFixture()
+		fx := kube137Fixture(t)
 		settings := fakeSettings(t)
 		ch, err := render.LoadFS(charts.FS, charts.Root)
 		require.NoError(t, err)
@@ -166,7 +158,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 			release.WithInputs(stored))
 		require.NoError(t, err)
 
-		install := runForLeaks(t, settings, newFixture(), "install", "--dry-run", "--ignore", "all", "-o", "json", "--profile", "development",
+		install := runForLeaks(t, settings, kube137Fixture(t), "install", "--dry-run", "--ignore", "all", "-o", "json", "--profile", "development",
 			"--set", "postgresql.auth.password="+marker, "-f", file("postgresql:\n  postgresPassword: "+marker+"\n"))
 		require.Equal(t, ExitOK, install.r.code, install.r.stderr)
 		assertNoLeak(t, install, marker)
