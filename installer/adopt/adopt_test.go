@@ -18,6 +18,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
+	rt "github.com/polyaxon-deploy/polyaxon-deploy/installer/release/releasetest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -145,21 +146,11 @@ func TestSplitCRDs(t *testing.T) {
 	assert.ElementsMatch(t, []string{"plx-polyaxon-secret", "jobs.polyaxon.com", "plx-polyaxon-api", "services.polyaxon.com", "widgets.example.com"}, names)
 }
 
-// ourNames are our chart's names for release with vals.
-func ourNames(t *testing.T, release string, vals map[string]any) render.Names {
-	t.Helper()
-	ch, err := render.LoadFS(charts.FS, charts.Root)
-	require.NoError(t, err)
-	n, err := render.NamesOf(ch, vals, release)
-	require.NoError(t, err)
-	return n
-}
-
 // TestCarryPlan: our Secrets and the official chart's names they are filled from.
 func TestCarryPlan(t *testing.T) {
 	old := &Old{Name: "plx", Namespace: "ml", Merged: map[string]any{"rabbitmq": map[string]any{"enabled": true}}}
 	ours := map[string]any{"postgresql": map[string]any{"enabled": true}, "rabbitmq": map[string]any{"enabled": true}}
-	plan := carryPlan(ourNames(t, "polyaxon", ours), ours, old)
+	plan := carryPlan(rt.ChartNames(t, "polyaxon", ours), ours, old)
 	byName := map[string]carried{}
 	for _, c := range plan {
 		byName[c.name] = c
@@ -174,7 +165,7 @@ func TestCarryPlan(t *testing.T) {
 	// Bitnami keeps a release name that already names the chart; a user's Secrets are theirs.
 	old = &Old{Name: "ml-postgresql", Namespace: "ml", Merged: map[string]any{"platformSecret": "team-platform"}}
 	ours = map[string]any{"secrets": map[string]any{"existingSecret": "mine"}, "postgresql": map[string]any{"enabled": true}}
-	plan = carryPlan(ourNames(t, "px", ours), ours, old)
+	plan = carryPlan(rt.ChartNames(t, "px", ours), ours, old)
 	require.Len(t, plan, 1, "no platform Secret of ours to fill: secrets.existingSecret is the user's")
 	assert.Equal(t, "px-polyaxon-postgresql", plan[0].name)
 	assert.Equal(t, "ml-postgresql", plan[0].keys[keyPGPassword].secret)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
+	rt "github.com/polyaxon-deploy/polyaxon-deploy/installer/release/releasetest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,16 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
-
-// chartNames are the embedded chart's names for release (its helpers, as an install has them).
-func chartNames(t *testing.T, release string, vals map[string]any) render.Names {
-	t.Helper()
-	ch, err := render.LoadFS(charts.FS, charts.Root)
-	require.NoError(t, err)
-	n, err := render.NamesOf(ch, vals, release)
-	require.NoError(t, err)
-	return n
-}
 
 // labels are the chart's labels of a component's objects in release.
 func labels(release, component string) map[string]string {
@@ -65,7 +56,7 @@ func TestReleaseScaler(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	s := &ReleaseScaler{Client: client, Namespace: "ns", Names: chartNames(t, "polyaxon", nil), Poll: 10 * time.Millisecond, Timeout: 5 * time.Second}
+	s := &ReleaseScaler{Client: client, Namespace: "ns", Names: rt.ChartNames(t, "polyaxon", nil), Poll: 10 * time.Millisecond, Timeout: 5 * time.Second}
 	back, err := s.ScaleDown(ctx)
 	require.NoError(t, err)
 	replicas := func(name string) (int32, string) {
@@ -84,7 +75,7 @@ func TestReleaseScaler(t *testing.T) {
 	assert.Equal(t, int32(1), n)
 
 	// An interrupted restore is recovered from the annotation.
-	back2, err := (&ReleaseScaler{Client: client, Namespace: "ns", Names: chartNames(t, "polyaxon", nil), Poll: 10 * time.Millisecond}).ScaleDown(ctx)
+	back2, err := (&ReleaseScaler{Client: client, Namespace: "ns", Names: rt.ChartNames(t, "polyaxon", nil), Poll: 10 * time.Millisecond}).ScaleDown(ctx)
 	require.NoError(t, err)
 	require.NoError(t, back2(ctx))
 	require.NoError(t, back(ctx))
@@ -101,7 +92,7 @@ func TestReleaseScalerTimeout(t *testing.T) {
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: "ns", Labels: labels("polyaxon", "gateway")},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}},
 	)
-	s := &ReleaseScaler{Client: client, Namespace: "ns", Names: chartNames(t, "polyaxon", nil), Poll: 10 * time.Millisecond, Timeout: 100 * time.Millisecond}
+	s := &ReleaseScaler{Client: client, Namespace: "ns", Names: rt.ChartNames(t, "polyaxon", nil), Poll: 10 * time.Millisecond, Timeout: 100 * time.Millisecond}
 	back, err := s.ScaleDown(context.Background())
 	require.ErrorContains(t, err, "still there: stuck")
 	require.NotNil(t, back)
@@ -113,7 +104,7 @@ func TestReleaseScalerTimeout(t *testing.T) {
 func TestReleaseSecrets(t *testing.T) {
 	vals := map[string]any{"nameOverride": "platform", "secrets": map[string]any{"existingSecret": "my-keys"},
 		"rabbitmq": map[string]any{"auth": map[string]any{"existingSecret": "absent"}}}
-	names := chartNames(t, "ml", vals)
+	names := rt.ChartNames(t, "ml", vals)
 	own := func(component string) map[string]string {
 		return map[string]string{"app.kubernetes.io/name": "platform", "app.kubernetes.io/instance": "ml", LabelComponent: component}
 	}
@@ -141,11 +132,11 @@ func TestReleaseSecrets(t *testing.T) {
 }
 
 func TestDatabaseSettings(t *testing.T) {
-	in := DatabaseSettings(chartNames(t, "prod", nil), map[string]any{})
+	in := DatabaseSettings(rt.ChartNames(t, "prod", nil), map[string]any{})
 	assert.Equal(t, DBSettings{InCluster: true, Host: "prod-polyaxon-postgresql", Port: 5432, User: "polyaxon", Database: "polyaxon",
 		SecretName: "prod-polyaxon-postgresql", SecretKey: "postgres-password", ClientImage: "postgres:16"}, in)
 
-	ext := DatabaseSettings(chartNames(t, "polyaxon", nil), map[string]any{
+	ext := DatabaseSettings(rt.ChartNames(t, "polyaxon", nil), map[string]any{
 		"postgresql": map[string]any{"enabled": false, "image": map[string]any{"tag": "17"}},
 		"externalServices": map[string]any{"postgresql": map[string]any{
 			"host": "db.example.com", "port": 6432, "user": "px", "database": "pxdb",
@@ -156,13 +147,13 @@ func TestDatabaseSettings(t *testing.T) {
 		SecretName: "db-creds", SecretKey: "pw", SSLMode: "require", ClientImage: "postgres:17"}, ext)
 
 	over := map[string]any{"nameOverride": "platform", "fullnameOverride": "core"}
-	in = DatabaseSettings(chartNames(t, "ml", over), over)
+	in = DatabaseSettings(rt.ChartNames(t, "ml", over), over)
 	assert.Equal(t, "core-postgresql", in.Host, "the Service the chart names")
 	assert.Equal(t, "core-postgresql", in.SecretName)
 }
 
 func TestClientJob(t *testing.T) {
-	j := ClientJob(ClientPodSpec{Namespace: "ns", Names: chartNames(t, "polyaxon", nil), DB: DBSettings{Host: "db", Port: 5432, User: "u", Database: "d",
+	j := ClientJob(ClientPodSpec{Namespace: "ns", Names: rt.ChartNames(t, "polyaxon", nil), DB: DBSettings{Host: "db", Port: 5432, User: "u", Database: "d",
 		SecretName: "s", SecretKey: "k", ClientImage: "postgres:16"}, Lifetime: time.Hour}, "polyaxon-db-client-abc")
 	c := j.Spec.Template.Spec.Containers[0]
 	assert.Equal(t, PostgresContainer, c.Name)
@@ -194,7 +185,7 @@ func TestStartClientPod(t *testing.T) {
 		return false, nil, err
 	})
 	ex := &localExecer{}
-	target, cleanup, err := StartClientPod(ctx, Kube{Client: client, Execer: ex}, ClientPodSpec{Namespace: "ns", Names: chartNames(t, "r", nil),
+	target, cleanup, err := StartClientPod(ctx, Kube{Client: client, Execer: ex}, ClientPodSpec{Namespace: "ns", Names: rt.ChartNames(t, "r", nil),
 		DB: DBSettings{Host: "db", Port: 5432, SecretName: "s", SecretKey: "k", ClientImage: "postgres:16"}})
 	require.NoError(t, err)
 	assert.Equal(t, SourceExternal, target.Kind())
@@ -230,7 +221,7 @@ func TestLoadReleaseAndTarget(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ReleaseInfo{Name: "polyaxon", Namespace: "ns", Revision: 2, ChartVersion: "2.15.1", AppVersion: "2.15.0"}, rel.Info)
 	assert.Equal(t, "db2", DatabaseSettings(rel.Names, rel.Values).Database)
-	assert.Equal(t, chartNames(t, "polyaxon", nil), rel.Names, "the names of the release's own chart")
+	assert.Equal(t, rt.ChartNames(t, "polyaxon", nil), rel.Names, "the names of the release's own chart")
 
 	_, err = LoadRelease(ctx, client, "ns", "missing")
 	require.ErrorContains(t, err, "no deployed revision")
@@ -258,7 +249,7 @@ func TestReleaseScalerFollowsTheChartsComponents(t *testing.T) {
 		objs = append(objs, deployment("polyaxon-"+c, "polyaxon", c, 1))
 	}
 	client := fake.NewClientset(objs...)
-	back, err := (&ReleaseScaler{Client: client, Namespace: "ns", Names: chartNames(t, "polyaxon", nil), Poll: time.Millisecond}).ScaleDown(ctx)
+	back, err := (&ReleaseScaler{Client: client, Namespace: "ns", Names: rt.ChartNames(t, "polyaxon", nil), Poll: time.Millisecond}).ScaleDown(ctx)
 	require.NoError(t, err)
 	for _, c := range append(append([]string(nil), decl.Core...), decl.Dependencies...) {
 		d, err := client.AppsV1().Deployments("ns").Get(ctx, "polyaxon-"+c, metav1.GetOptions{})
@@ -277,7 +268,7 @@ func TestScaleBackAfterAKilledRestore(t *testing.T) {
 		deployment("polyaxon-worker", "polyaxon", "worker", 3),
 		deployment("other-gateway", "other", "gateway", 1),
 	)
-	s := &ReleaseScaler{Client: client, Namespace: "ns", Names: chartNames(t, "polyaxon", nil), Poll: time.Millisecond}
+	s := &ReleaseScaler{Client: client, Namespace: "ns", Names: rt.ChartNames(t, "polyaxon", nil), Poll: time.Millisecond}
 	_, err := s.ScaleDown(ctx) // and the process dies: its scale-back never runs
 	require.NoError(t, err)
 	other, err := client.AppsV1().Deployments("ns").Get(ctx, "other-gateway", metav1.GetOptions{})

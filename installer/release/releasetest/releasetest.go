@@ -22,6 +22,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 // Namespace and Name of the fixture release.
@@ -201,6 +202,21 @@ spec:
 `
 
 const helpers = "templates/_helpers.tpl"
+
+// ChartNames are the embedded chart's names for release with vals: its own helpers, as an
+// install has them.
+func ChartNames(t testing.TB, release string, vals map[string]any) render.Names {
+	t.Helper()
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	if err != nil {
+		t.Fatalf("embedded chart: %v", err)
+	}
+	n, err := render.NamesOf(ch, vals, release)
+	if err != nil {
+		t.Fatalf("the chart's names for release %s: %v", release, err)
+	}
+	return n
+}
 
 func embedded(name string) []byte {
 	b, err := charts.ReadFile(name)
