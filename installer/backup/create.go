@@ -134,17 +134,44 @@ func Create(ctx context.Context, src Target, opts ...CreateOption) (_ *Manifest,
 		m.Secrets, m.SecretNames = true, names
 	}
 
+	// Row counts let a restore be compared with what was backed up; the dump is good without
+	// them. Counted in the dump's own snapshot, they describe the dump and cost no time of
+	// their own; a server that cannot export a snapshot has them counted after the dump.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	snap, err := openSnapshot(sctx, src)
+	if err != nil {
+		log.Warn("row counts will be taken after the dump, not in its snapshot", "error", err)
+	}
+	counted := make(chan rowCounts, 1)
+	snapshotID := ""
+	if snap != nil {
+		snapshotID = snap.id
+		go func() {
+			rows, err := snap.countRows()
+			counted <- rowCounts{rows, err}
+		}()
+	}
+
 	log.Info("dumping database", "origin", src.String(), "database", info.Database,
 		"server", info.Version, "size", info.DatabaseSize, "codec", cfg.compression.Codec, "dir", dir)
-	if err := dumpTo(ctx, src, cfg, dir, m); err != nil {
+	if err := dumpTo(ctx, src, cfg, dir, m, snapshotID); err != nil {
 		return nil, fmt.Errorf("backup of %s: %w", src, err)
 	}
 	m.FinishedAt = cfg.now().UTC()
-	// Row counts let a restore be compared with what was backed up; the dump is good without them.
-	if rows, err := CountRows(ctx, src); err != nil {
-		log.Warn("row counts not recorded", "error", err)
+	var counts rowCounts
+	if snap != nil {
+		counts = <-counted
+		if err := snap.close(); err != nil && counts.err == nil {
+			counts.err = err
+		}
 	} else {
-		m.Rows = rows
+		counts.rows, counts.err = CountRows(ctx, src)
+	}
+	if counts.err != nil {
+		log.Warn("row counts not recorded", "error", counts.err)
+	} else {
+		m.Rows = counts.rows
 	}
 
 	doc, err := json.MarshalIndent(m, "", "  ")
@@ -184,7 +211,8 @@ func makeBackupDir(out, base string) (string, error) {
 
 // dumpTo streams pg_dump -> counter -> encoder -> (file, sha256) into a
 // temporary name, renamed only after pg_dump exited 0.
-func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifest) (err error) {
+// With a snapshot, pg_dump dumps what that exported snapshot sees.
+func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifest, snapshot string) (err error) {
 	final := filepath.Join(dir, m.DumpFile)
 	tmp := final + partialExt
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -210,6 +238,9 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	args := []string{"--format=custom", "--no-password"}
 	if cfg.dumpCompression != "" {
 		args = append(args, "--compress="+cfg.dumpCompression)
+	}
+	if snapshot != "" {
+		args = append(args, "--snapshot="+snapshot)
 	}
 	args = append(args, cfg.dumpArgs...)
 	stderr := newTail(8192)
@@ -245,6 +276,11 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	m.DumpSize, m.RawSize = file.n, raw.n
 	m.SHA256 = hex.EncodeToString(hash.Sum(nil))
 	return nil
+}
+
+type rowCounts struct {
+	rows map[string]int64
+	err  error
 }
 
 type countingWriter struct {

@@ -1,14 +1,19 @@
 package backup
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
 // cleanupRegistry plays the CLI's exit path: what a second Ctrl-C runs before exiting.
@@ -106,4 +111,71 @@ func TestCreateCancelledLeavesNothing(t *testing.T) {
 		}()
 		assert.Empty(t, entries(t, out))
 	})
+}
+
+// writesDuringDump is a target on which rows are inserted and committed while pg_dump runs
+// (after it started, before the backup's row counts could be taken afterwards).
+type writesDuringDump struct {
+	*LocalTarget
+	s  *pgtest.Server
+	db string
+}
+
+func (w writesDuringDump) Run(ctx context.Context, tool string, args []string, stdio Stdio) error {
+	err := w.LocalTarget.Run(ctx, tool, args, stdio)
+	if tool == "pg_dump" && err == nil {
+		if _, ierr := w.s.Psql(ctx, w.db,
+			"INSERT INTO runs SELECT id + 10000000 + g, gen_random_uuid(), project_id, owner_id, name, status, spec, outputs, created_at, updated_at FROM runs, generate_series(1, 25) g WHERE id = (SELECT min(id) FROM runs)"); ierr != nil {
+			return ierr
+		}
+	}
+	return err
+}
+
+// The row counts a backup records (and a restore is compared against) are those of the dump,
+// even when the platform writes while it is taken: counted after the dump instead, they would
+// include rows the dump lacks and a good restore would show fewer rows than the backup.
+func TestRowCountsDescribeTheDump(t *testing.T) {
+	ctx := context.Background()
+	s, _ := sharedServer(t)
+	const src, dst = "writes_src", "writes_dst"
+	require.NoError(t, s.CreateDatabase(ctx, src))
+	require.NoError(t, pgtest.Seed(ctx, s, src, pgtest.SeedSpec{Runs: 200}))
+	require.NoError(t, s.CreateDatabase(ctx, dst))
+
+	m, err := Create(ctx, writesDuringDump{localTarget(s, src, s.BinDir), s, src}, WithOutputDir(t.TempDir()))
+	require.NoError(t, err)
+	rep, err := Restore(ctx, localTarget(s, dst, s.BinDir), m.Dir, WithToolsDir(s.BinDir))
+	require.NoError(t, err)
+	now, err := CountRows(ctx, localTarget(s, src, s.BinDir))
+	require.NoError(t, err)
+	require.Equal(t, rep.Rows["public.runs"]+25, now["public.runs"], "the writer's rows were committed after the dump began")
+	assert.Equal(t, m.Rows, rep.Rows, "rows restored from the dump against the rows the backup recorded")
+}
+
+// heldOutput is a target whose transport hands a session's output over only when it ends, as
+// some exec proxies do.
+type heldOutput struct{ *LocalTarget }
+
+func (h heldOutput) Run(ctx context.Context, tool string, args []string, stdio Stdio) error {
+	if stdio.Stdin == nil {
+		return h.LocalTarget.Run(ctx, tool, args, stdio)
+	}
+	var held bytes.Buffer
+	err := h.LocalTarget.Run(ctx, tool, args, Stdio{Stdin: stdio.Stdin, Stdout: &held, Stderr: stdio.Stderr})
+	_, _ = io.Copy(stdio.Stdout, &held)
+	return err
+}
+
+// Such a transport costs the backup its counting in the dump's snapshot, not the backup: the
+// rows are counted after the dump instead, and the backup finishes.
+func TestCreateWithoutSnapshotSession(t *testing.T) {
+	s, want := sharedServer(t)
+	snapshotTimeout = time.Second
+	t.Cleanup(func() { snapshotTimeout = 30 * time.Second })
+	var logs bytes.Buffer
+	m, err := Create(context.Background(), heldOutput{localTarget(s, s.Database, s.BinDir)}, WithOutputDir(t.TempDir()), WithLogger(testLogger(&logs)))
+	require.NoError(t, err)
+	assert.Contains(t, logs.String(), "row counts will be taken after the dump")
+	assert.Len(t, m.Rows, len(want))
 }

@@ -73,8 +73,9 @@ type Manifest struct {
 	Secrets     bool     `json:"secrets"` // secrets.json present
 	SecretNames []string `json:"secretNames,omitempty"`
 
-	// Rows is each table's row count ("schema.table"), counted right after the dump: equal to
-	// the dump's when nothing wrote during the backup (a restore shows the counts it got).
+	// Rows is each table's row count ("schema.table"), counted in the dump's own snapshot, so
+	// equal to the dump's even while something writes (a restore compares against them).
+	// Counted right after the dump by a server that cannot export a snapshot.
 	Rows map[string]int64 `json:"rows,omitempty"`
 
 	StartedAt  time.Time `json:"startedAt"`

@@ -106,6 +106,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 
 	// One query both finds the dump's tables and counts their rows: a table it does not list
 	// is missing.
+	log.Info("counting the restored tables' rows", "tables", len(rep.Tables))
 	counts, err := CountRows(ctx, target)
 	if err != nil {
 		return nil, fmt.Errorf("restore %s: checking the result: %w", dir, err)

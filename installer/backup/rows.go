@@ -26,15 +26,24 @@ func CountRows(ctx context.Context, t Target) (map[string]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))
 	}
+	rows, err := parseRowCounts(out.String())
+	if err != nil {
+		return nil, fmt.Errorf("counting rows (%s): %w", t, err)
+	}
+	return rows, nil
+}
+
+// parseRowCounts reads countRowsSQL's answer ("schema.table|n" lines).
+func parseRowCounts(answer string) (map[string]int64, error) {
 	rows := map[string]int64{}
-	for _, line := range strings.Split(out.String(), "\n") {
+	for _, line := range strings.Split(answer, "\n") {
 		if line = strings.TrimSpace(line); line == "" {
 			continue
 		}
 		table, n, ok := strings.Cut(line, "|")
 		count, err := strconv.ParseInt(n, 10, 64)
 		if !ok || err != nil {
-			return nil, fmt.Errorf("counting rows (%s): unexpected answer %q", t, line)
+			return nil, fmt.Errorf("unexpected answer %q", line)
 		}
 		rows[table] = count
 	}
