@@ -16,10 +16,11 @@
 // their own, as do 8 (run pods and the admission policies, cluster-scoped) and 9 (the Kubeflow
 // training operator and its CRDs, built by e2e/scripts/build-training-operator.sh on first use).
 //
-// Parallelism: a scenario with a cluster of its own calls t.Parallel, so that on a machine
-// with cores to spare they run side by side (go test runs -parallel of them at once; make test
-// gives one per two cores). On two cores make test runs them one at a time: scenarios 17 and
-// the README demo side by side there ran out of CPU (17's upgrade passed its 5-minute bound).
+// Side by side: a scenario with a cluster of its own calls sideBySide (t.Parallel, then a
+// share of the machine: a control plane alone takes less than one with Polyaxon's programs),
+// so on two cores two control-plane scenarios run at once, or one beside one with Polyaxon's
+// programs, never two of those (side by side they ran out of CPU: 17's upgrade passed its
+// 5-minute bound beside the README demo). POLYAXON_DEPLOY_E2E_SHARES=3 runs them one at a time.
 // The lifecycle scenarios share one cluster and run one after another inside one parallel
 // test, TestLifecycleScenarios (-run 'TestLifecycleScenarios/Scenario2' picks one).
 package e2e
@@ -448,7 +449,7 @@ func (c *testCluster) destroy() error {
 // test beside the scenarios with clusters of their own. One of them alone:
 // go test -run 'TestLifecycleScenarios/Scenario2' ./e2e/
 func TestLifecycleScenarios(t *testing.T) {
-	t.Parallel()
+	sideBySide(t, controlPlaneOnly)
 	// Deleted as soon as its scenarios end: an idle control plane still takes CPU from the
 	// scenarios beside it (TestMain deletes it when a run stops earlier).
 	t.Cleanup(func() {

@@ -44,7 +44,7 @@ const maxUncertainShare = 5.0
 // -o json), and at most 5% of them may be "uncertain", which agrees with any outcome.
 // PLAN_AGREEMENT_CASES (default 200, the bar) and PLAN_AGREEMENT_SEED (default 1) choose the cases.
 func TestPlanAgreesWithKubeScheduler(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	cases := envInt(t, "PLAN_AGREEMENT_CASES", 200)
 	firstSeed := envInt(t, "PLAN_AGREEMENT_SEED", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)

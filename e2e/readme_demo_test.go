@@ -64,7 +64,7 @@ var demoExportsRE = regexp.MustCompile(`\nexport POLYAXON_HOST=(http://127\.0\.0
 // project and the run the list created. The restore in the list shows the rows the demo's database was seeded with and
 // Polyaxon's own (the project the list created).
 func TestREADMEDemoCommands(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	blocks := readmeDemoBlocks(t)
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)

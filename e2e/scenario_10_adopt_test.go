@@ -139,7 +139,7 @@ var oldValues = map[string]any{
 // finishes: same rows and checksums, same secret key, ours deployed, the old release removed
 // without its CRDs or run objects.
 func TestScenario10Adopt(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := adoptCluster(t)
 	cs := c.Clientset
 	dyn := dynamic.NewForConfigOrDie(c.RESTConfig)

@@ -35,7 +35,7 @@ import (
 // The broker is off (scheduler.enabled=false): Polyaxon then runs its tasks inline in the API,
 // which the local provider runs; RabbitMQ and Celery are not run here.
 func TestScenario12PolyaxonRuns(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns := nsInstall
 	opBin, crds := trainingOperatorBuild(t)
 	c := polyaxonCluster(t, "polyaxon", ns)

@@ -28,7 +28,7 @@ import (
 // Polyaxon sends it is still admitted and placed on its pool, and so is one pinned to a node
 // of its pool.
 func TestScenario13RunsLocked(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := runsCluster(t, "locked")
 	ns := nsInstall
 	c.deploy(t, "install", "--profile", "production", "-o", "json").requireExit(t, 0)

@@ -37,7 +37,7 @@ const policiesOff = "runs.admissionPolicies.enabled=false"
 // level is the API server's own: a run pod admitted (hardened or not), a pod outside restricted
 // refused.
 func TestScenario16PodSecurityRevisions(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := runsCluster(t, "podsecurity")
 	ns := nsInstall
 	cs := c.Clientset

@@ -30,7 +30,7 @@ const oldestPolyaxon = "2.15.1"
 // new version's own migrate, and the new CLI lists the same project and run with the same
 // status; rollback to the adopted revision and restore bring 2.15.1 back with the backup's data.
 func TestScenario17PolyaxonUpgrade(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns := nsInstall
 	start := time.Now()
 	// The old release's database is a server of its own, as its Bitnami volume is; ours is

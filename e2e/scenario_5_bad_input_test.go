@@ -19,7 +19,7 @@ import (
 // scheduling checks (exit 3, their IDs in the output). Afterwards the cluster holds exactly
 // the objects it held before: no namespace, no Helm release Secret, no CRD, nothing.
 func TestScenario5BadInput(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	pools := cluster.DefaultNodePools()
 	for i := range pools {
 		if pools[i].Name == cluster.PoolCore {

@@ -29,7 +29,7 @@ const (
 // install with the same input is refused without creating anything. Each condition alone is
 // then checked too, so a failure says which check does not work.
 func TestScenario6Preflight(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := newCluster(t, "preflight")
 	ns := nsInstall
 	oldChart := chartCopy(t, map[string]string{"kubeVersion": "<1.20.0"})

@@ -42,7 +42,7 @@ const (
 // the experiments pool. `plan --topology` for the same topology said so beforehand: all fit on
 // polyaxon=experiments for 1+3 replicas; for 1+8 replicas, 8 fit and 1 does not, as happens.
 func TestScenario9PyTorchJobThroughTheTrainingOperator(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	bin, crdDir := trainingOperatorBuild(t)
 	c := runsCluster(t, "kubeflow")
 	ns := nsInstall

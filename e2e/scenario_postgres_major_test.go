@@ -37,7 +37,7 @@ const nsPGMajor = "pg-major"
 // dump out of the old server, a real restore into an empty new one, migrations on the new one,
 // the old volume left as it was), not PostgreSQL's own cross-version dump compatibility.
 func TestScenarioPostgresMajorUpgrade(t *testing.T) {
-	t.Parallel() // a cluster of its own: runs beside the others (package doc)
+	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	target := nextVersion(t, 1)
 	ctx := ctxT(t, 3*time.Minute)
 	const db = "pg_major"
