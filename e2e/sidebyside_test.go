@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // machineShare is how much of the machine a scenario with a cluster of its own takes while it
@@ -28,15 +26,63 @@ const (
 // machineSharesEnv overrides the machine's shares: 3 runs the scenarios one at a time.
 const machineSharesEnv = "POLYAXON_DEPLOY_E2E_SHARES"
 
-// machine hands out the shares, first come first served: a scenario waiting for a large share
-// is not overtaken by smaller ones behind it.
-var machine = semaphore.NewWeighted(machineShares())
-
 func machineShares() int64 {
 	if n, err := strconv.ParseInt(os.Getenv(machineSharesEnv), 10, 64); err == nil && n >= int64(realPrograms) {
 		return n
 	}
 	return int64(2*runtime.NumCPU() + 1)
+}
+
+// shares hands the machine out. The largest waiting share that fits goes first: the scenarios
+// with Polyaxon's programs are the longest and cannot run beside each other, so they are the
+// suite's critical path and start one after another as early as possible, while control-plane
+// scenarios fill what is left. (A first-come-first-served semaphore would let one of them,
+// waiting for the other to end, hold back every smaller share queued behind it.)
+type shares struct {
+	mu      sync.Mutex
+	changed *sync.Cond
+	free    int64
+	waiting map[machineShare]int // waiting scenarios by share
+}
+
+var machine = newShares(machineShares())
+
+func newShares(n int64) *shares {
+	s := &shares{free: n, waiting: map[machineShare]int{}}
+	s.changed = sync.NewCond(&s.mu)
+	return s
+}
+
+func (s *shares) acquire(share machineShare) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting[share]++
+	for !s.mayStart(share) {
+		s.changed.Wait()
+	}
+	s.waiting[share]--
+	s.free -= int64(share)
+	s.changed.Broadcast() // a smaller share behind this one may fit in what is left
+}
+
+// mayStart: share fits, and no larger waiting share fits before it.
+func (s *shares) mayStart(share machineShare) bool {
+	if int64(share) > s.free {
+		return false
+	}
+	for other, n := range s.waiting {
+		if n > 0 && other > share && int64(other) <= s.free {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *shares) release(share machineShare) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.free += int64(share)
+	s.changed.Broadcast()
 }
 
 // sideBySide runs the test beside the others (t.Parallel) once the machine has its share
@@ -46,11 +92,14 @@ func sideBySide(t *testing.T, share machineShare) {
 	t.Helper()
 	t.Parallel()
 	waited := time.Now()
-	if err := machine.Acquire(context.Background(), int64(share)); err != nil {
-		t.Fatalf("waiting for a share of the machine: %v", err)
+	if share < realPrograms {
+		// go test resumes every parallel test at once: let the scenarios with Polyaxon's
+		// programs queue first, so that one starts now rather than after two of these.
+		time.Sleep(time.Second)
 	}
+	machine.acquire(share)
 	// Registered first, so it runs last: after the cluster's own cleanup deleted it.
-	t.Cleanup(func() { machine.Release(int64(share)) })
+	t.Cleanup(func() { machine.release(share) })
 	if w := time.Since(waited); w > time.Second {
 		t.Logf("waited %s for a share of the machine", w.Round(time.Second))
 	}
