@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,10 @@ func TestControllerRunsAndStops(t *testing.T) {
 	require.Eventually(t, func() bool { return len(got()) == 2 }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, "/api/v1/acme/demo/runs/0f5c2a7e9b6d4c1f8e3a2b1c0d9e8f7a/statuses", got()[1].Path)
 	assert.Equal(t, "running", got()[1].Body["condition"].(map[string]any)["type"])
+	// The API has the request before the operator has its answer: stopping now could cancel it.
+	require.Eventually(t, func() bool {
+		return strings.Contains(log.String(), `msg="reported status" run=0f5c2a7e9b6d4c1f8e3a2b1c0d9e8f7a status=running`)
+	}, 10*time.Second, 10*time.Millisecond, "the operator read the API's answer")
 
 	cancel()
 	select {
