@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -32,8 +33,8 @@ type ServerInfo struct {
 func QueryServer(ctx context.Context, t Target) (*ServerInfo, error) {
 	var out bytes.Buffer
 	stderr := newTail(4096)
-	err := t.Run(ctx, "psql", []string{"-X", "-w", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c",
-		"SELECT current_setting('server_version'), current_setting('server_version_num'), pg_database_size(current_database()), current_database()"},
+	err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-c",
+		"SELECT current_setting('server_version'), current_setting('server_version_num'), pg_database_size(current_database()), current_database()"),
 		Stdio{Stdout: &out, Stderr: stderr})
 	if err != nil {
 		return nil, fmt.Errorf("querying PostgreSQL server (%s): %w", t, withStderr(err, stderr))

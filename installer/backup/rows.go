@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -16,12 +17,16 @@ const countRowsSQL = `SELECT schemaname || '.' || tablename,
   substring(query_to_xml(format('SELECT count(*) AS n FROM %I.%I', schemaname, tablename), false, true, '')::text FROM '<n>(\d+)</n>')
 FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`
 
+// psqlArgs run psql for a machine to read: no ~/.psqlrc, no password prompt, unaligned rows
+// without headers, and the first error ends it.
+var psqlArgs = []string{"-X", "-w", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"}
+
 // CountRows returns the exact row count of every table of the target's database, keyed
 // "schema.table".
 func CountRows(ctx context.Context, t Target) (map[string]int64, error) {
 	var out bytes.Buffer
 	stderr := newTail(4096)
-	err := t.Run(ctx, "psql", []string{"-X", "-w", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", countRowsSQL},
+	err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-c", countRowsSQL),
 		Stdio{Stdout: &out, Stderr: stderr})
 	if err != nil {
 		return nil, fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))

@@ -15,12 +15,13 @@ import (
 // counts taken in the same transaction describe the dump itself (not the database a moment
 // later), and they are counted while pg_dump runs instead of after it.
 type snapshotSession struct {
-	stdin  *io.PipeWriter
-	lines  chan string // psql's stdout, line by line
-	done   chan error  // psql's exit
-	stderr *tailBuffer
-	cancel context.CancelFunc
-	id     string // the exported snapshot, for pg_dump --snapshot
+	stdin   *io.PipeWriter
+	lines   chan string   // psql's stdout, line by line
+	exited  chan struct{} // closed when psql has exited, with its error in exitErr
+	exitErr error
+	stderr  *tailBuffer
+	cancel  context.CancelFunc
+	id      string // the exported snapshot, for pg_dump --snapshot
 }
 
 // snapshotTimeout bounds the wait for the snapshot's name: a transport that holds psql's
@@ -36,16 +37,17 @@ func openSnapshot(ctx context.Context, t Target) (*snapshotSession, error) {
 	timer := time.AfterFunc(snapshotTimeout, cancel)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &snapshotSession{stdin: inW, lines: make(chan string, 64), done: make(chan error, 1), stderr: newTail(4096), cancel: cancel}
+	s := &snapshotSession{stdin: inW, lines: make(chan string, 64), exited: make(chan struct{}), stderr: newTail(4096), cancel: cancel}
 	// A cancelled session ends psql's input too: a local psql's Run waits for its input to end.
 	stopInput := context.AfterFunc(ctx, func() { _ = inW.CloseWithError(ctx.Err()) })
 	go func() {
 		defer stopInput()
-		err := t.Run(ctx, "psql", []string{"-X", "-w", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"},
+		err := t.Run(ctx, "psql", psqlArgs,
 			Stdio{Stdin: inR, Stdout: outW, Stderr: s.stderr})
 		_ = inR.CloseWithError(io.ErrClosedPipe)
 		_ = outW.Close()
-		s.done <- err
+		s.exitErr = err
+		close(s.exited)
 	}()
 	go func() {
 		defer close(s.lines)
@@ -91,11 +93,10 @@ func (s *snapshotSession) ask(statements string) ([]string, error) {
 // failure is the reason the session stopped answering: psql's exit and stderr when it exited.
 func (s *snapshotSession) failure(err error) error {
 	_ = s.stdin.Close()
-	if perr := <-s.done; perr != nil {
-		s.done <- perr
-		return withStderr(perr, s.stderr)
+	<-s.exited
+	if s.exitErr != nil {
+		return withStderr(s.exitErr, s.stderr)
 	}
-	s.done <- nil
 	return withStderr(err, s.stderr)
 }
 
@@ -114,11 +115,10 @@ func (s *snapshotSession) close() error {
 	_ = s.stdin.Close()
 	for range s.lines {
 	}
-	err := <-s.done
-	s.done <- err
+	<-s.exited
 	s.cancel()
-	if err != nil {
-		return withStderr(err, s.stderr)
+	if s.exitErr != nil {
+		return withStderr(s.exitErr, s.stderr)
 	}
 	if werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
 		return werr
