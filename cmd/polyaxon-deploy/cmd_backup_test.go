@@ -206,3 +206,12 @@ func TestRestoreRefusesAnotherReleasesBackup(t *testing.T) {
 	assert.Contains(t, r.stderr, "--force: restoring a backup of release staging")
 	assert.Contains(t, r.stderr, "kubeconfig", "with --force it goes on (to the cluster)")
 }
+
+// A negative --jobs is refused with the fix, before the backup or the cluster is read.
+func TestRestoreRefusesNegativeJobs(t *testing.T) {
+	r := runCLI(t, nil, "restore", filepath.Join(t.TempDir(), "no-such-backup"), "--yes", "--jobs", "-2", "--kubeconfig", "/nonexistent")
+	assert.Equal(t, ExitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--jobs -2: give 1 or more pg_restore jobs")
+	assert.NotContains(t, r.stderr, "no-such-backup")
+	assert.NotContains(t, r.stderr, "kubeconfig")
+}

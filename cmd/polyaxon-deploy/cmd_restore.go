@@ -18,20 +18,29 @@ func restoreCommand() *cli.Command {
 		Name:      "restore",
 		Usage:     "restore the release's database from a backup (replaces its contents)",
 		UsageText: "polyaxon-deploy restore PATH [--yes] [--force] [--local] [-n NS] [--release NAME]",
-		Description: `Checks the backup (manifest, size, table of contents), scales the components that write
-to the database (gateway, scheduler, worker, beat, agent, operator) to zero, and restores with
-pg_restore --clean --if-exists --single-transaction --no-owner, reading the dump once: its
-sha256 is checked as it streams, and the end of the dump reaches pg_restore only when it
-matches, so a damaged dump rolls the one transaction back and nothing is committed. Then it
-scales the writers back and checks that every table of the backup exists. A backup of another
-release or namespace (manifest.json), or from a newer Polyaxon version than the running one,
-is refused unless --force. Secrets are not restored: apply PATH/secrets.json with kubectl if
-the release's Secrets were lost.`,
+		Description: `Checks the backup (manifest, size, table of contents) and scales the components that
+write to the database (gateway, scheduler, worker, beat, agent, operator) to zero. Then:
+
+With --local, when the role may create databases and owns the target: the dump is decoded into
+a spool file in $TMPDIR (its sha256 checked first), restored with pg_restore --jobs into a new
+database, its tables checked, and only then renamed over the target database, whose old copy
+is dropped. The target is untouched until the check passes.
+
+Otherwise (in the cluster, --jobs 1, or a database with privileges or settings of its own):
+pg_restore --clean --if-exists --single-transaction --no-owner reads the dump once: its sha256
+is checked as it streams, and the end of the dump reaches pg_restore only when it matches, so
+a damaged dump rolls the one transaction back and nothing is committed.
+
+Either way the writers are scaled back and every table of the backup must exist. A backup of
+another release or namespace (manifest.json), or from a newer Polyaxon version than the running
+one, is refused unless --force. Secrets are not restored: apply PATH/secrets.json with kubectl
+if the release's Secrets were lost.`,
 		Flags: joinFlags(clusterFlags(), outputFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: flagYes, Aliases: []string{"y"}, Usage: "do not ask for confirmation", Category: "Restore"},
 			&cli.BoolFlag{Name: flagForce, Usage: "restore a backup taken from a newer app version, or from another release or namespace", Category: "Restore"},
 			&cli.BoolFlag{Name: flagNoScale, Usage: "do not scale the database writers down (they may write during the restore)", Category: "Restore"},
 			&cli.BoolFlag{Name: flagFull, Usage: "verify every data block before restoring (reads the dump twice)", Category: "Restore"},
+			&cli.IntFlag{Name: flagJobs, Aliases: []string{"j"}, Usage: "with --local: pg_restore jobs into a new database swapped in when checked (default: CPUs here, at most 4); 1 restores in one transaction, in place", Category: "Restore"},
 		}, dbAccessFlags()),
 		Action: runRestore,
 	}
@@ -53,13 +62,16 @@ func runRestore(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if j := c.Int(flagJobs); j < 0 {
+		return usageErrorf("--%s %d: give 1 or more pg_restore jobs (1 restores in one transaction), or leave it out for the default", flagJobs, j)
+	}
 	db, err := databaseOf(c)
 	if err != nil {
 		return err
 	}
 	path := backupPath(arg)
 	a := &action.Restore{Env: actionEnv(c), Database: db, Path: path, Yes: c.Bool(flagYes), Force: c.Bool(flagForce),
-		NoScale: c.Bool(flagNoScale), Full: c.Bool(flagFull)}
+		NoScale: c.Bool(flagNoScale), Full: c.Bool(flagFull), Jobs: c.Int(flagJobs)}
 	return runAction(c, func(ctx context.Context) (*output.Result, error) {
 		res, err := a.Run(ctx)
 		if err != nil {

@@ -30,6 +30,7 @@ const (
 	flagYes         = "yes"
 	flagForce       = "force"
 	flagNoScale     = "no-scale"
+	flagJobs        = "jobs"
 )
 
 func backupDirFlag() cli.Flag {

@@ -22,6 +22,8 @@ type Restore struct {
 	NoScale bool
 	// Full verifies every data block before restoring (a second read).
 	Full bool
+	// Jobs is backup.WithJobs (0: its default).
+	Jobs int
 }
 
 // RestoreResult is the restore's report, beside the backup's manifest.
@@ -68,6 +70,7 @@ func (a *Restore) Run(ctx context.Context) (*RestoreResult, error) {
 				backup.WithLogger(a.logger()),
 				backup.WithTargetRelease(rel.Info.Name, rel.Info.Namespace),
 				backup.WithRunningAppVersion(rel.Info.AppVersion),
+				backup.WithJobs(a.Jobs),
 			}
 			if a.Force {
 				opts = append(opts, backup.WithForce())

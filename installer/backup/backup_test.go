@@ -131,10 +131,10 @@ func TestRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 
-	// Restore over a changed database (--clean): identical again.
+	// Restore over a changed database in one transaction (--clean): identical again.
 	_, err = s.Psql(ctx, "restored", `DELETE FROM metrics WHERE id % 7 = 0; UPDATE runs SET status = 'x' WHERE id < 100; DROP TABLE artifacts;`)
 	require.NoError(t, err)
-	_, err = Restore(ctx, target, m.Dir, WithToolsDir(bin), WithLogger(logger))
+	_, err = Restore(ctx, target, m.Dir, WithToolsDir(bin), WithLogger(logger), WithJobs(1))
 	require.NoError(t, err)
 	got, err = pgtest.Checksums(ctx, s, "restored")
 	require.NoError(t, err)
@@ -145,6 +145,7 @@ func TestRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(argv), "pg_dump --format=custom --no-password --compress=0")
 	assert.Contains(t, string(argv), "pg_restore --list")
+	assert.Contains(t, string(argv), "pg_restore --exit-on-error --no-owner --no-password --jobs=")
 	assert.Contains(t, string(argv), "pg_restore --clean --if-exists --single-transaction")
 	assert.NotContains(t, string(argv), s.Password())
 	assert.Contains(t, logs.String(), "backup written")

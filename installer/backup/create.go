@@ -2,7 +2,6 @@ package backup
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,7 +12,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -31,22 +29,19 @@ type ServerInfo struct {
 
 // QueryServer asks the target for its version and database size.
 func QueryServer(ctx context.Context, t Target) (*ServerInfo, error) {
-	var out bytes.Buffer
-	stderr := newTail(4096)
-	err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-c",
-		"SELECT current_setting('server_version'), current_setting('server_version_num'), pg_database_size(current_database()), current_database()"),
-		Stdio{Stdout: &out, Stderr: stderr})
+	answer, err := psqlQuery(ctx, t,
+		"SELECT current_setting('server_version'), current_setting('server_version_num'), pg_database_size(current_database()), current_database()")
 	if err != nil {
-		return nil, fmt.Errorf("querying PostgreSQL server (%s): %w", t, withStderr(err, stderr))
+		return nil, fmt.Errorf("querying PostgreSQL server (%s): %w", t, err)
 	}
-	f := strings.Split(strings.TrimSpace(out.String()), "|")
+	f := strings.Split(answer, "|")
 	if len(f) != 4 {
-		return nil, fmt.Errorf("querying PostgreSQL server (%s): unexpected answer %q", t, out.String())
+		return nil, fmt.Errorf("querying PostgreSQL server (%s): unexpected answer %q", t, answer)
 	}
 	num, err1 := strconv.Atoi(f[1])
 	size, err2 := strconv.ParseInt(f[2], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("querying PostgreSQL server (%s): unexpected answer %q: %w", t, out.String(), err)
+		return nil, fmt.Errorf("querying PostgreSQL server (%s): unexpected answer %q: %w", t, answer, err)
 	}
 	return &ServerInfo{Version: f[0], VersionNum: num, DatabaseSize: size, Database: f[3]}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -45,6 +46,7 @@ type config struct {
 	runningApp      string
 	force           bool
 	restoreArgs     []string
+	jobs            int
 	targetRelease   ReleaseInfo
 	registerCleanup func(cleanup func()) (unregister func())
 }
@@ -76,6 +78,9 @@ func newConfig[O interface{ apply(*config) }](opts []O) *config {
 	}
 	for _, o := range opts {
 		o.apply(c)
+	}
+	if c.jobs <= 0 {
+		c.jobs = min(runtime.NumCPU(), 4)
 	}
 	if c.dumpCompression == "" {
 		c.dumpCompression = "0"
@@ -114,8 +119,8 @@ type (
 		setter
 		forVerify
 	}
-	// RestoreOnly options: WithRestoreArgs, WithScaler, WithRunningAppVersion, WithForce,
-	// WithTargetRelease.
+	// RestoreOnly options: WithRestoreArgs, WithJobs, WithScaler, WithRunningAppVersion,
+	// WithForce, WithTargetRelease.
 	RestoreOnly struct {
 		setter
 		forRestore
@@ -169,6 +174,13 @@ func WithDumpArgs(args ...string) CreateOnly {
 // WithRestoreArgs adds pg_restore flags.
 func WithRestoreArgs(args ...string) RestoreOnly {
 	return RestoreOnly{setter: func(c *config) { c.restoreArgs = append(c.restoreArgs, args...) }}
+}
+
+// WithJobs is how many pg_restore jobs restore a local target (default: the CPUs here, at
+// most 4): with more than one, the dump is restored into a new database, checked, and swapped
+// in for the target's; 1 restores in one transaction, in place.
+func WithJobs(n int) RestoreOnly {
+	return RestoreOnly{setter: func(c *config) { c.jobs = n }}
 }
 
 // WithLogger sets the logger. Nothing secret is ever logged.

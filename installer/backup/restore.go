@@ -36,14 +36,23 @@ var ErrOtherRelease = errors.New("backup of another release")
 // Before anything changes it checks the manifest, the dump's size, that the backup belongs to
 // the target release (WithTargetRelease; WithForce overrides), that it was not taken from a
 // newer app version than the running one (WithRunningAppVersion; WithForce overrides), and
-// reads the dump's table of contents. Then it scales the database writers down (WithScaler)
-// and reads the dump once: the bytes are hashed as they are decompressed into
-// pg_restore --clean --if-exists --single-transaction --no-owner. The last bytes are held back
-// until the sha256 and the codec's checksums match the manifest, so a damaged dump leaves
-// pg_restore waiting for the end of its one transaction, which is then rolled back: nothing is
-// committed. Writers are scaled back (also on failure) and every table of the dump must exist
-// afterwards. WithFullCheck verifies every data block first (a second read). Options:
-// WithTargetRelease, WithScaler, WithRunningAppVersion, WithForce, WithRestoreArgs,
+// reads the dump's table of contents. Then one of two ways:
+//
+//   - By swap, for a local target whose role may create and rename its database (see
+//     swap.go): the dump is decoded into a spool file and its sha256 checked, the writers are
+//     scaled down (WithScaler), pg_restore -j (WithJobs) restores it into a new database, the
+//     new database's tables are checked, and only then does it take the target's name; the old
+//     database is dropped.
+//   - In one transaction, otherwise: the writers are scaled down and the dump is read once,
+//     hashed as it is decompressed into pg_restore --clean --if-exists --single-transaction
+//     --no-owner. The last bytes are held back until the sha256 and the codec's checksums
+//     match the manifest, so a damaged dump leaves pg_restore waiting for the end of its one
+//     transaction, which is then rolled back: nothing is committed. Every table of the dump
+//     must exist afterwards.
+//
+// Either way, a failure leaves the target database as it was, and the writers are scaled back
+// (also on failure). WithFullCheck verifies every data block first (a second read). Options:
+// WithTargetRelease, WithScaler, WithRunningAppVersion, WithForce, WithRestoreArgs, WithJobs,
 // WithToolsDir, WithFullCheck, WithLogger.
 //
 // Confirmation is the caller's business: Restore replaces the database.
@@ -78,6 +87,26 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 
+	// A restore by swap checks the whole dump while spooling it, before anything changes: a
+	// damaged dump does not even scale the writers down.
+	sw, whyNot := planSwap(ctx, target, cfg)
+	var spoolFile string
+	if sw != nil {
+		log.Info("checking the dump and spooling it for a parallel restore", "dir", dir)
+		spoolFile, err = spool(ctx, dump, m)
+		switch {
+		case errors.Is(err, errSpoolSpace):
+			sw, whyNot = nil, err.Error()
+		case err != nil:
+			return nil, fmt.Errorf("restore %s: %w", dir, err)
+		default:
+			defer os.Remove(spoolFile)
+		}
+	}
+	if sw == nil {
+		log.Info("restoring in one transaction", "why", whyNot)
+	}
+
 	if cfg.scaler != nil {
 		log.Info("scaling database writers down")
 		scaleBack, err := cfg.scaler.ScaleDown(ctx)
@@ -97,35 +126,65 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 		}()
 	}
 
-	args := []string{"--clean", "--if-exists", "--single-transaction", "--exit-on-error", "--no-owner", "--no-password"}
-	args = append(args, cfg.restoreArgs...)
 	log.Info("restoring database", "dir", dir, "target", target.String(), "tables", len(rep.Tables))
-	if err := streamRestore(ctx, target, dump, m, args); err != nil {
-		return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
+	restored := target
+	if sw != nil {
+		defer func() {
+			if err != nil {
+				err = errors.Join(err, sw.drop(ctx))
+			}
+		}()
+		if err := sw.restore(ctx, spoolFile, cfg.restoreArgs); err != nil {
+			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
+		}
+		restored = sw.restored()
+	} else {
+		args := []string{"--clean", "--if-exists", "--single-transaction", "--exit-on-error", "--no-owner", "--no-password"}
+		args = append(args, cfg.restoreArgs...)
+		if err := streamRestore(ctx, target, dump, m, args); err != nil {
+			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
+		}
 	}
 
-	// One query both finds the dump's tables and counts their rows: a table it does not list
-	// is missing.
 	log.Info("counting the restored tables' rows", "tables", len(rep.Tables))
-	counts, err := CountRows(ctx, target)
+	rows, err := checkRestored(ctx, restored, rep.Tables)
 	if err != nil {
-		return nil, fmt.Errorf("restore %s: checking the result: %w", dir, err)
-	}
-	var missing []string
-	rows := map[string]int64{}
-	for _, t := range rep.Tables {
-		n, ok := counts[t]
-		if !ok {
-			missing = append(missing, t)
+		if sw != nil {
+			err = fmt.Errorf("%w; the restored copy is dropped, %s is unchanged", err, target)
 		}
-		rows[t] = n
+		return nil, fmt.Errorf("restore %s: %w", dir, err)
 	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("restore %s: check failed: tables of the dump missing after restore: %s", dir, strings.Join(missing, ", "))
+	if sw != nil {
+		log.Info("swapping the restored database in", "database", sw.scratch)
+		if err := sw.swap(ctx); err != nil {
+			return nil, fmt.Errorf("restore %s: %w", dir, err)
+		}
 	}
 	out := &RestoreReport{Verify: rep, Tables: rep.Tables, Rows: rows, Duration: time.Since(start)}
 	log.Info("database restored", "dir", dir, "tables", len(out.Tables), "seconds", out.Duration.Seconds())
 	return out, nil
+}
+
+// checkRestored counts the rows of the restored database's tables; every table of the dump
+// must be among them. One query both finds the tables and counts their rows.
+func checkRestored(ctx context.Context, t Target, tables []string) (map[string]int64, error) {
+	counts, err := CountRows(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("checking the result: %w", err)
+	}
+	var missing []string
+	rows := map[string]int64{}
+	for _, table := range tables {
+		n, ok := counts[table]
+		if !ok {
+			missing = append(missing, table)
+		}
+		rows[table] = n
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("check failed: tables of the dump missing after restore: %s", strings.Join(missing, ", "))
+	}
+	return rows, nil
 }
 
 // holdBack is how much of the decompressed dump pg_restore gets only once the whole file

@@ -21,17 +21,24 @@ FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDE
 // without headers, and the first error ends it.
 var psqlArgs = []string{"-X", "-w", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"}
 
+// psqlQuery runs one query on t and returns its trimmed answer.
+func psqlQuery(ctx context.Context, t Target, query string) (string, error) {
+	var out bytes.Buffer
+	stderr := newTail(4096)
+	if err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-c", query), Stdio{Stdout: &out, Stderr: stderr}); err != nil {
+		return "", withStderr(err, stderr)
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
 // CountRows returns the exact row count of every table of the target's database, keyed
 // "schema.table".
 func CountRows(ctx context.Context, t Target) (map[string]int64, error) {
-	var out bytes.Buffer
-	stderr := newTail(4096)
-	err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-c", countRowsSQL),
-		Stdio{Stdout: &out, Stderr: stderr})
+	answer, err := psqlQuery(ctx, t, countRowsSQL)
 	if err != nil {
-		return nil, fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))
+		return nil, fmt.Errorf("counting rows (%s): %w", t, err)
 	}
-	rows, err := parseRowCounts(out.String())
+	rows, err := parseRowCounts(answer)
 	if err != nil {
 		return nil, fmt.Errorf("counting rows (%s): %w", t, err)
 	}

@@ -88,6 +88,13 @@ func NewLocalTarget(conn Conn, opts ...LocalOption) *LocalTarget {
 	return t
 }
 
+// onDatabase is the same target on another database of the same server.
+func (t *LocalTarget) onDatabase(name string) *LocalTarget {
+	c := *t
+	c.conn.Database = name
+	return &c
+}
+
 func (t *LocalTarget) Kind() string   { return SourceLocal }
 func (t *LocalTarget) String() string { return "local " + t.conn.String() }
 

@@ -55,6 +55,7 @@ type options struct {
 	workdir string
 	codec   string
 	level   int
+	jobs    int
 	enforce bool
 	jsonOut string
 }
@@ -66,6 +67,7 @@ func parent() int {
 	flag.StringVar(&o.workdir, "workdir", os.Getenv("BENCH_BACKUP_WORKDIR"), "scratch directory for dumps (default: a temp dir)")
 	flag.StringVar(&o.codec, "codec", backup.DefaultCodec, "our codec")
 	flag.IntVar(&o.level, "level", backup.DefaultLevel, "our zstd level")
+	flag.IntVar(&o.jobs, "jobs", 0, "our restore's pg_restore jobs (0: its default; 1: the one-transaction restore)")
 	flag.BoolVar(&o.enforce, "enforce", os.Getenv("BENCH_BACKUP_ENFORCE") != "", "exit 1 when the backup or restore ratio is above its target (env BENCH_BACKUP_ENFORCE)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.Parse()
@@ -249,12 +251,23 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 	fmt.Printf("backup  median: ours %.2fs (%s, %s/zstd-%d; verify %.2fs)  plain %.2fs (%s)\n",
 		res.Ours.Median, output.HumanBytes(res.Ours.Bytes), o.codec, o.level, res.Ours.Extra, res.Plain.Median, output.HumanBytes(res.Plain.Bytes))
 	fmt.Printf("backup ratio (ours/plain pg_dump -Fc): %.2f (target <= %.2f) %s\n", res.BackupRatio, targetRatio, passFail(res.BackupRatio <= targetRatio))
-	fmt.Printf("restore median: ours %.2fs (table of contents, then one pass: sha256 + pg_restore + table check)  plain pg_restore %.2fs\n", res.OursRestore.Median, res.PlainRestore.Median)
+	fmt.Printf("restore median: ours %.2fs (table of contents, sha256, pg_restore, table check; jobs %s)  plain pg_restore --single-transaction %.2fs\n", res.OursRestore.Median, jobsName(o.jobs), res.PlainRestore.Median)
 	fmt.Printf("restore ratio (ours/plain pg_restore): %.2f (target <= %.2f) %s\n", res.RestoreRatio, targetRestoreRatio, passFail(res.RestoreRatio <= targetRestoreRatio))
 	fmt.Printf("restored contents identical (%d tables, ours and plain): %v\n", len(want), res.Identical)
 	fmt.Printf("peak RSS of our process: backup %s, restore %s (largest child, upper bound: pg_dump %s, pg_restore %s)\n",
 		output.HumanBytes(res.Ours.PeakRSS), output.HumanBytes(res.OursRestore.PeakRSS), output.HumanBytes(res.Ours.ChildrenRSS), output.HumanBytes(res.OursRestore.ChildrenRSS))
 	return res, nil
+}
+
+// jobsName says which restore -jobs picks.
+func jobsName(n int) string {
+	switch n {
+	case 0:
+		return "default: into a new database, swapped in"
+	case 1:
+		return "1: in one transaction"
+	}
+	return strconv.Itoa(n) + ": into a new database, swapped in"
 }
 
 // seedTo grows the database until it reaches about size bytes: a first
@@ -316,7 +329,7 @@ func runChild(ctx context.Context, srv *pgtest.Server, op, db, dir string, o opt
 	cmd.Env = append(os.Environ(),
 		childEnv+"="+op,
 		"BENCH_HOST="+srv.Host, "BENCH_PORT="+strconv.Itoa(srv.Port), "BENCH_USER="+srv.User, "BENCH_DB="+db,
-		"BENCH_DIR="+dir, "BENCH_BIN="+srv.BinDir, "BENCH_CODEC="+o.codec, "BENCH_LEVEL="+strconv.Itoa(o.level),
+		"BENCH_DIR="+dir, "BENCH_BIN="+srv.BinDir, "BENCH_CODEC="+o.codec, "BENCH_LEVEL="+strconv.Itoa(o.level), "BENCH_JOBS="+strconv.Itoa(o.jobs),
 		passwordEnv+"="+srv.Password())
 	stderr := &strings.Builder{}
 	cmd.Stderr = stderr
@@ -362,7 +375,8 @@ func child() int {
 		}
 		r.VerifySeconds = time.Since(tv).Seconds()
 	case "restore":
-		if _, err := backup.Restore(ctx, target, os.Getenv("BENCH_DIR"), tools); err != nil {
+		jobs, _ := strconv.Atoi(os.Getenv("BENCH_JOBS"))
+		if _, err := backup.Restore(ctx, target, os.Getenv("BENCH_DIR"), tools, backup.WithJobs(jobs)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -1,0 +1,311 @@
+package backup
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A restore by swap: pg_restore -j restores the dump into a new database on the same server,
+// the restored tables are checked there, and only then is the new database renamed over the
+// target's (both renames in one transaction) and the old one dropped. One transaction cannot
+// be shared by pg_restore's parallel connections; the swap keeps what the one-transaction
+// restore promises: until the check has passed, the target database is not touched.
+//
+// pg_restore -j needs the archive as a file, so the dump is first decoded into a spool file in
+// $TMPDIR and its sha256 checked against the manifest. That is why only local targets (the
+// client programs on this machine) restore this way; in a pod the dump is streamed into one
+// transaction.
+
+// swapRestore is the plan of a restore by swap on one server.
+type swapRestore struct {
+	target *LocalTarget // the database being replaced
+	// admin reaches a maintenance database of the same server: no database can be renamed by
+	// a session connected to it.
+	admin   *LocalTarget
+	db      databaseProps
+	jobs    int
+	scratch string // the new database, once created
+	log     *slog.Logger
+}
+
+// databaseProps are the target database's properties that a new database must be created
+// with to stand in for it.
+type databaseProps struct {
+	owner, encoding, collate, ctype string
+	connLimit                       int
+	serverVersion                   int
+}
+
+// planSwapSQL reads, in one row, whether the current role may create and rename databases and
+// the target database's properties, and what a new database would not carry over (privileges,
+// settings, a comment, a tablespace, a locale provider other than libc). to_jsonb reads
+// datlocprovider where the server has it (15 and later) without failing where it does not.
+const planSwapSQL = `SELECT r.rolsuper OR (r.rolcreatedb AND d.datdba = r.oid),
+  pg_get_userbyid(d.datdba), pg_encoding_to_char(d.encoding), d.datcollate, d.datctype, d.datconnlimit,
+  current_setting('server_version_num'),
+  d.datacl IS NULL,
+  NOT EXISTS (SELECT 1 FROM pg_db_role_setting s WHERE s.setdatabase = d.oid),
+  NOT EXISTS (SELECT 1 FROM pg_shdescription c WHERE c.objoid = d.oid AND c.classoid = 'pg_database'::regclass),
+  t.spcname = 'pg_default',
+  coalesce(to_jsonb(d)->>'datlocprovider', 'c') = 'c'
+FROM pg_database d JOIN pg_roles r ON r.rolname = current_user JOIN pg_tablespace t ON t.oid = d.dattablespace
+WHERE d.datname = current_database()`
+
+// planSwap returns how to restore into target by swap, or why it cannot (the restore then
+// runs in one transaction). It only reads.
+func planSwap(ctx context.Context, target Target, cfg *config) (_ *swapRestore, whyNot string) {
+	switch {
+	case cfg.jobs == 1:
+		return nil, "one pg_restore job asked for"
+	case selectsPart(cfg.restoreArgs):
+		return nil, "pg_restore is told to restore only part of the dump, which replaces only those objects"
+	}
+	local, ok := target.(*LocalTarget)
+	if !ok {
+		return nil, "pg_restore runs in " + target.String() + ", where the dump cannot be spooled to a file for parallel jobs"
+	}
+	answer, err := psqlQuery(ctx, local, planSwapSQL)
+	if err != nil {
+		return nil, "reading the database's properties failed: " + err.Error()
+	}
+	f := strings.Split(answer, "|")
+	if len(f) != 12 {
+		return nil, fmt.Sprintf("unexpected answer %q about the database's properties", answer)
+	}
+	db := databaseProps{owner: f[1], encoding: f[2], collate: f[3], ctype: f[4]}
+	db.connLimit, _ = strconv.Atoi(f[5])
+	db.serverVersion, _ = strconv.Atoi(f[6])
+	for _, c := range []struct {
+		field int
+		why   string
+	}{
+		{0, fmt.Sprintf("the role %s may not create databases (CREATEDB) or does not own %s", local.conn.User, local.conn.Database)},
+		{7, "the database has privileges of its own (GRANT ... ON DATABASE), which a new database would not have"},
+		{8, "the database has settings of its own (ALTER DATABASE ... SET), which a new database would not have"},
+		{9, "the database has a comment, which a new database would not have"},
+		{10, "the database is not in the default tablespace"},
+		{11, "the database uses a locale provider other than libc"},
+	} {
+		if f[c.field] != "t" {
+			return nil, c.why
+		}
+	}
+	s := &swapRestore{target: local, db: db, jobs: cfg.jobs, log: cfg.logger}
+	for _, name := range []string{"postgres", "template1"} {
+		admin := local.onDatabase(name)
+		if _, err := psqlQuery(ctx, admin, "SELECT 1"); err == nil {
+			s.admin = admin
+			return s, ""
+		}
+	}
+	return nil, "neither the postgres nor the template1 database accepts a connection, and a database cannot be renamed from a session on it"
+}
+
+// errSpoolSpace: the spool file did not fit; the restore can still stream the dump.
+var errSpoolSpace = errors.New("no space for the spool file")
+
+// spool decodes the dump into a file for pg_restore -j, checking its sha256 on the way. The
+// caller removes the file.
+func spool(ctx context.Context, dump string, m *Manifest) (path string, err error) {
+	f, err := openDump(dump)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	hash := sha256.New()
+	tee := io.TeeReader(bufio.NewReaderSize(ctxReader{ctx: ctx, r: f}, 1<<20), hash)
+	dec, err := newDecoder(tee, m.Compression.Codec)
+	if err != nil {
+		return "", err
+	}
+	defer dec.Close()
+	out, err := os.CreateTemp("", "polyaxon-deploy-restore-*.dump")
+	if err != nil {
+		return "", fmt.Errorf("creating the spool file: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(out.Name())
+		}
+	}()
+	_, copyErr := io.Copy(out, dec)
+	if cerr := out.Close(); copyErr == nil {
+		copyErr = cerr
+	}
+	if copyErr != nil {
+		if errors.Is(copyErr, syscall.ENOSPC) {
+			return "", fmt.Errorf("%w: %s needs %d bytes: %w", errSpoolSpace, out.Name(), m.RawSize, copyErr)
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("interrupted; %s: %w", nothingTouched, ctx.Err())
+		}
+		var pe *os.PathError
+		if errors.As(copyErr, &pe) && pe.Path == out.Name() {
+			return "", fmt.Errorf("writing the spool file: %w; %s", copyErr, nothingTouched)
+		}
+		if _, err := io.Copy(io.Discard, tee); err == nil {
+			if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
+				return "", fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup (%s: %v); %s; %s",
+					ErrChecksum, m.DumpFile, sum, m.SHA256, m.Compression.Codec, copyErr, nothingTouched, fixHint)
+			}
+		}
+		return "", fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, m.DumpFile, m.Compression.Codec, copyErr, nothingTouched, fixHint)
+	}
+	// The decoder is at the end of its stream: hash whatever of the file it did not need.
+	if _, err := io.Copy(io.Discard, tee); err != nil {
+		return "", fmt.Errorf("reading %s: %w; %s", m.DumpFile, err, nothingTouched)
+	}
+	if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
+		return "", fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup; %s; %s",
+			ErrChecksum, m.DumpFile, sum, m.SHA256, nothingTouched, fixHint)
+	}
+	return out.Name(), nil
+}
+
+// nothingTouched ends the errors of a restore by swap that failed before its new database
+// existed.
+const nothingTouched = "the dump is checked before the database is touched: nothing was committed, the database is unchanged"
+
+// restore creates the new database and restores the spooled dump into it with parallel jobs.
+// The restored copy is left for check; drop removes it when the check fails.
+func (s *swapRestore) restore(ctx context.Context, spoolFile string, args []string) error {
+	s.scratch = sideName(s.target.conn.Database, "restore")
+	create := `CREATE DATABASE :"scratch" TEMPLATE template0 OWNER :"owner" ENCODING :'encoding' LC_COLLATE :'collate' LC_CTYPE :'ctype' CONNECTION LIMIT :connlimit`
+	if err := s.adminScript(ctx, create, "scratch", s.scratch, "owner", s.db.owner, "encoding", s.db.encoding,
+		"collate", s.db.collate, "ctype", s.db.ctype, "connlimit", strconv.Itoa(s.db.connLimit)); err != nil {
+		s.scratch = ""
+		return fmt.Errorf("creating the database to restore into: %w; the database is unchanged", err)
+	}
+	s.log.Info("restoring into a new database", "database", s.scratch, "jobs", s.jobs)
+	args = append([]string{"--exit-on-error", "--no-owner", "--no-password", "--jobs=" + strconv.Itoa(s.jobs)}, args...)
+	stderr := newTail(8192)
+	if err := s.target.onDatabase(s.scratch).Run(ctx, "pg_restore", append(args, spoolFile), Stdio{Stderr: stderr}); err != nil {
+		return fmt.Errorf("pg_restore into the new database %s failed: %w; %s is unchanged", s.scratch, withStderr(err, stderr), s.target.conn.Database)
+	}
+	return nil
+}
+
+// restored is the target that reaches the restored copy, for its check.
+func (s *swapRestore) restored() Target { return s.target.onDatabase(s.scratch) }
+
+// swap renames the restored copy over the target database in one transaction, once no
+// session is left on the target (the writers were scaled down; one still connected would
+// keep the rename from happening), then drops the old database.
+func (s *swapRestore) swap(ctx context.Context) error {
+	db := s.target.conn.Database
+	if err := s.waitForSessions(ctx, swapSessionWait); err != nil {
+		return err
+	}
+	retired := sideName(db, "replaced")
+	rename := `BEGIN;
+ALTER DATABASE :"db" RENAME TO :"retired";
+ALTER DATABASE :"scratch" RENAME TO :"db";
+COMMIT;`
+	if err := s.adminScript(ctx, rename, "db", db, "retired", retired, "scratch", s.scratch); err != nil {
+		return fmt.Errorf("renaming the restored database %s to %s: %w; %s is unchanged", s.scratch, db, err, db)
+	}
+	s.scratch = ""
+	if err := s.dropDatabase(context.WithoutCancel(ctx), retired); err != nil {
+		s.log.Warn("the restore is complete, but the replaced database was not dropped: drop it when no longer needed", "database", retired, "error", err)
+	}
+	return nil
+}
+
+// drop removes the restored copy after a failure (nothing to do once it was swapped in).
+func (s *swapRestore) drop(ctx context.Context) error {
+	if s.scratch == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := s.dropDatabase(ctx, s.scratch); err != nil {
+		return fmt.Errorf("dropping the new database %s after the failed restore: %w: drop it by hand (DROP DATABASE)", s.scratch, err)
+	}
+	s.log.Info("dropped the new database of the failed restore", "database", s.scratch)
+	s.scratch = ""
+	return nil
+}
+
+func (s *swapRestore) dropDatabase(ctx context.Context, name string) error {
+	drop := `DROP DATABASE IF EXISTS :"name"`
+	if s.db.serverVersion >= 130000 {
+		// A pg_restore worker that was just killed may not have left yet.
+		drop += ` WITH (FORCE)`
+	}
+	return s.adminScript(ctx, drop, "name", name)
+}
+
+// swapSessionWait is how long the swap waits for the target's sessions to end (pods of the
+// scaled-down writers close theirs as they terminate).
+var swapSessionWait = 2 * time.Minute
+
+// waitForSessions waits until no client session is connected to the target database.
+func (s *swapRestore) waitForSessions(ctx context.Context, limit time.Duration) error {
+	const q = `SELECT coalesce(nullif(application_name, ''), usename::text, 'a session') || coalesce(' from ' || client_addr::text, '')
+FROM pg_stat_activity WHERE datname = :'db' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`
+	deadline := time.Now().Add(limit)
+	for {
+		var out bytes.Buffer
+		stderr := newTail(4096)
+		err := s.admin.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-v", "db="+s.target.conn.Database, "-f", "-"),
+			Stdio{Stdin: strings.NewReader(q), Stdout: &out, Stderr: stderr})
+		if err != nil {
+			return fmt.Errorf("listing the sessions on %s: %w", s.target.conn.Database, withStderr(err, stderr))
+		}
+		var sessions []string
+		for _, line := range strings.Split(out.String(), "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				sessions = append(sessions, line)
+			}
+		}
+		if len(sessions) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still has %d sessions after %s (%s): a database in use cannot be replaced; stop its clients (scale the release's writers down) and restore again; %s is unchanged",
+				s.target.conn.Database, len(sessions), limit, strings.Join(sessions, ", "), s.target.conn.Database)
+		}
+		s.log.Info("waiting for the database's sessions to end before the swap", "database", s.target.conn.Database, "sessions", len(sessions))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// adminScript runs script on the maintenance database, with psql variables (name, value
+// pairs) that psql quotes itself (:"x" as an identifier, :'x' as a literal).
+func (s *swapRestore) adminScript(ctx context.Context, script string, vars ...string) error {
+	args := slices.Clone(psqlArgs)
+	for i := 0; i+1 < len(vars); i += 2 {
+		args = append(args, "-v", vars[i]+"="+vars[i+1])
+	}
+	stderr := newTail(4096)
+	if err := s.admin.Run(ctx, "psql", append(args, "-f", "-"), Stdio{Stdin: strings.NewReader(script), Stderr: stderr}); err != nil {
+		return withStderr(err, stderr)
+	}
+	return nil
+}
+
+// sideName names a database beside db: db_<what>_<unix time>, within PostgreSQL's 63 bytes.
+func sideName(db, what string) string {
+	suffix := fmt.Sprintf("_%s_%d", what, time.Now().Unix())
+	if len(db)+len(suffix) > 63 {
+		db = db[:63-len(suffix)]
+	}
+	return db + suffix
+}
