@@ -218,6 +218,7 @@ COMMIT;`
 		return fmt.Errorf("renaming the restored database %s to %s: %w; %s is unchanged", s.scratch, db, err, db)
 	}
 	s.scratch = ""
+	s.log.Info("restored database swapped in; dropping the replaced one", "database", db, "replaced", retired)
 	if err := s.dropDatabase(context.WithoutCancel(ctx), retired); err != nil {
 		s.log.Warn("the restore is complete, but the replaced database was not dropped: drop it when no longer needed", "database", retired, "error", err)
 	}
