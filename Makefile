@@ -39,7 +39,9 @@ deps:
 binaries:
 	@bash e2e/scripts/build-binaries.sh >/dev/null
 
-# e2e/oci is a module of its own (the registry's dependencies stay out of the installer's).
+# e2e/oci is a module of its own (the registry's dependencies stay out of the installer's); it
+# runs beside the other packages (measured: 238 s for both, against 206 s and 48 s one after the
+# other), its output printed when it ends.
 # The e2e package runs after the others, with the machine to itself: its scenarios share the
 # machine by their own measure (e2e package doc), and beside the other packages' tests
 # scenario 17's adoption passed its 5-minute bound. The kind test writes whether the kind
@@ -48,14 +50,16 @@ binaries:
 # that an error.
 test: deps binaries
 	$(GO) vet ./...
-	@report=$$(mktemp); pkgs=$$($(GO) list ./... | grep -v '/e2e$$'); code=0; \
+	@report=$$(mktemp); oci=$$(mktemp); pkgs=$$($(GO) list ./... | grep -v '/e2e$$'); code=0; \
+	  echo "cd e2e/oci && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./... (beside the next command)"; \
+	  (cd e2e/oci && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...) >$$oci 2>&1 & ocipid=$$!; \
 	  echo "$(GO) test -count=1 -timeout $(TEST_TIMEOUT) <every package but ./e2e>"; \
 	  POLYAXON_DEPLOY_KIND_REPORT=$$report $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$pkgs || code=$$?; \
+	  wait $$ocipid || code=$$?; echo "e2e/oci:"; cat $$oci; rm -f $$oci; \
 	  echo "$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(E2E_PARALLEL) ./e2e"; \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(E2E_PARALLEL) ./e2e || code=$$?; \
 	  if [ -s $$report ]; then cat $$report; else echo "e2e: kind provider: TestKindProvider did not report"; fi; \
 	  rm -f $$report; exit $$code
-	cd e2e/oci && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Quick loop without the control plane (e2e) and PostgreSQL suites (pgtest skips under -short).
 unit:
