@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,6 +183,7 @@ const nothingTouched = "the dump is checked before the database is touched: noth
 // restore creates the new database and restores the spooled dump into it with parallel jobs.
 // The restored copy is left for check; drop removes it when the check fails.
 func (s *swapRestore) restore(ctx context.Context, spoolFile string, args []string) error {
+	s.warnLeftovers(ctx)
 	s.scratch = sideName(s.target.conn.Database, "restore")
 	create := `CREATE DATABASE :"scratch" TEMPLATE template0 OWNER :"owner" ENCODING :'encoding' LC_COLLATE :'collate' LC_CTYPE :'ctype' CONNECTION LIMIT :connlimit`
 	if err := s.adminScript(ctx, create, "scratch", s.scratch, "owner", s.db.owner, "encoding", s.db.encoding,
@@ -196,6 +198,19 @@ func (s *swapRestore) restore(ctx context.Context, spoolFile string, args []stri
 		return fmt.Errorf("pg_restore into the new database %s failed: %w; %s is unchanged", s.scratch, withStderr(err, stderr), s.target.conn.Database)
 	}
 	return nil
+}
+
+// warnLeftovers names the databases an interrupted restore by swap (killed before it could
+// drop them) left beside the target: they hold a whole copy each, and only the user can tell
+// whether one is still wanted.
+func (s *swapRestore) warnLeftovers(ctx context.Context) {
+	db := s.target.conn.Database
+	answer, err := psqlQuery(ctx, s.admin, fmt.Sprintf(`SELECT datname FROM pg_database WHERE datname ~ '^%s_(restore|replaced)_[0-9]+$'`,
+		strings.ReplaceAll(regexp.QuoteMeta(db), "'", "''")))
+	if err != nil || answer == "" {
+		return
+	}
+	s.log.Warn("databases left by an interrupted restore: drop them (DROP DATABASE) once you know they are not needed", "databases", strings.Join(strings.Fields(answer), ", "))
 }
 
 // restored is the target that reaches the restored copy, for its check.

@@ -31,6 +31,9 @@ func sideDatabases(t *testing.T, s *pgtest.Server, db string) []string {
 func TestRestoreBySwap(t *testing.T) {
 	ctx := context.Background()
 	f := newRestoreFixture(t, "swap")
+	// A copy an interrupted restore left behind is named, not touched.
+	leftover := f.target.conn.Database + "_restore_1700000000"
+	require.NoError(t, f.s.CreateDatabase(ctx, leftover))
 	spoolDir := t.TempDir()
 	t.Setenv("TMPDIR", spoolDir)
 	var log bytes.Buffer
@@ -43,7 +46,9 @@ func TestRestoreBySwap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, f.want, got)
 	assert.Equal(t, f.m.Rows, rep.Rows, "the restored copy's row counts are the backup's")
-	assert.Empty(t, sideDatabases(t, f.s, f.target.conn.Database))
+	assert.Contains(t, log.String(), "databases left by an interrupted restore")
+	assert.Contains(t, log.String(), leftover)
+	assert.Equal(t, []string{leftover}, sideDatabases(t, f.s, f.target.conn.Database), "only the leftover beside it")
 	spooled, err := os.ReadDir(spoolDir)
 	require.NoError(t, err)
 	assert.Empty(t, spooled, "the spool file is removed")
