@@ -105,14 +105,27 @@ func planSwap(ctx context.Context, target Target, cfg *config) (_ *swapRestore, 
 		}
 	}
 	s := &swapRestore{target: local, db: db, jobs: cfg.jobs, log: cfg.logger}
+	if db.serverVersion < 100000 {
+		return nil, "the server is older than PostgreSQL 10"
+	}
 	for _, name := range []string{"postgres", "template1"} {
+		if name == local.conn.Database {
+			continue // a session cannot rename the database it is connected to
+		}
 		admin := local.onDatabase(name)
 		if _, err := psqlQuery(ctx, admin, "SELECT 1"); err == nil {
 			s.admin = admin
+			if cfg.scaler == nil {
+				// Nothing will stop the target's clients: a swap would wait for them in vain
+				// after the whole restore, while the one transaction works beside them.
+				if sessions, err := s.sessions(ctx); err != nil || len(sessions) > 0 {
+					return nil, fmt.Sprintf("the database is in use (%s) and no writers are scaled down, so it could not be replaced", strings.Join(sessions, ", "))
+				}
+			}
 			return s, ""
 		}
 	}
-	return nil, "neither the postgres nor the template1 database accepts a connection, and a database cannot be renamed from a session on it"
+	return nil, "no other database (postgres, template1) accepts a connection, and a database cannot be renamed from a session on it"
 }
 
 // errSpoolSpace: the spool file did not fit; the restore can still stream the dump.
@@ -186,9 +199,14 @@ func (s *swapRestore) restore(ctx context.Context, spoolFile string, args []stri
 	s.warnLeftovers(ctx)
 	s.scratch = sideName(s.target.conn.Database, "restore")
 	create := `CREATE DATABASE :"scratch" TEMPLATE template0 OWNER :"owner" ENCODING :'encoding' LC_COLLATE :'collate' LC_CTYPE :'ctype' CONNECTION LIMIT :connlimit`
+	if s.db.serverVersion >= 150000 {
+		create += ` LOCALE_PROVIDER libc` // the server's default provider may be another
+	}
 	if err := s.adminScript(ctx, create, "scratch", s.scratch, "owner", s.db.owner, "encoding", s.db.encoding,
 		"collate", s.db.collate, "ctype", s.db.ctype, "connlimit", strconv.Itoa(s.db.connLimit)); err != nil {
-		s.scratch = ""
+		if ctx.Err() == nil {
+			s.scratch = "" // refused: nothing to drop (cancelled, it may have been created)
+		}
 		return fmt.Errorf("creating the database to restore into: %w; the database is unchanged", err)
 	}
 	s.log.Info("restoring into a new database", "database", s.scratch, "jobs", s.jobs)
@@ -230,7 +248,14 @@ ALTER DATABASE :"db" RENAME TO :"retired";
 ALTER DATABASE :"scratch" RENAME TO :"db";
 COMMIT;`
 	if err := s.adminScript(ctx, rename, "db", db, "retired", retired, "scratch", s.scratch); err != nil {
-		return fmt.Errorf("renaming the restored database %s to %s: %w; %s is unchanged", s.scratch, db, err, db)
+		// psql may have been stopped after the server committed: ask the server.
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		left, qerr := psqlQuery(qctx, s.admin, fmt.Sprintf(`SELECT count(*) FROM pg_database WHERE datname = '%s'`, strings.ReplaceAll(s.scratch, "'", "''")))
+		if qerr != nil || left != "0" {
+			return fmt.Errorf("renaming the restored database %s to %s: %w; %s is unchanged", s.scratch, db, err, db)
+		}
+		s.log.Warn("the rename was reported as failed, but the server committed it: the restored database is in place", "error", err)
 	}
 	s.scratch = ""
 	s.log.Info("restored database swapped in; dropping the replaced one", "database", db, "replaced", retired)
@@ -268,24 +293,33 @@ func (s *swapRestore) dropDatabase(ctx context.Context, name string) error {
 // scaled-down writers close theirs as they terminate).
 var swapSessionWait = 2 * time.Minute
 
-// waitForSessions waits until no client session is connected to the target database.
-func (s *swapRestore) waitForSessions(ctx context.Context, limit time.Duration) error {
+// sessions names the client sessions connected to the target database.
+func (s *swapRestore) sessions(ctx context.Context) ([]string, error) {
 	const q = `SELECT coalesce(nullif(application_name, ''), usename::text, 'a session') || coalesce(' from ' || client_addr::text, '')
 FROM pg_stat_activity WHERE datname = :'db' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`
+	var out bytes.Buffer
+	stderr := newTail(4096)
+	err := s.admin.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-v", "db="+s.target.conn.Database, "-f", "-"),
+		Stdio{Stdin: strings.NewReader(q), Stdout: &out, Stderr: stderr})
+	if err != nil {
+		return nil, fmt.Errorf("listing the sessions on %s: %w", s.target.conn.Database, withStderr(err, stderr))
+	}
+	var sessions []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			sessions = append(sessions, line)
+		}
+	}
+	return sessions, nil
+}
+
+// waitForSessions waits until no client session is connected to the target database.
+func (s *swapRestore) waitForSessions(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		var out bytes.Buffer
-		stderr := newTail(4096)
-		err := s.admin.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-v", "db="+s.target.conn.Database, "-f", "-"),
-			Stdio{Stdin: strings.NewReader(q), Stdout: &out, Stderr: stderr})
+		sessions, err := s.sessions(ctx)
 		if err != nil {
-			return fmt.Errorf("listing the sessions on %s: %w", s.target.conn.Database, withStderr(err, stderr))
-		}
-		var sessions []string
-		for _, line := range strings.Split(out.String(), "\n") {
-			if line = strings.TrimSpace(line); line != "" {
-				sessions = append(sessions, line)
-			}
+			return err
 		}
 		if len(sessions) == 0 {
 			return nil
@@ -321,7 +355,7 @@ func (s *swapRestore) adminScript(ctx context.Context, script string, vars ...st
 func sideName(db, what string) string {
 	suffix := fmt.Sprintf("_%s_%d", what, time.Now().Unix())
 	if len(db)+len(suffix) > 63 {
-		db = db[:63-len(suffix)]
+		db = strings.ToValidUTF8(db[:63-len(suffix)], "") // not half a character
 	}
 	return db + suffix
 }

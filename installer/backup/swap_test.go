@@ -106,7 +106,8 @@ func TestRestoreBySwapFailureChangesNothing(t *testing.T) {
 			return n == "1"
 		}, 10*time.Second, 50*time.Millisecond)
 
-		_, err := Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir), WithJobs(2))
+		// The stray client is not among the writers scaled down.
+		_, err := Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir), WithJobs(2), WithScaler(&fakeScaler{}))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "still has 1 sessions")
 		assert.Contains(t, err.Error(), "stray-client")
@@ -115,6 +116,17 @@ func TestRestoreBySwapFailureChangesNothing(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, f.before, got)
 		assert.Empty(t, sideDatabases(t, f.s, db))
+
+		// With nothing scaled down (--no-scale) the swap is not tried: the one transaction
+		// restores beside the client.
+		var log bytes.Buffer
+		_, err = Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir), WithJobs(2), WithLogger(testLogger(&log)))
+		require.NoError(t, err)
+		assert.Contains(t, log.String(), "restoring in one transaction")
+		assert.Contains(t, log.String(), "the database is in use (stray-client")
+		got, err = pgtest.Checksums(ctx, f.s, db)
+		require.NoError(t, err)
+		assert.Equal(t, f.want, got)
 	})
 }
 

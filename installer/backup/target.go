@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // Stdio are the streams of one PostgreSQL client program run.
@@ -129,6 +131,12 @@ func (t *LocalTarget) Run(ctx context.Context, tool string, args []string, stdio
 	}
 	cmd.Env = append(env, t.env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	if tool == "pg_restore" {
+		// pg_restore --jobs forks workers that a SIGKILL of the leader leaves running (and
+		// holding our pipes); on SIGTERM the leader stops them itself.
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+		cmd.WaitDelay = 30 * time.Second
+	}
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
