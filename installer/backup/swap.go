@@ -104,10 +104,10 @@ func planSwap(ctx context.Context, target Target, cfg *config) (_ *swapRestore, 
 			return nil, c.why
 		}
 	}
-	s := &swapRestore{target: local, db: db, jobs: cfg.jobs, log: cfg.logger}
 	if db.serverVersion < 100000 {
 		return nil, "the server is older than PostgreSQL 10"
 	}
+	s := &swapRestore{target: local, db: db, jobs: cfg.jobs, log: cfg.logger}
 	for _, name := range []string{"postgres", "template1"} {
 		if name == local.conn.Database {
 			continue // a session cannot rename the database it is connected to
@@ -202,7 +202,7 @@ func (s *swapRestore) restore(ctx context.Context, spoolFile string, args []stri
 	if s.db.serverVersion >= 150000 {
 		create += ` LOCALE_PROVIDER libc` // the server's default provider may be another
 	}
-	if err := s.adminScript(ctx, create, "scratch", s.scratch, "owner", s.db.owner, "encoding", s.db.encoding,
+	if _, err := s.adminScript(ctx, create, "scratch", s.scratch, "owner", s.db.owner, "encoding", s.db.encoding,
 		"collate", s.db.collate, "ctype", s.db.ctype, "connlimit", strconv.Itoa(s.db.connLimit)); err != nil {
 		if ctx.Err() == nil {
 			s.scratch = "" // refused: nothing to drop (cancelled, it may have been created)
@@ -222,9 +222,8 @@ func (s *swapRestore) restore(ctx context.Context, spoolFile string, args []stri
 // drop them) left beside the target: they hold a whole copy each, and only the user can tell
 // whether one is still wanted.
 func (s *swapRestore) warnLeftovers(ctx context.Context) {
-	db := s.target.conn.Database
-	answer, err := psqlQuery(ctx, s.admin, fmt.Sprintf(`SELECT datname FROM pg_database WHERE datname ~ '^%s_(restore|replaced)_[0-9]+$'`,
-		strings.ReplaceAll(regexp.QuoteMeta(db), "'", "''")))
+	answer, err := s.adminScript(ctx, `SELECT datname FROM pg_database WHERE datname ~ :'pattern'`,
+		"pattern", "^"+regexp.QuoteMeta(s.target.conn.Database)+"_(restore|replaced)_[0-9]+$")
 	if err != nil || answer == "" {
 		return
 	}
@@ -247,11 +246,11 @@ func (s *swapRestore) swap(ctx context.Context) error {
 ALTER DATABASE :"db" RENAME TO :"retired";
 ALTER DATABASE :"scratch" RENAME TO :"db";
 COMMIT;`
-	if err := s.adminScript(ctx, rename, "db", db, "retired", retired, "scratch", s.scratch); err != nil {
+	if _, err := s.adminScript(ctx, rename, "db", db, "retired", retired, "scratch", s.scratch); err != nil {
 		// psql may have been stopped after the server committed: ask the server.
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		left, qerr := psqlQuery(qctx, s.admin, fmt.Sprintf(`SELECT count(*) FROM pg_database WHERE datname = '%s'`, strings.ReplaceAll(s.scratch, "'", "''")))
+		left, qerr := s.adminScript(qctx, `SELECT count(*) FROM pg_database WHERE datname = :'scratch'`, "scratch", s.scratch)
 		if qerr != nil || left != "0" {
 			return fmt.Errorf("renaming the restored database %s to %s: %w; %s is unchanged", s.scratch, db, err, db)
 		}
@@ -286,7 +285,8 @@ func (s *swapRestore) dropDatabase(ctx context.Context, name string) error {
 		// A pg_restore worker that was just killed may not have left yet.
 		drop += ` WITH (FORCE)`
 	}
-	return s.adminScript(ctx, drop, "name", name)
+	_, err := s.adminScript(ctx, drop, "name", name)
+	return err
 }
 
 // swapSessionWait is how long the swap waits for the target's sessions to end (pods of the
@@ -297,15 +297,12 @@ var swapSessionWait = 2 * time.Minute
 func (s *swapRestore) sessions(ctx context.Context) ([]string, error) {
 	const q = `SELECT coalesce(nullif(application_name, ''), usename::text, 'a session') || coalesce(' from ' || client_addr::text, '')
 FROM pg_stat_activity WHERE datname = :'db' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`
-	var out bytes.Buffer
-	stderr := newTail(4096)
-	err := s.admin.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-v", "db="+s.target.conn.Database, "-f", "-"),
-		Stdio{Stdin: strings.NewReader(q), Stdout: &out, Stderr: stderr})
+	answer, err := s.adminScript(ctx, q, "db", s.target.conn.Database)
 	if err != nil {
-		return nil, fmt.Errorf("listing the sessions on %s: %w", s.target.conn.Database, withStderr(err, stderr))
+		return nil, fmt.Errorf("listing the sessions on %s: %w", s.target.conn.Database, err)
 	}
 	var sessions []string
-	for _, line := range strings.Split(out.String(), "\n") {
+	for _, line := range strings.Split(answer, "\n") {
 		if line = strings.TrimSpace(line); line != "" {
 			sessions = append(sessions, line)
 		}
@@ -337,18 +334,20 @@ func (s *swapRestore) waitForSessions(ctx context.Context, limit time.Duration) 
 	}
 }
 
-// adminScript runs script on the maintenance database, with psql variables (name, value
-// pairs) that psql quotes itself (:"x" as an identifier, :'x' as a literal).
-func (s *swapRestore) adminScript(ctx context.Context, script string, vars ...string) error {
+// adminScript runs script on the maintenance database and returns its trimmed answer. The
+// values come as psql variables (name, value pairs) that psql quotes itself (:"x" as an
+// identifier, :'x' as a literal), so no name is ever pasted into SQL.
+func (s *swapRestore) adminScript(ctx context.Context, script string, vars ...string) (string, error) {
 	args := slices.Clone(psqlArgs)
 	for i := 0; i+1 < len(vars); i += 2 {
 		args = append(args, "-v", vars[i]+"="+vars[i+1])
 	}
+	var out bytes.Buffer
 	stderr := newTail(4096)
-	if err := s.admin.Run(ctx, "psql", append(args, "-f", "-"), Stdio{Stdin: strings.NewReader(script), Stderr: stderr}); err != nil {
-		return withStderr(err, stderr)
+	if err := s.admin.Run(ctx, "psql", append(args, "-f", "-"), Stdio{Stdin: strings.NewReader(script), Stdout: &out, Stderr: stderr}); err != nil {
+		return "", withStderr(err, stderr)
 	}
-	return nil
+	return strings.TrimSpace(out.String()), nil
 }
 
 // sideName names a database beside db: db_<what>_<unix time>, within PostgreSQL's 63 bytes.
