@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -197,18 +195,11 @@ const nothingCommitted = "the restore runs in one transaction and was rolled bac
 // streamRestore feeds the dump to pg_restore in one pass, hashing what it reads, and lets
 // pg_restore see the end of the archive only when the sha256 matches the manifest.
 func streamRestore(ctx context.Context, target Target, dump string, m *Manifest, args []string) error {
-	f, err := openDump(dump)
+	in, err := openDumpReader(ctx, dump, m.Compression.Codec, true)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	hash := sha256.New()
-	tee := io.TeeReader(bufio.NewReaderSize(f, 1<<20), hash)
-	dec, err := newSyncDecoder(tee, m.Compression.Codec)
-	if err != nil {
-		return err
-	}
-	defer dec.Close()
+	defer in.Close()
 
 	// An OS pipe, not an io.Pipe: a local pg_restore reads it directly, without a copying
 	// goroutine in between. Our end of it is closed once pg_restore is gone, so a write to a
@@ -230,23 +221,13 @@ func streamRestore(ctx context.Context, target Target, dump string, m *Manifest,
 	abort := func() { _ = pw.Close(); <-done }
 	out := &writeTracker{w: pw}
 	hold := &holdback{w: out, n: holdBack}
-	_, copyErr := io.CopyBuffer(hold, onlyReader{dec}, make([]byte, 256<<10))
+	_, copyErr := io.CopyBuffer(hold, onlyReader{in}, make([]byte, 256<<10))
 
 	toolFailed := func(err error) error {
 		return fmt.Errorf("pg_restore failed; %s: %w", nothingCommitted, withStderr(err, stderr))
 	}
-	// altered hashes the rest of the file after a failure: a dump that differs from its
-	// manifest is reported as altered, whatever tripped first on the damage.
-	altered := func(cause error) error {
-		if _, err := io.Copy(io.Discard, tee); err != nil {
-			return nil
-		}
-		if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
-			return fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup (%v); %s; %s",
-				ErrChecksum, m.DumpFile, sum, m.SHA256, cause, nothingCommitted, fixHint)
-		}
-		return nil
-	}
+	// A dump that differs from its manifest is reported as altered, whatever tripped first on
+	// the damage.
 	switch {
 	case out.err != nil:
 		// pg_restore stopped before the end of the archive: an error of its own.
@@ -258,7 +239,7 @@ func streamRestore(ctx context.Context, target Target, dump string, m *Manifest,
 		if err == nil {
 			return fmt.Errorf("pg_restore finished before reading the whole dump, which was not verified yet: check the database")
 		}
-		if aerr := altered(withStderr(err, stderr)); aerr != nil {
+		if aerr := in.altered(m, withStderr(err, stderr), nothingCommitted); aerr != nil {
 			return aerr
 		}
 		return toolFailed(err)
@@ -267,20 +248,16 @@ func streamRestore(ctx context.Context, target Target, dump string, m *Manifest,
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted; %s: %w", nothingCommitted, ctx.Err())
 		}
-		if aerr := altered(fmt.Errorf("%s: %w", m.Compression.Codec, copyErr)); aerr != nil {
+		if aerr := in.altered(m, fmt.Errorf("%s: %w", m.Compression.Codec, copyErr), nothingCommitted); aerr != nil {
 			return aerr
 		}
 		return fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, m.DumpFile, m.Compression.Codec, copyErr, nothingCommitted, fixHint)
 	}
-	// The decoder is at the end of its stream: hash whatever of the file it did not need.
-	if _, err := io.Copy(io.Discard, tee); err != nil {
+	// The decoder is at the end of its stream: the rest of the file is hashed before
+	// pg_restore sees the end of the archive.
+	if err := in.verified(m, nothingCommitted); err != nil {
 		abort()
-		return fmt.Errorf("reading %s: %w; %s", m.DumpFile, err, nothingCommitted)
-	}
-	if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
-		abort()
-		return fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup; %s; %s",
-			ErrChecksum, m.DumpFile, sum, m.SHA256, nothingCommitted, fixHint)
+		return err
 	}
 	_ = hold.release() // a failure here is pg_restore's, reported below
 	_ = pw.Close()

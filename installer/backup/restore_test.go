@@ -84,59 +84,74 @@ func TestRestoreReadsTheDumpOnce(t *testing.T) {
 	assert.Less(t, read.Load(), f.m.DumpSize+512<<10, "read %d bytes of a %d-byte dump", read.Load(), f.m.DumpSize)
 }
 
+// bothWays runs a restore test once for each way a local restore takes: by swap (the default
+// jobs) and in one transaction (jobs 1).
+func bothWays(t *testing.T, test func(t *testing.T, name string, way RestoreOption)) {
+	for _, w := range []struct {
+		name string
+		opt  RestoreOption
+	}{{"swap", WithJobs(2)}, {"onetx", WithJobs(1)}} {
+		t.Run(w.name, func(t *testing.T) { test(t, w.name, w.opt) })
+	}
+}
+
 // A dump altered in its last bytes, in a way pg_restore itself accepts (a digit of the last
 // row's COPY data; no compression so no codec checksum helps): the sha256 only fails once
-// the whole stream went through, and the restore runs in one transaction whose end pg_restore
-// never sees, so nothing is committed.
+// the whole stream went through. In one transaction pg_restore never sees the end of it, by
+// swap the spool file is never restored, so nothing is committed either way.
 func TestRestoreTamperedTailCommitsNothing(t *testing.T) {
-	ctx := context.Background()
-	f := newRestoreFixture(t, "tail", WithCompression(CodecNone, 0), WithDumpCompression("0"))
-	dump := filepath.Join(f.m.Dir, f.m.DumpFile)
-	b, err := os.ReadFile(dump)
-	require.NoError(t, err)
-	i := len(b) - 1
-	for ; i > len(b)-4096; i-- {
-		if b[i] >= '1' && b[i] <= '8' {
-			break
+	bothWays(t, func(t *testing.T, name string, way RestoreOption) {
+		ctx := context.Background()
+		f := newRestoreFixture(t, "tail_"+name, WithCompression(CodecNone, 0), WithDumpCompression("0"))
+		dump := filepath.Join(f.m.Dir, f.m.DumpFile)
+		b, err := os.ReadFile(dump)
+		require.NoError(t, err)
+		i := len(b) - 1
+		for ; i > len(b)-4096; i-- {
+			if b[i] >= '1' && b[i] <= '8' {
+				break
+			}
 		}
-	}
-	require.Greater(t, i, len(b)-4096, "no digit in the last bytes of the dump")
-	b[i]++
-	require.NoError(t, os.WriteFile(dump, b, 0o600))
+		require.Greater(t, i, len(b)-4096, "no digit in the last bytes of the dump")
+		b[i]++
+		require.NoError(t, os.WriteFile(dump, b, 0o600))
 
-	sc := &fakeScaler{}
-	_, err = Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir), WithScaler(sc))
-	require.ErrorIs(t, err, ErrChecksum)
-	assert.Contains(t, err.Error(), "nothing was committed")
-	assert.Equal(t, sc.downs, sc.ups, "writers scaled back")
-	got, err := pgtest.Checksums(ctx, f.s, f.target.conn.Database)
-	require.NoError(t, err)
-	assert.Equal(t, f.before, got, "the target database is unchanged")
+		sc := &fakeScaler{}
+		_, err = Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir), WithScaler(sc), way)
+		require.ErrorIs(t, err, ErrChecksum)
+		assert.Contains(t, err.Error(), "nothing was committed")
+		assert.Equal(t, sc.downs, sc.ups, "writers scaled back")
+		got, err := pgtest.Checksums(ctx, f.s, f.target.conn.Database)
+		require.NoError(t, err)
+		assert.Equal(t, f.before, got, "the target database is unchanged")
 
-	// The same change with a manifest rewritten to match would be restored: proof that
-	// pg_restore alone accepts it, and that only the checksum stood in the way.
-	rewriteManifest(t, f.m.Dir)
-	_, err = Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir))
-	require.NoError(t, err)
-	got, err = pgtest.Checksums(ctx, f.s, f.target.conn.Database)
-	require.NoError(t, err)
-	assert.NotEqual(t, f.before, got)
-	assert.NotEqual(t, f.want, got, "the altered digit was restored")
+		// The same change with a manifest rewritten to match would be restored: proof that
+		// pg_restore alone accepts it, and that only the checksum stood in the way.
+		rewriteManifest(t, f.m.Dir)
+		_, err = Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir), way)
+		require.NoError(t, err)
+		got, err = pgtest.Checksums(ctx, f.s, f.target.conn.Database)
+		require.NoError(t, err)
+		assert.NotEqual(t, f.before, got)
+		assert.NotEqual(t, f.want, got, "the altered digit was restored")
+	})
 }
 
 // zstd's own frame checksum sits in the last bytes: a damaged end with a manifest that agrees
 // is caught by the codec at the very end, and nothing is committed either.
 func TestRestoreDamagedCodecTailCommitsNothing(t *testing.T) {
-	ctx := context.Background()
-	f := newRestoreFixture(t, "zsttail")
-	flipByte(t, filepath.Join(f.m.Dir, f.m.DumpFile), f.m.DumpSize-2)
-	rewriteManifest(t, f.m.Dir)
-	_, err := Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir))
-	require.ErrorIs(t, err, ErrUnreadable)
-	assert.Contains(t, err.Error(), "nothing was committed")
-	got, err := pgtest.Checksums(ctx, f.s, f.target.conn.Database)
-	require.NoError(t, err)
-	assert.Equal(t, f.before, got)
+	bothWays(t, func(t *testing.T, name string, way RestoreOption) {
+		ctx := context.Background()
+		f := newRestoreFixture(t, "zsttail_"+name)
+		flipByte(t, filepath.Join(f.m.Dir, f.m.DumpFile), f.m.DumpSize-2)
+		rewriteManifest(t, f.m.Dir)
+		_, err := Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir), way)
+		require.ErrorIs(t, err, ErrUnreadable)
+		assert.Contains(t, err.Error(), "nothing was committed")
+		got, err := pgtest.Checksums(ctx, f.s, f.target.conn.Database)
+		require.NoError(t, err)
+		assert.Equal(t, f.before, got)
+	})
 }
 
 // A backup names its release and namespace: Restore into another refuses before anything

@@ -1,11 +1,8 @@
 package backup
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -134,18 +131,11 @@ var errSpoolSpace = errors.New("no space for the spool file")
 // spool decodes the dump into a file for pg_restore -j, checking its sha256 on the way. The
 // caller removes the file.
 func spool(ctx context.Context, dump string, m *Manifest) (path string, err error) {
-	f, err := openDump(dump)
+	in, err := openDumpReader(ctx, dump, m.Compression.Codec, false)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	hash := sha256.New()
-	tee := io.TeeReader(bufio.NewReaderSize(ctxReader{ctx: ctx, r: f}, 1<<20), hash)
-	dec, err := newDecoder(tee, m.Compression.Codec)
-	if err != nil {
-		return "", err
-	}
-	defer dec.Close()
+	defer in.Close()
 	out, err := os.CreateTemp("", "polyaxon-deploy-restore-*.dump")
 	if err != nil {
 		return "", fmt.Errorf("creating the spool file: %w", err)
@@ -155,7 +145,7 @@ func spool(ctx context.Context, dump string, m *Manifest) (path string, err erro
 			_ = os.Remove(out.Name())
 		}
 	}()
-	_, copyErr := io.Copy(out, dec)
+	_, copyErr := io.Copy(out, in)
 	if cerr := out.Close(); copyErr == nil {
 		copyErr = cerr
 	}
@@ -170,21 +160,13 @@ func spool(ctx context.Context, dump string, m *Manifest) (path string, err erro
 		if errors.As(copyErr, &pe) && pe.Path == out.Name() {
 			return "", fmt.Errorf("writing the spool file: %w; %s", copyErr, nothingTouched)
 		}
-		if _, err := io.Copy(io.Discard, tee); err == nil {
-			if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
-				return "", fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup (%s: %v); %s; %s",
-					ErrChecksum, m.DumpFile, sum, m.SHA256, m.Compression.Codec, copyErr, nothingTouched, fixHint)
-			}
+		if err := in.altered(m, fmt.Errorf("%s: %w", m.Compression.Codec, copyErr), nothingTouched); err != nil {
+			return "", err
 		}
 		return "", fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, m.DumpFile, m.Compression.Codec, copyErr, nothingTouched, fixHint)
 	}
-	// The decoder is at the end of its stream: hash whatever of the file it did not need.
-	if _, err := io.Copy(io.Discard, tee); err != nil {
-		return "", fmt.Errorf("reading %s: %w; %s", m.DumpFile, err, nothingTouched)
-	}
-	if sum := hex.EncodeToString(hash.Sum(nil)); sum != m.SHA256 {
-		return "", fmt.Errorf("%w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup; %s; %s",
-			ErrChecksum, m.DumpFile, sum, m.SHA256, nothingTouched, fixHint)
+	if err := in.verified(m, nothingTouched); err != nil {
+		return "", err
 	}
 	return out.Name(), nil
 }

@@ -81,9 +81,10 @@ func verify(ctx context.Context, dir string, cfg *config) (*Report, error) {
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("verify %s: %w", dir, ctx.Err())
 	}
-	if sum != "" && sum != m.SHA256 {
-		return nil, fmt.Errorf("verify %s: %w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup (disk or copy corruption); %s",
-			dir, ErrChecksum, m.DumpFile, sum, m.SHA256, fixHint)
+	if sum != "" {
+		if err := checksumError(m, sum, nil, ""); err != nil {
+			return nil, fmt.Errorf("verify %s: %w", dir, err)
+		}
 	}
 	if streamErr != nil {
 		return nil, fmt.Errorf("verify %s: %w: decompressing %s (%s): %w; %s", dir, ErrUnreadable, m.DumpFile, m.Compression.Codec, streamErr, fixHint)
@@ -127,9 +128,8 @@ func Checksum(ctx context.Context, dir string) error {
 	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
 		return fmt.Errorf("%s: reading %s: %w", dir, m.DumpFile, err)
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != m.SHA256 {
-		return fmt.Errorf("%s: %w: sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup; %s",
-			dir, ErrChecksum, m.DumpFile, sum, m.SHA256, fixHint)
+	if err := checksumError(m, hex.EncodeToString(h.Sum(nil)), nil, ""); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
 	}
 	return nil
 }
@@ -214,17 +214,11 @@ var openDump = func(path string) (io.ReadCloser, error) { return os.Open(path) }
 // the codec's own checksums always cover the whole file. wantOut keeps the
 // tool's stdout.
 func streamToTool(ctx context.Context, dump, codec string, run toolRunner, args []string, wantOut bool) (out []byte, sum string, streamErr, toolErr error) {
-	f, err := openDump(dump)
+	in, err := openDumpReader(ctx, dump, codec, false)
 	if err != nil {
 		return nil, "", err, nil
 	}
-	defer f.Close()
-	hash := sha256.New()
-	tee := io.TeeReader(bufio.NewReaderSize(f, 1<<20), hash)
-	dec, err := newDecoder(tee, codec)
-	if err != nil {
-		return nil, "", err, nil
-	}
+	defer in.Close()
 
 	var stdout bytes.Buffer
 	var outW io.Writer = io.Discard
@@ -242,7 +236,7 @@ func streamToTool(ctx context.Context, dump, codec string, run toolRunner, args 
 	buf := make([]byte, 256<<10)
 	open := true
 	for {
-		n, rerr := dec.Read(buf)
+		n, rerr := in.Read(buf)
 		if n > 0 && open {
 			if _, werr := pw.Write(buf[:n]); werr != nil {
 				open = false // the tool stopped reading; keep decoding to check the rest
@@ -264,12 +258,12 @@ func streamToTool(ctx context.Context, dump, codec string, run toolRunner, args 
 	if werr := <-done; werr != nil {
 		toolErr = withStderr(fmt.Errorf("pg_restore %s: %w", strings.Join(args, " "), werr), stderr)
 	}
-	dec.Close()
-	// The decoder may have stopped at an error: hash the rest of the file.
-	if _, err := io.Copy(io.Discard, tee); err != nil {
+	// The decoder may have stopped at an error: the rest of the file is hashed too.
+	sum, err = in.sum()
+	if err != nil {
 		return stdout.Bytes(), "", errors.Join(streamErr, err), toolErr
 	}
-	return stdout.Bytes(), hex.EncodeToString(hash.Sum(nil)), streamErr, toolErr
+	return stdout.Bytes(), sum, streamErr, toolErr
 }
 
 // parseListing reads pg_restore --list output.
