@@ -52,6 +52,9 @@ type RestoreData struct {
 	Target   string   `json:"target"`
 	Tables   []string `json:"tables"`
 	Duration string   `json:"duration"`
+	// Way is how the dump was restored: "swap" (into a new database, renamed over the old
+	// one) or "one transaction".
+	Way string `json:"way"`
 	// Rows are the restored tables' row counts; BackupRows what the backup recorded.
 	Rows       map[string]int64 `json:"rows"`
 	BackupRows map[string]int64 `json:"backupRows,omitempty"`
@@ -79,7 +82,7 @@ func runRestore(c *cli.Context) error {
 		}
 		return output.NewResult("restore", output.StatusOK).WithData(RestoreData{
 			Path: path, Target: res.Target, Tables: res.Tables, Duration: res.Duration.Round(time.Millisecond).String(),
-			Rows: res.Rows, BackupRows: res.Manifest.Rows}), nil
+			Way: res.Way, Rows: res.Rows, BackupRows: res.Manifest.Rows}), nil
 	})
 }
 
@@ -91,6 +94,7 @@ func (d RestoreData) Table() ([]string, [][]string) {
 		{"tables", strings.Join(d.Tables, ", ")},
 		{"rows", rowsSummary(d.Rows)},
 		{"duration", d.Duration},
+		{"way", d.Way},
 	}
 	return []string{"FIELD", "VALUE"}, append(rows, rowsBlock(d.Rows, d.BackupRows)...)
 }

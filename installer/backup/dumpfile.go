@@ -43,6 +43,10 @@ func openDumpReader(ctx context.Context, dump, codec string, sync bool) (*dumpRe
 // Read reads the decoded archive.
 func (d *dumpReader) Read(p []byte) (int, error) { return d.dec.Read(p) }
 
+// WriteTo hands the decoder's blocks to w as they are (zstd's decoder writes them without
+// copying them through a buffer first).
+func (d *dumpReader) WriteTo(w io.Writer) (int64, error) { return io.Copy(w, d.dec) }
+
 func (d *dumpReader) Close() error {
 	_ = d.dec.Close()
 	return d.file.Close()

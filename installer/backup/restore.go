@@ -24,6 +24,35 @@ type RestoreReport struct {
 	// Rows are those tables' row counts after the restore.
 	Rows     map[string]int64
 	Duration time.Duration
+	// Way is how the dump was restored: RestoredBySwap or RestoredInOneTransaction.
+	Way string
+	// Steps are the restore's steps in order with their durations (scaling the writers back
+	// up, after the report, is not among them).
+	Steps []StepTime
+}
+
+// The ways a dump is restored (RestoreReport.Way).
+const (
+	RestoredBySwap           = "swap"
+	RestoredInOneTransaction = "one transaction"
+)
+
+// StepTime is how long one step of a restore took.
+type StepTime struct {
+	Step     string        `json:"step"`
+	Duration time.Duration `json:"duration"`
+}
+
+// stepClock records consecutive steps: each ends where the next begins.
+type stepClock struct {
+	last  time.Time
+	steps []StepTime
+}
+
+func (c *stepClock) done(step string) {
+	now := time.Now()
+	c.steps = append(c.steps, StepTime{Step: step, Duration: now.Sub(c.last)})
+	c.last = now
 }
 
 // ErrOtherRelease: the backup was taken from another release or namespace (see WithTargetRelease).
@@ -58,6 +87,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	cfg := newConfig(opts)
 	log := cfg.logger
 	start := time.Now()
+	clock := &stepClock{last: start}
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w: %w", ErrIncomplete, err)
@@ -84,6 +114,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
+	clock.done("read the table of contents")
 
 	// A restore by swap checks the whole dump while spooling it, before anything changes: a
 	// damaged dump does not even scale the writers down.
@@ -99,6 +130,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 			return nil, fmt.Errorf("restore %s: %w", dir, err)
 		default:
 			defer os.Remove(spoolFile)
+			clock.done("decode the dump and check its sha256")
 		}
 	}
 	if sw == nil {
@@ -122,6 +154,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 				err = errors.Join(err, fmt.Errorf("restore %s: scaling back up: %w", dir, serr))
 			}
 		}()
+		clock.done("scale the writers down")
 	}
 
 	log.Info("restoring database", "dir", dir, "target", target.String(), "tables", len(rep.Tables))
@@ -136,12 +169,14 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
 		}
 		restored = sw.restored()
+		clock.done(fmt.Sprintf("pg_restore --jobs %d into a new database", sw.jobs))
 	} else {
 		args := []string{"--clean", "--if-exists", "--single-transaction", "--exit-on-error", "--no-owner", "--no-password"}
 		args = append(args, cfg.restoreArgs...)
 		if err := streamRestore(ctx, target, dump, m, args); err != nil {
 			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
 		}
+		clock.done("pg_restore in one transaction, checking the sha256")
 	}
 
 	log.Info("counting the restored tables' rows", "tables", len(rep.Tables))
@@ -152,13 +187,19 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 		}
 		return nil, fmt.Errorf("restore %s: %w", dir, err)
 	}
+	clock.done("count the rows of every table")
+	way := RestoredInOneTransaction
 	if sw != nil {
+		way = RestoredBySwap
 		log.Info("swapping the restored database in", "database", sw.scratch)
 		if err := sw.swap(ctx); err != nil {
 			return nil, fmt.Errorf("restore %s: %w", dir, err)
 		}
+		clock.done("wait for the sessions to end, swap the databases")
+		sw.dropRetired(ctx)
+		clock.done("drop the replaced database")
 	}
-	out := &RestoreReport{Verify: rep, Tables: rep.Tables, Rows: rows, Duration: time.Since(start)}
+	out := &RestoreReport{Verify: rep, Tables: rep.Tables, Rows: rows, Duration: time.Since(start), Way: way, Steps: clock.steps}
 	log.Info("database restored", "dir", dir, "tables", len(out.Tables), "seconds", out.Duration.Seconds())
 	return out, nil
 }

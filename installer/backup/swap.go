@@ -36,6 +36,7 @@ type swapRestore struct {
 	db      databaseProps
 	jobs    int
 	scratch string // the new database, once created
+	retired string // the old database, renamed by the swap until it is dropped
 	log     *slog.Logger
 }
 
@@ -217,7 +218,7 @@ func (s *swapRestore) restored() Target { return s.target.onDatabase(s.scratch) 
 
 // swap renames the restored copy over the target database in one transaction, once no
 // session is left on the target (the writers were scaled down; one still connected would
-// keep the rename from happening), then drops the old database.
+// keep the rename from happening). dropRetired then drops the old database.
 func (s *swapRestore) swap(ctx context.Context) error {
 	db := s.target.conn.Database
 	if err := s.waitForSessions(ctx, swapSessionWait); err != nil {
@@ -238,12 +239,23 @@ COMMIT;`
 		}
 		s.log.Warn("the rename was reported as failed, but the server committed it: the restored database is in place", "error", err)
 	}
-	s.scratch = ""
-	s.log.Info("restored database swapped in; dropping the replaced one", "database", db, "replaced", retired)
-	if err := s.dropDatabase(context.WithoutCancel(ctx), retired); err != nil {
-		s.log.Warn("the restore is complete, but the replaced database was not dropped: drop it when no longer needed", "database", retired, "error", err)
-	}
+	s.scratch, s.retired = "", retired
+	s.log.Info("restored database swapped in", "database", db, "replaced", retired)
 	return nil
+}
+
+// dropRetired drops the database the swap replaced. The restore is complete by then: a
+// failure is only warned about.
+func (s *swapRestore) dropRetired(ctx context.Context) {
+	if s.retired == "" {
+		return
+	}
+	if err := s.dropDatabase(context.WithoutCancel(ctx), s.retired); err != nil {
+		s.log.Warn("the restore is complete, but the replaced database was not dropped: drop it when no longer needed", "database", s.retired, "error", err)
+		return
+	}
+	s.log.Info("dropped the replaced database", "database", s.retired)
+	s.retired = ""
 }
 
 // drop removes the restored copy after a failure (nothing to do once it was swapped in).

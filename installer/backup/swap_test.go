@@ -46,6 +46,16 @@ func TestRestoreBySwap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, f.want, got)
 	assert.Equal(t, f.m.Rows, rep.Rows, "the restored copy's row counts are the backup's")
+	assert.Equal(t, RestoredBySwap, rep.Way)
+	var steps []string
+	var total time.Duration
+	for _, st := range rep.Steps {
+		steps, total = append(steps, st.Step), total+st.Duration
+	}
+	assert.Equal(t, []string{"read the table of contents", "decode the dump and check its sha256", "scale the writers down",
+		"pg_restore --jobs 2 into a new database", "count the rows of every table", "wait for the sessions to end, swap the databases",
+		"drop the replaced database"}, steps)
+	assert.InDelta(t, rep.Duration.Seconds(), total.Seconds(), 0.05, "the steps add up to the restore")
 	assert.Contains(t, log.String(), "databases left by an interrupted restore")
 	assert.Contains(t, log.String(), leftover)
 	assert.Equal(t, []string{leftover}, sideDatabases(t, f.s, f.target.conn.Database), "only the leftover beside it")
@@ -174,8 +184,9 @@ func TestRestoreInOneTransactionWhenSwapCannot(t *testing.T) {
 				jobs = 1
 			}
 			var log bytes.Buffer
-			_, err := Restore(ctx, target, m.Dir, WithToolsDir(s.BinDir), WithJobs(jobs), WithLogger(testLogger(&log)))
+			rep, err := Restore(ctx, target, m.Dir, WithToolsDir(s.BinDir), WithJobs(jobs), WithLogger(testLogger(&log)))
 			require.NoError(t, err)
+			assert.Equal(t, RestoredInOneTransaction, rep.Way)
 			assert.Contains(t, log.String(), "restoring in one transaction")
 			assert.Contains(t, log.String(), c.why)
 			assert.NotContains(t, log.String(), "restoring into a new database")

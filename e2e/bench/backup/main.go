@@ -159,7 +159,7 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 	defer srv.Close()
 
 	t0 := time.Now()
-	runs, err := seedTo(ctx, srv, size)
+	runs, err := pgtest.SeedTo(ctx, srv, srv.Database, size)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +254,7 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 		res.OursRestore.ChildrenRSS = max(res.OursRestore.ChildrenRSS, cr.ChildrenRSS)
 		res.PlainRestore.Seconds = append(res.PlainRestore.Seconds, secs)
 		fmt.Printf("  restore run %d: ours %.2fs (sha256 check included)  plain pg_restore %.2fs  (ratio %.2f)\n", i+1, cr.Seconds, secs, cr.Seconds/secs)
+		fmt.Printf("    ours, %s: %s\n", cr.Way, stepsLine(cr.Steps))
 		if i == 0 {
 			for _, db := range []string{oursDB, plainDB} {
 				got, err := pgtest.Checksums(ctx, srv, db)
@@ -286,6 +287,15 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 	return res, nil
 }
 
+// stepsLine lists a restore's steps with their seconds.
+func stepsLine(steps []backup.StepTime) string {
+	parts := make([]string, len(steps))
+	for i, st := range steps {
+		parts[i] = fmt.Sprintf("%s %.2fs", st.Step, st.Duration.Seconds())
+	}
+	return strings.Join(parts, ", ")
+}
+
 // jobsName says which restore -jobs picks.
 func jobsName(n int) string {
 	switch n {
@@ -295,33 +305,6 @@ func jobsName(n int) string {
 		return "1: in one transaction"
 	}
 	return strconv.Itoa(n) + ": into a new database, swapped in"
-}
-
-// seedTo grows the database until it reaches about size bytes: a first
-// batch measures the bytes per run, the rest is sized from it.
-func seedTo(ctx context.Context, srv *pgtest.Server, size int64) (int, error) {
-	first := 10000
-	if err := pgtest.Seed(ctx, srv, srv.Database, pgtest.SeedSpec{Runs: first}); err != nil {
-		return 0, err
-	}
-	base, err := pgtest.DatabaseSize(ctx, srv, "template1")
-	if err != nil {
-		return 0, err
-	}
-	cur, err := pgtest.DatabaseSize(ctx, srv, srv.Database)
-	if err != nil {
-		return 0, err
-	}
-	perRun := float64(cur-base) / float64(first)
-	total := first
-	if rest := int(float64(size-cur) / perRun); rest > 0 {
-		if err := pgtest.Seed(ctx, srv, srv.Database, pgtest.SeedSpec{Runs: rest, BatchSize: 100000}); err != nil {
-			return 0, err
-		}
-		total += rest
-	}
-	_, err = srv.Psql(ctx, srv.Database, "VACUUM ANALYZE; CHECKPOINT")
-	return total, err
 }
 
 // timed runs a plain PostgreSQL tool with the password in its environment.
@@ -344,6 +327,9 @@ type childResult struct {
 	Dir           string  `json:"dir"`
 	MaxRSS        int64   `json:"maxRSS"`
 	ChildrenRSS   int64   `json:"childrenRSS"`
+	// A restore's way and steps (backup.RestoreReport).
+	Way   string            `json:"way,omitempty"`
+	Steps []backup.StepTime `json:"steps,omitempty"`
 }
 
 // runChild re-executes this binary to run our backup or restore alone.
@@ -403,11 +389,12 @@ func child() int {
 		r.VerifySeconds = time.Since(tv).Seconds()
 	case "restore":
 		jobs, _ := strconv.Atoi(os.Getenv("BENCH_JOBS"))
-		if _, err := backup.Restore(ctx, target, os.Getenv("BENCH_DIR"), tools, backup.WithJobs(jobs)); err != nil {
+		rep, err := backup.Restore(ctx, target, os.Getenv("BENCH_DIR"), tools, backup.WithJobs(jobs))
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		r.Seconds = time.Since(t).Seconds()
+		r.Seconds, r.Way, r.Steps = time.Since(t).Seconds(), rep.Way, rep.Steps
 	default:
 		fmt.Fprintln(os.Stderr, "unknown child operation")
 		return 2
