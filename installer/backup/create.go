@@ -240,8 +240,26 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	}
 	args = append(args, cfg.dumpArgs...)
 	stderr := newTail(8192)
-	runErr := src.Run(ctx, "pg_dump", args, Stdio{Stdout: raw, Stderr: stderr})
+	// An OS pipe of 1 MiB between pg_dump and us, read in 1 MiB pieces: exec's own pipe holds
+	// 64 KiB, and pg_dump waited on it.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	widenPipe(pw)
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.CopyBuffer(raw, onlyReader{pr}, make([]byte, 1<<20))
+		_ = pr.Close() // after a failed write, pg_dump's next write fails instead of blocking
+		copied <- err
+	}()
+	runErr := src.Run(ctx, "pg_dump", args, Stdio{Stdout: pw, Stderr: stderr})
+	_ = pw.Close()
+	copyErr := <-copied
 	closeErr := enc.Close()
+	if copyErr != nil {
+		return fmt.Errorf("writing the dump failed, no backup was kept: %w", copyErr)
+	}
 	if runErr != nil {
 		return fmt.Errorf("pg_dump failed, no backup was kept: %w", withStderr(runErr, stderr))
 	}
