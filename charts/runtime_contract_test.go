@@ -55,11 +55,11 @@ func processOf(component, container string) string {
 }
 
 type runtimeContract struct {
-	readers  map[string]map[string]string // key -> reader -> source
+	readers map[string]map[string]string // key -> reader -> source
 	// versions: key -> reader -> the Polyaxon versions that read it (keys.tsv's optional 4th
 	// column, a semver constraint); a row without one is read by every supported version.
 	versions map[string]map[string]*semver.Constraints
-	required map[string][]requirement     // process -> requirements
+	required map[string][]requirement // process -> requirements
 	shapes   map[string]*jsonschema.Schema
 }
 
