@@ -119,11 +119,21 @@ func (k *ctxKubeClient) Get(r kube.ResourceList, related bool) (map[string][]run
 	return nil, fmt.Errorf("kube client %T cannot get resources", k.Interface)
 }
 
-func (k *ctxKubeClient) BuildTable(r io.Reader, validate bool) (kube.ResourceList, error) {
+// Build reads manifests without Helm's OpenAPI validation. On a server with server-side field
+// validation (GA in Kubernetes 1.27; the chart's kubeVersion starts at 1.29) that validation
+// only asks whether the server supports the fieldValidation parameter, and validates nothing
+// itself once it does, yet it fetches and decodes the OpenAPI v3 document of every group
+// version first: about 2 CPU-seconds of each install and upgrade (and of every hook, which Helm
+// always builds validated). The API server validates what is applied, as before.
+func (k *ctxKubeClient) Build(r io.Reader, _ bool) (kube.ResourceList, error) {
+	return k.Interface.Build(r, false)
+}
+
+func (k *ctxKubeClient) BuildTable(r io.Reader, _ bool) (kube.ResourceList, error) {
 	if g, ok := k.Interface.(kube.InterfaceResources); ok {
-		return g.BuildTable(r, validate)
+		return g.BuildTable(r, false)
 	}
-	return k.Interface.Build(r, validate)
+	return k.Build(r, false)
 }
 
 func (k *ctxKubeClient) GetPodList(namespace string, opts metav1.ListOptions) (*v1.PodList, error) {
