@@ -22,7 +22,15 @@ const maxProbePeriod = 2 * time.Second
 
 // probe runs the container's readiness probe against the process, as the kubelet would, and
 // keeps the pod's Ready condition to its result until ctx ends. Without a probe the pod is
-// Ready once the process runs. The initial delay is not waited for: it only delays.
+// Ready once the process runs.
+//
+// An exec probe starts a program: the agent's healthz is a Python process of about 4
+// CPU-seconds, which the scenarios beside this one pay for on a machine of two cores (under
+// that load one often ran past its 10-second timeout, and the failed attempt was repeated).
+// So an exec probe waits for its initial delay, as on a kubelet, and is not repeated once the
+// pod is Ready: from then on the process's exit is what ends the container. An HTTP or TCP
+// probe does not wait for its initial delay (it would only delay the test) and goes on at the
+// probe's period once Ready, as on a kubelet.
 func (r *hostRunner) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container, prog Program, pc ProgramContainer, proc *HostProcess) {
 	pr := c.ReadinessProbe
 	if pr == nil {
@@ -36,9 +44,18 @@ func (r *hostRunner) probe(ctx context.Context, p *corev1.Pod, c *corev1.Contain
 	waiting := min(period, maxProbePeriod)
 	failures := max(pr.FailureThreshold, 1)
 	ready, fails := false, int32(0)
-	t := time.NewTicker(waiting)
+	first := time.Duration(0)
+	if pr.Exec != nil {
+		first = time.Duration(pr.InitialDelaySeconds) * time.Second
+	}
+	t := time.NewTimer(first)
 	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		err := r.probeOnce(ctx, pr, prog, pc, proc)
 		switch {
 		case err == nil && !ready:
@@ -52,19 +69,13 @@ func (r *hostRunner) probe(ctx context.Context, p *corev1.Pod, c *corev1.Contain
 				ready = false
 			}
 		}
-		// Once Ready, the probe runs at the chart's period, as on a kubelet: an exec probe
-		// starts a program (the agent's healthz is a Python process of seconds of CPU), and
-		// even an HTTP one is a request through Django, which the scenarios beside this one
-		// would pay for on a machine of two cores.
-		if ready {
-			t.Reset(period)
-		} else {
-			t.Reset(waiting)
-		}
-		select {
-		case <-ctx.Done():
+		switch {
+		case ready && pr.Exec != nil:
 			return
-		case <-t.C:
+		case ready:
+			t.Reset(period)
+		default:
+			t.Reset(waiting)
 		}
 	}
 }
