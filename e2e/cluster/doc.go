@@ -67,7 +67,8 @@
 //     tcpSocket, or exec through Program.ExecProbe) passes against the process (every 2 s at
 //     most until then; an HTTP or TCP probe goes on at the probe's own period, as on a
 //     kubelet, while an exec probe, which starts a program of seconds of CPU, waits for its
-//     initial delay and is not repeated once the pod is Ready),
+//     initial delay, is timed out on its CPU time (runExecProbe: every simulated node
+//     shares this machine's cores), and is not repeated once the pod is Ready),
 //     and, when the process exits, the container terminated with its exit code (phase
 //     Succeeded or Failed).
 //     Deleting the pod stops the process (SIGTERM, then SIGKILL after the grace period).
