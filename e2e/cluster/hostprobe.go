@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -168,24 +169,18 @@ func runExecProbe(ctx context.Context, argv []string, proc *HostProcess, timeout
 		if err != nil {
 			return
 		}
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+		_ = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, false, func(context.Context) (bool, error) {
 			st, err := p.Stat()
 			if err != nil {
-				return // it exited
+				return false, err // it exited
 			}
 			if cpu := st.CPUTime(); cpu > timeout.Seconds() {
 				overran <- cpu
 				cancel()
-				return
+				return true, nil
 			}
-		}
+			return false, nil
+		})
 	}()
 	err := cmd.Wait()
 	cancel()
