@@ -184,15 +184,15 @@ func runExecProbe(ctx context.Context, argv []string, proc *HostProcess, timeout
 	}()
 	err := cmd.Wait()
 	cancel()
+	if err == nil {
+		return nil // it passed before the watch could end it
+	}
 	select {
 	case cpu := <-overran:
 		return fmt.Errorf("exec probe: used %.1f CPU-seconds, more than its timeout of %s: %s", cpu, timeout, out.Bytes())
 	default:
-	}
-	if err != nil {
 		return fmt.Errorf("exec probe: %w: %s", err, out.Bytes())
 	}
-	return nil
 }
 
 // hostPort is the loopback port for a probe's port, by number or by the container port's name.
