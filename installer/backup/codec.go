@@ -54,9 +54,17 @@ func (nopWriteCloser) Close() error { return nil }
 func newEncoder(w io.Writer, c Compression) (io.WriteCloser, error) {
 	switch c.Codec {
 	case CodecZstd:
+		level := zstd.EncoderLevelFromZstd(c.Level)
+		// At the fastest level one encoder, on the goroutine that reads pg_dump, keeps up with
+		// the server's single COPY stream twice over, and handing blocks to another goroutine
+		// only cost CPU (e2e/bench/backup's CPU line). Slower levels need the cores.
+		concurrency := runtime.GOMAXPROCS(0)
+		if level == zstd.SpeedFastest {
+			concurrency = 1
+		}
 		return zstd.NewWriter(w,
-			zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.Level)),
-			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
+			zstd.WithEncoderLevel(level),
+			zstd.WithEncoderConcurrency(concurrency),
 			zstd.WithEncoderCRC(true))
 	case CodecNone:
 		return nopWriteCloser{w}, nil

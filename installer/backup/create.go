@@ -229,7 +229,6 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	if err != nil {
 		return err
 	}
-	raw := &countingWriter{w: enc, progress: cfg.progress}
 
 	args := []string{"--format=custom", "--no-password"}
 	if cfg.dumpCompression != "" {
@@ -240,16 +239,19 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	}
 	args = append(args, cfg.dumpArgs...)
 	stderr := newTail(8192)
-	// An OS pipe of 1 MiB between pg_dump and us, read in 1 MiB pieces: exec's own pipe holds
-	// 64 KiB, and pg_dump waited on it.
+	// An OS pipe of 1 MiB between pg_dump and us: exec's own pipe holds 64 KiB, and pg_dump
+	// waited on it.
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return err
 	}
 	widenPipe(pw)
+	raw := &progressReader{r: pr, progress: cfg.progress}
 	copied := make(chan error, 1)
 	go func() {
-		_, err := io.CopyBuffer(raw, onlyReader{pr}, make([]byte, 1<<20))
+		// zstd's encoder reads pg_dump's output straight into its blocks (its ReadFrom): one
+		// copy of the whole dump less than through our buffer.
+		_, err := io.CopyBuffer(enc, raw, make([]byte, 1<<20))
 		_ = pr.Close() // after a failed write, pg_dump's next write fails instead of blocking
 		copied <- err
 	}()
@@ -295,6 +297,22 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 type rowCounts struct {
 	rows map[string]int64
 	err  error
+}
+
+// progressReader counts the bytes read through it and reports them to progress.
+type progressReader struct {
+	r        io.Reader
+	n        int64
+	progress func(int64)
+}
+
+func (c *progressReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.progress != nil && n > 0 {
+		c.progress(c.n)
+	}
+	return n, err
 }
 
 type countingWriter struct {

@@ -132,6 +132,9 @@ type measure struct {
 	PeakRSS     int64     `json:"peakRSS,omitempty"`     // our process, bytes
 	ChildrenRSS int64     `json:"childrenRSS,omitempty"` // largest child (pg_dump, pg_restore)
 	Extra       float64   `json:"verifySeconds,omitempty"`
+	// CPU time of the backup alone (verify excluded): our process, and its pg_dump and psql.
+	CPU     []float64 `json:"cpuSeconds,omitempty"`
+	ToolCPU []float64 `json:"toolCPUSeconds,omitempty"`
 }
 
 type sizeResult struct {
@@ -191,6 +194,8 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 		res.Ours.PeakRSS = max(res.Ours.PeakRSS, cr.MaxRSS)
 		res.Ours.ChildrenRSS = max(res.Ours.ChildrenRSS, cr.ChildrenRSS)
 		res.Ours.Extra = cr.VerifySeconds
+		res.Ours.CPU = append(res.Ours.CPU, cr.CPUSeconds)
+		res.Ours.ToolCPU = append(res.Ours.ToolCPU, cr.ToolCPUSeconds)
 
 		secs, err := timed(ctx, srv, srv.Database, srv.Bin("pg_dump"), "--format=custom", "--file="+plainFile)
 		if err != nil {
@@ -200,8 +205,8 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 		if st, err := os.Stat(plainFile); err == nil {
 			res.Plain.Bytes = st.Size()
 		}
-		fmt.Printf("  backup run %d: ours %.2fs (%s, verify %.2fs)  plain pg_dump -Fc %.2fs (%s)\n",
-			i+1, cr.Seconds, output.HumanBytes(cr.Bytes), cr.VerifySeconds, secs, output.HumanBytes(res.Plain.Bytes))
+		fmt.Printf("  backup run %d: ours %.2fs (%s, verify %.2fs; CPU: our process %.2fs, its pg_dump and psql %.2fs)  plain pg_dump -Fc %.2fs (%s)\n",
+			i+1, cr.Seconds, output.HumanBytes(cr.Bytes), cr.VerifySeconds, cr.CPUSeconds, cr.ToolCPUSeconds, secs, output.HumanBytes(res.Plain.Bytes))
 	}
 	res.Ours.Median, res.Plain.Median = median(res.Ours.Seconds), median(res.Plain.Seconds)
 	res.BackupRatio = res.Ours.Median / res.Plain.Median
@@ -278,6 +283,7 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 
 	fmt.Printf("backup  median: ours %.2fs (%s, %s/zstd-%d; verify %.2fs)  plain %.2fs (%s)\n",
 		res.Ours.Median, output.HumanBytes(res.Ours.Bytes), o.codec, o.level, res.Ours.Extra, res.Plain.Median, output.HumanBytes(res.Plain.Bytes))
+	fmt.Printf("backup CPU median: our process %.2fs, its pg_dump and psql %.2fs\n", median(res.Ours.CPU), median(res.Ours.ToolCPU))
 	fmt.Printf("backup ratio (ours/plain pg_dump -Fc): %.2f (target <= %.2f) %s\n", res.BackupRatio, targetRatio, passFail(res.BackupRatio <= targetRatio))
 	fmt.Printf("restore median: ours %.2fs (table of contents, sha256, pg_restore, table check; jobs %s)  plain pg_restore --single-transaction %.2fs\n", res.OursRestore.Median, jobsName(o.jobs), res.PlainRestore.Median)
 	fmt.Printf("restore ratio (ours/plain pg_restore): %.2f (target <= %.2f) %s\n", res.RestoreRatio, targetRestoreRatio, passFail(res.RestoreRatio <= targetRestoreRatio))
@@ -326,7 +332,10 @@ type childResult struct {
 	Bytes         int64   `json:"bytes"`
 	Dir           string  `json:"dir"`
 	MaxRSS        int64   `json:"maxRSS"`
-	ChildrenRSS   int64   `json:"childrenRSS"`
+	// A backup's CPU time: this process's, and its children's (pg_dump, psql), verify excluded.
+	CPUSeconds     float64 `json:"cpuSeconds,omitempty"`
+	ToolCPUSeconds float64 `json:"toolCPUSeconds,omitempty"`
+	ChildrenRSS    int64   `json:"childrenRSS"`
 	// A restore's way and steps (backup.RestoreReport).
 	Way   string            `json:"way,omitempty"`
 	Steps []backup.StepTime `json:"steps,omitempty"`
@@ -381,6 +390,7 @@ func child() int {
 			return 1
 		}
 		r.Seconds, r.Bytes, r.Dir = time.Since(t).Seconds(), m.DumpSize, m.Dir
+		r.CPUSeconds, r.ToolCPUSeconds = cpuSeconds(syscall.RUSAGE_SELF), cpuSeconds(syscall.RUSAGE_CHILDREN)
 		tv := time.Now()
 		if _, err := backup.Verify(ctx, m.Dir, tools); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -407,6 +417,16 @@ func child() int {
 	r.ChildrenRSS = kids.Maxrss * 1024 // KiB; an upper bound for the same reason
 	_ = json.NewEncoder(os.Stdout).Encode(r)
 	return 0
+}
+
+// cpuSeconds is the user and system CPU time of this process (who: RUSAGE_SELF) or of its
+// waited-for children (RUSAGE_CHILDREN) so far.
+func cpuSeconds(who int) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // vmHWM is the peak resident set size of this process, from /proc.
