@@ -224,8 +224,7 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 
 	hash := sha256.New()
 	buf := bufio.NewWriterSize(f, 1<<20)
-	file := &countingWriter{w: io.MultiWriter(buf, hash)}
-	enc, err := newEncoder(file, cfg.compression)
+	enc, err := newEncoder(io.MultiWriter(buf, hash), cfg.compression)
 	if err != nil {
 		return err
 	}
@@ -280,6 +279,10 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("syncing %s: %w", tmp, err)
 	}
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", tmp, err)
 	}
@@ -289,7 +292,7 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	if err := syncDir(dir); err != nil {
 		return err
 	}
-	m.DumpSize, m.RawSize = file.n, raw.n
+	m.DumpSize, m.RawSize = st.Size(), raw.n
 	m.SHA256 = hex.EncodeToString(hash.Sum(nil))
 	return nil
 }
@@ -310,21 +313,6 @@ func (c *progressReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	if c.progress != nil && n > 0 {
-		c.progress(c.n)
-	}
-	return n, err
-}
-
-type countingWriter struct {
-	w        io.Writer
-	n        int64
-	progress func(int64)
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	if c.progress != nil {
 		c.progress(c.n)
 	}
 	return n, err
