@@ -86,7 +86,17 @@ func (r *hostRunner) probe(ctx context.Context, p *corev1.Pod, c *corev1.Contain
 // probeOnce is one readiness check: nil when it passes.
 func (r *hostRunner) probeOnce(ctx context.Context, pr *corev1.Probe, prog Program, pc ProgramContainer, proc *HostProcess) error {
 	timeout := time.Duration(max(pr.TimeoutSeconds, 1)) * time.Second
-	parent := ctx
+	if pr.Exec != nil {
+		if prog.ExecProbe == nil {
+			return fmt.Errorf("exec probe %q: the program has no equivalent here", pr.Exec.Command)
+		}
+		argv, err := prog.ExecProbe(pc, pr.Exec.Command)
+		if err != nil {
+			return err
+		}
+		return runExecProbe(ctx, argv, proc, timeout)
+	}
+	// HTTP and TCP probes time out on wall time, as the kubelet's do.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	switch {
@@ -131,15 +141,6 @@ func (r *hostRunner) probeOnce(ctx context.Context, pr *corev1.Probe, prog Progr
 			return err
 		}
 		return conn.Close()
-	case pr.Exec != nil:
-		if prog.ExecProbe == nil {
-			return fmt.Errorf("exec probe %q: the program has no equivalent here", pr.Exec.Command)
-		}
-		argv, err := prog.ExecProbe(pc, pr.Exec.Command)
-		if err != nil {
-			return err
-		}
-		return runExecProbe(parent, argv, proc, timeout)
 	}
 	return fmt.Errorf("probe of no kind")
 }
