@@ -281,7 +281,7 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	}
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the size of %s: %w", tmp, err)
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", tmp, err)
