@@ -20,14 +20,14 @@ func backupCommand() *cli.Command {
 		Usage:     "back the release's PostgreSQL database up (then verify it); 'backup verify', 'backup list'",
 		UsageText: "polyaxon-deploy backup [--dir DIR] [--local] [-n NS] [--release NAME]\n   polyaxon-deploy backup verify PATH [--full]\n   polyaxon-deploy backup list [--dir DIR]",
 		Description: `Dumps the release's database with pg_dump (custom format), streamed and compressed
-(zstd) into DIR/<release>-<UTC timestamp>/ with manifest.json and secrets.json (the release's
+(s2 by default) into DIR/<release>-<UTC timestamp>/ with manifest.json and secrets.json (the release's
 Secrets, mode 0600: keep the directory private). The in-cluster database is dumped by exec
 into its pod; an external one from a short-lived pod in the cluster; --local runs pg_dump here.
 The password never appears on a command line. The backup is verified unless --no-verify.`,
 		Flags: joinFlags(clusterFlags(), outputFlags(), []cli.Flag{
 			backupDirFlag(),
-			&cli.StringFlag{Name: flagCodec, Value: backup.DefaultCodec, Usage: "compression applied here: zstd, or none (pg_dump's own gzip)", Category: "Backup"},
-			&cli.IntFlag{Name: flagLevel, Value: backup.DefaultLevel, Usage: "zstd level (1 fastest .. 22 smallest)", Category: "Backup"},
+			&cli.StringFlag{Name: flagCodec, Value: backup.DefaultCodec, Usage: "compression applied here: s2 (fastest), zstd (smallest files), or none (pg_dump's own gzip)", Category: "Backup"},
+			&cli.IntFlag{Name: flagLevel, Value: backup.DefaultLevel, Usage: "the codec's level: s2 1..3, zstd 1..22 (1 fastest)", Category: "Backup"},
 			&cli.BoolFlag{Name: flagNoVerify, Usage: "do not verify the backup after writing it", Category: "Backup"},
 		}, dbAccessFlags()),
 		Action: runBackupCreate,

@@ -67,6 +67,7 @@ func TestBackupCLISmoke(t *testing.T) {
 	var res struct {
 		Data struct {
 			Path     string
+			DumpFile string
 			Verified bool
 			Secrets  bool
 		}
@@ -103,7 +104,8 @@ func TestBackupCLISmoke(t *testing.T) {
 	// The database has no clients here, so the restore went into a new database, swapped in.
 	require.Regexp(t, `(?m)^way +swap *$`, out)
 	// damaged
-	f := filepath.Join(res.Data.Path, "database.dump.zst")
+	require.Equal(t, "database.dump.s2", res.Data.DumpFile, "s2 by default")
+	f := filepath.Join(res.Data.Path, res.Data.DumpFile)
 	b, err := os.ReadFile(f)
 	require.NoError(t, err)
 	b[len(b)/2] ^= 1

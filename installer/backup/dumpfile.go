@@ -43,9 +43,14 @@ func openDumpReader(ctx context.Context, dump, codec string, sync bool) (*dumpRe
 // Read reads the decoded archive.
 func (d *dumpReader) Read(p []byte) (int, error) { return d.dec.Read(p) }
 
-// WriteTo hands the decoder's blocks to w as they are (zstd's decoder writes them without
-// copying them through a buffer first).
-func (d *dumpReader) WriteTo(w io.Writer) (int64, error) { return io.Copy(w, d.dec) }
+// WriteTo hands the decoder's blocks to w as they are where the decoder can (zstd's), else
+// copies them through a buffer of 1 MiB: a file's own ReadFrom would write 32 KiB at a time.
+func (d *dumpReader) WriteTo(w io.Writer) (int64, error) {
+	if wt, ok := d.dec.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.CopyBuffer(struct{ io.Writer }{w}, d.dec, make([]byte, 1<<20))
+}
 
 func (d *dumpReader) Close() error {
 	_ = d.dec.Close()

@@ -137,21 +137,27 @@ func TestRestoreTamperedTailCommitsNothing(t *testing.T) {
 	})
 }
 
-// zstd's own frame checksum sits in the last bytes: a damaged end with a manifest that agrees
-// is caught by the codec at the very end, and nothing is committed either.
+// Each codec checks what it decodes: zstd's frame checksum sits in the last bytes, S2's
+// CRC-32C heads each block. A damaged end with a manifest that agrees is caught by the codec
+// at the very end, and nothing is committed either, with either codec, either way.
 func TestRestoreDamagedCodecTailCommitsNothing(t *testing.T) {
-	bothWays(t, func(t *testing.T, name string, way RestoreOption) {
-		ctx := context.Background()
-		f := newRestoreFixture(t, "zsttail_"+name)
-		flipByte(t, filepath.Join(f.m.Dir, f.m.DumpFile), f.m.DumpSize-2)
-		rewriteManifest(t, f.m.Dir)
-		_, err := Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir), way)
-		require.ErrorIs(t, err, ErrUnreadable)
-		assert.Contains(t, err.Error(), "nothing was committed")
-		got, err := pgtest.Checksums(ctx, f.s, f.target.conn.Database)
-		require.NoError(t, err)
-		assert.Equal(t, f.before, got)
-	})
+	for _, codec := range []string{CodecS2, CodecZstd} {
+		t.Run(codec, func(t *testing.T) {
+			bothWays(t, func(t *testing.T, name string, way RestoreOption) {
+				ctx := context.Background()
+				f := newRestoreFixture(t, "codectail_"+codec+"_"+name, WithCompression(codec, 1))
+				require.Equal(t, codec, f.m.Compression.Codec)
+				flipByte(t, filepath.Join(f.m.Dir, f.m.DumpFile), f.m.DumpSize-2)
+				rewriteManifest(t, f.m.Dir)
+				_, err := Restore(ctx, f.target, f.m.Dir, WithToolsDir(f.s.BinDir), way)
+				require.ErrorIs(t, err, ErrUnreadable)
+				assert.Contains(t, err.Error(), "nothing was committed")
+				got, err := pgtest.Checksums(ctx, f.s, f.target.conn.Database)
+				require.NoError(t, err)
+				assert.Equal(t, f.before, got)
+			})
+		})
+	}
 }
 
 // A backup names its release and namespace: Restore into another refuses before anything

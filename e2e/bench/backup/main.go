@@ -65,8 +65,8 @@ func parent() int {
 	sizes := flag.String("sizes", envOr("BENCH_BACKUP_SIZES", "250MiB,1GiB"), "database sizes to benchmark, comma separated (env BENCH_BACKUP_SIZES)")
 	flag.IntVar(&o.runs, "runs", envInt("BENCH_BACKUP_RUNS", 3), "runs of each measurement (env BENCH_BACKUP_RUNS)")
 	flag.StringVar(&o.workdir, "workdir", os.Getenv("BENCH_BACKUP_WORKDIR"), "scratch directory for dumps (default: a temp dir)")
-	flag.StringVar(&o.codec, "codec", backup.DefaultCodec, "our codec")
-	flag.IntVar(&o.level, "level", backup.DefaultLevel, "our zstd level")
+	flag.StringVar(&o.codec, "codec", backup.DefaultCodec, "our codec: s2, zstd or none")
+	flag.IntVar(&o.level, "level", backup.DefaultLevel, "our codec's level")
 	flag.IntVar(&o.jobs, "jobs", 0, "our restore's pg_restore jobs (0: its default; 1: the one-transaction restore)")
 	flag.BoolVar(&o.enforce, "enforce", os.Getenv("BENCH_BACKUP_ENFORCE") != "", "exit 1 when the backup or restore ratio is above its target (env BENCH_BACKUP_ENFORCE)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
@@ -281,7 +281,7 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 	res.OursRestore.Median, res.PlainRestore.Median = median(res.OursRestore.Seconds), median(res.PlainRestore.Seconds)
 	res.RestoreRatio = res.OursRestore.Median / res.PlainRestore.Median
 
-	fmt.Printf("backup  median: ours %.2fs (%s, %s/zstd-%d; verify %.2fs)  plain %.2fs (%s)\n",
+	fmt.Printf("backup  median: ours %.2fs (%s, %s level %d; verify %.2fs)  plain %.2fs (%s)\n",
 		res.Ours.Median, output.HumanBytes(res.Ours.Bytes), o.codec, o.level, res.Ours.Extra, res.Plain.Median, output.HumanBytes(res.Plain.Bytes))
 	fmt.Printf("backup CPU median: our process %.2fs, its pg_dump and psql %.2fs\n", median(res.Ours.CPU), median(res.Ours.ToolCPU))
 	fmt.Printf("backup ratio (ours/plain pg_dump -Fc): %.2f (target <= %.2f) %s\n", res.BackupRatio, targetRatio, passFail(res.BackupRatio <= targetRatio))
