@@ -244,12 +244,11 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	if err != nil {
 		return err
 	}
-	widenPipe(pw)
-	raw := &progressReader{r: pr, progress: cfg.progress}
+	raw := &progressReader{r: coalesce(pr, widenPipe(pw)), progress: cfg.progress}
 	copied := make(chan error, 1)
 	go func() {
-		// zstd's encoder reads pg_dump's output straight into its blocks (its ReadFrom): one
-		// copy of the whole dump less than through our buffer.
+		// The encoder reads pg_dump's output straight into its blocks (its ReadFrom): one copy
+		// of the whole dump less than through our buffer.
 		_, err := io.CopyBuffer(enc, raw, make([]byte, 1<<20))
 		_ = pr.Close() // after a failed write, pg_dump's next write fails instead of blocking
 		copied <- err

@@ -249,7 +249,7 @@ func streamRestore(ctx context.Context, target Target, dump string, m *Manifest,
 	if err != nil {
 		return err
 	}
-	widenPipe(pw)
+	_ = widenPipe(pw)
 	stderr := newTail(8192)
 	done := make(chan error, 1)
 	go func() {

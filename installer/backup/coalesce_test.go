@@ -1,0 +1,73 @@
+package backup
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// readCounter counts the reads that reach the pipe.
+type readCounter struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *readCounter) Read(p []byte) (int, error) { c.reads++; return c.r.Read(p) }
+
+// A writer that trickles small writes into a widened pipe, as pg_dump does: the coalescing
+// reader takes them in a few large reads, in order and complete (a plain read of the same pipe
+// takes one read per write or two).
+func TestCoalescingReaderTakesSmallWritesInLargeReads(t *testing.T) {
+	const writes, size = 800, 4 << 10
+	read := func(t *testing.T, wrap func(io.Reader, int) io.Reader) (reads int) {
+		t.Helper()
+		pr, pw, err := os.Pipe()
+		require.NoError(t, err)
+		defer pr.Close()
+		capacity := widenPipe(pw)
+		if capacity < 1<<20 {
+			t.Skipf("this machine's pipes hold %d bytes, under the 1 MiB coalescing needs", capacity)
+		}
+		var want bytes.Buffer
+		go func() {
+			defer pw.Close()
+			for i := 0; i < writes; i++ {
+				chunk := bytes.Repeat([]byte{byte(i)}, size)
+				want.Write(chunk)
+				_, _ = pw.Write(chunk)
+				// A short pause without the scheduler (a sleep would last a millisecond here).
+				for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
+				}
+			}
+		}()
+		counted := &readCounter{r: pr}
+		// Read as the encoders do: into blocks of 1 MiB.
+		in, buf := wrap(counted, capacity), make([]byte, 1<<20)
+		var got bytes.Buffer
+		for {
+			n, err := io.ReadFull(in, buf)
+			got.Write(buf[:n])
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				break
+			}
+			require.NoError(t, err)
+		}
+		require.Equal(t, want.Bytes(), got.Bytes(), "every byte, in order")
+		return counted.reads
+	}
+	reads := read(t, coalesce)
+	t.Logf("%d writes of %d bytes, %d reads", writes, size, reads)
+	assert.Less(t, reads*8, writes, "fewer reads than an eighth of the writes")
+}
+
+// A pipe that cannot hold a millisecond of a fast writer's output is read as it comes.
+func TestCoalesceLeavesSmallPipesAlone(t *testing.T) {
+	r := bytes.NewReader(nil)
+	assert.Same(t, r, coalesce(r, 64<<10))
+	assert.IsType(t, &coalescingReader{}, coalesce(r, 1<<20))
+}
