@@ -223,7 +223,7 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	}()
 
 	hash := sha256.New()
-	buf := bufio.NewWriterSize(f, 1<<20)
+	buf := bufio.NewWriterSize(withEarlyWriteback(f), 1<<20)
 	enc, err := newEncoder(io.MultiWriter(buf, hash), cfg.compression)
 	if err != nil {
 		return err
