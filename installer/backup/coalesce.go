@@ -6,10 +6,10 @@ import (
 )
 
 // coalescingReader pauses after a short read, so that the next read finds the pipe fuller.
-// pg_dump writes its archive a few KiB at a time; read as it comes, that was one wake-up of
-// ours per write, and those cost our process more CPU than compressing the dump did, CPU that
-// the server's COPY stream beside it needs (e2e/bench/backup). Reads coalesced this way take
-// a 1 GiB dump in about 5 000 reads instead of 80 000.
+// pg_dump writes its archive a few KiB at a time; read as it came, that was one wake-up of
+// ours per write, which cost our process about as much CPU as compressing the dump with S2
+// (a profile: 1.2 against 1.1 CPU-seconds for 1 GiB), CPU that the server's COPY stream beside
+// it needs. Coalesced, a 1 GiB dump takes about 5 000 reads instead of 80 000.
 type coalescingReader struct {
 	r     io.Reader
 	short int           // a read of fewer bytes than this (and than asked for) is short
