@@ -43,8 +43,9 @@ func openDumpReader(ctx context.Context, dump, codec string, sync bool) (*dumpRe
 // Read reads the decoded archive.
 func (d *dumpReader) Read(p []byte) (int, error) { return d.dec.Read(p) }
 
-// WriteTo hands the decoder's blocks to w as they are where the decoder can (zstd's), else
-// copies them through a buffer of 1 MiB: a file's own ReadFrom would write 32 KiB at a time.
+// WriteTo hands the decoder's blocks to w as they are where the decoder can (zstd's; S2's
+// decoding them on every CPU for a spool file), else copies them through a buffer of 1 MiB: a
+// file's own ReadFrom would write 32 KiB at a time.
 func (d *dumpReader) WriteTo(w io.Writer) (int64, error) {
 	if wt, ok := d.dec.(io.WriterTo); ok {
 		return wt.WriteTo(w)
