@@ -24,43 +24,39 @@ func (c *readCounter) Read(p []byte) (int, error) { c.reads++; return c.r.Read(p
 // takes one read per write or two).
 func TestCoalescingReaderTakesSmallWritesInLargeReads(t *testing.T) {
 	const writes, size = 800, 4 << 10
-	read := func(t *testing.T, wrap func(io.Reader, int) io.Reader) (reads int) {
-		t.Helper()
-		pr, pw, err := os.Pipe()
-		require.NoError(t, err)
-		defer pr.Close()
-		capacity := widenPipe(pw)
-		require.GreaterOrEqual(t, capacity, 1<<20, "the pipe widened to 1 MiB (fs.pipe-max-size allows it by default)")
-		var want bytes.Buffer
-		go func() {
-			defer pw.Close()
-			for i := 0; i < writes; i++ {
-				chunk := bytes.Repeat([]byte{byte(i)}, size)
-				want.Write(chunk)
-				_, _ = pw.Write(chunk)
-				// A short pause without the scheduler (a sleep would last a millisecond here).
-				for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
-				}
-			}
-		}()
-		counted := &readCounter{r: pr}
-		// Read as the encoders do: into blocks of 1 MiB.
-		in, buf := wrap(counted, capacity), make([]byte, 1<<20)
-		var got bytes.Buffer
-		for {
-			n, err := io.ReadFull(in, buf)
-			got.Write(buf[:n])
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				break
-			}
-			require.NoError(t, err)
-		}
-		require.Equal(t, want.Bytes(), got.Bytes(), "every byte, in order")
-		return counted.reads
+	var want bytes.Buffer
+	for i := 0; i < writes; i++ {
+		want.Write(bytes.Repeat([]byte{byte(i)}, size))
 	}
-	reads := read(t, coalesce)
-	t.Logf("%d writes of %d bytes, %d reads", writes, size, reads)
-	assert.Less(t, reads*8, writes, "fewer reads than an eighth of the writes")
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer pr.Close()
+	capacity := widenPipe(pw)
+	require.GreaterOrEqual(t, capacity, 1<<20, "the pipe widened to 1 MiB (fs.pipe-max-size allows it by default)")
+	go func() {
+		defer pw.Close()
+		for i := 0; i < writes; i++ {
+			_, _ = pw.Write(want.Bytes()[i*size : (i+1)*size])
+			// A short pause without the scheduler (a sleep would last a millisecond here).
+			for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
+			}
+		}
+	}()
+	counted := &readCounter{r: pr}
+	// Read as the encoders do: into blocks of 1 MiB.
+	in, buf := coalesce(counted, capacity), make([]byte, 1<<20)
+	var got bytes.Buffer
+	for {
+		n, err := io.ReadFull(in, buf)
+		got.Write(buf[:n])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		require.NoError(t, err)
+	}
+	require.Equal(t, want.Bytes(), got.Bytes(), "every byte, in order")
+	t.Logf("%d writes of %d bytes, %d reads", writes, size, counted.reads)
+	assert.Less(t, counted.reads*8, writes, "fewer reads than an eighth of the writes")
 }
 
 // A pipe that cannot hold a millisecond of a fast writer's output is read as it comes.
