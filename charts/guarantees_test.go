@@ -195,7 +195,7 @@ func checkRunPodsHardened(t testing.TB, ch *chart.Chart) {
 	for _, f := range runPodFixtures {
 		var pod corev1.Pod
 		require.NoError(t, yaml.UnmarshalStrict(runPodFixture(t, f), &pod), f)
-		pod.Namespace = testNamespace
+		pod.Namespace = testRunsNamespace
 		before := policy.AggregateCheckResults(psa.EvaluatePod(lv, &pod.ObjectMeta, &pod.Spec))
 		require.False(t, before.Allowed, "fixture %s is already restricted: it proves nothing", f)
 		got, err := ev.MutatePod(context.Background(), &pod)

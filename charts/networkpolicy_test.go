@@ -98,15 +98,15 @@ func TestNetworkPolicies(t *testing.T) {
 	api := map[string]any{"networkPolicy": map[string]any{"runs": map[string]any{"apiServerCIDRs": []any{"10.96.0.1/32", "172.18.0.2/32"}}}}
 	judge, r := policyJudge(t, profileValues(t, "production"), withRabbitMQ, api)
 
-	run := peer{"run pod", runPodLabels(t, "job.yaml", nil), testNamespace, "10.0.5.1"}
+	run := peer{"run pod", runPodLabels(t, "job.yaml", nil), testRunsNamespace, "10.0.5.1"}
 	// A run that asks for every label of the platform: Polyaxon keeps its own over them.
-	impostor := peer{"run pod copying the agent's labels", runPodLabels(t, "job.yaml", podLabels(t, r, "agent")), testNamespace, "10.0.5.2"}
-	gatewayImpostor := peer{"run pod copying the gateway's labels", runPodLabels(t, "job.yaml", podLabels(t, r, "gateway")), testNamespace, "10.0.5.3"}
-	notebook := peer{"notebook", runPodLabels(t, "notebook.yaml", nil), testNamespace, "10.0.6.1"}
-	worker0 := peer{"a distributed run's worker 0", runPodLabels(t, "experiment.yaml", nil), testNamespace, "10.0.7.1"}
-	worker1 := peer{"the same run's worker 1", runPodLabels(t, "experiment.yaml", nil), testNamespace, "10.0.7.2"}
-	otherJob := peer{"another run's job pod", otherRun(t, "job.yaml"), testNamespace, "10.0.5.9"}
-	otherNotebook := peer{"another run's notebook", otherRun(t, "notebook.yaml"), testNamespace, "10.0.6.9"}
+	impostor := peer{"run pod copying the agent's labels", runPodLabels(t, "job.yaml", podLabels(t, r, "agent")), testRunsNamespace, "10.0.5.2"}
+	gatewayImpostor := peer{"run pod copying the gateway's labels", runPodLabels(t, "job.yaml", podLabels(t, r, "gateway")), testRunsNamespace, "10.0.5.3"}
+	notebook := peer{"notebook", runPodLabels(t, "notebook.yaml", nil), testRunsNamespace, "10.0.6.1"}
+	worker0 := peer{"a distributed run's worker 0", runPodLabels(t, "experiment.yaml", nil), testRunsNamespace, "10.0.7.1"}
+	worker1 := peer{"the same run's worker 1", runPodLabels(t, "experiment.yaml", nil), testRunsNamespace, "10.0.7.2"}
+	otherJob := peer{"another run's job pod", otherRun(t, "job.yaml"), testRunsNamespace, "10.0.5.9"}
+	otherNotebook := peer{"another run's notebook", otherRun(t, "notebook.yaml"), testRunsNamespace, "10.0.6.9"}
 	gateway := peer{"gateway", podLabels(t, r, "gateway"), testNamespace, "10.0.1.1"}
 	agent := peer{"agent", podLabels(t, r, "agent"), testNamespace, "10.0.1.2"}
 	scheduler := peer{"scheduler", podLabels(t, r, "scheduler"), testNamespace, "10.0.1.3"}
@@ -117,7 +117,8 @@ func TestNetworkPolicies(t *testing.T) {
 	controller := peer{"the ingress controller", map[string]string{"app": "ingress-nginx"}, "ingress-nginx", "10.0.8.1"}
 	outside := peer{name: "an address outside the cluster", ip: "203.0.113.7"}
 	outside6 := peer{name: "an IPv6 address outside the cluster", ip: "2001:db8::7"}
-	dns := peer{name: "the cluster DNS", ip: "10.96.0.10"}
+	dns := peer{"the cluster DNS", map[string]string{"k8s-app": "kube-dns"}, "kube-system", "10.96.0.10"}
+	stray := peer{"a pod of the runs namespace without Polyaxon's labels", map[string]string{"app": "x"}, testRunsNamespace, "10.0.5.7"}
 	metadata := peer{name: "the cloud metadata address", ip: "169.254.169.254"}
 	metadata6 := peer{name: "the IPv6 cloud metadata address", ip: "fd00:ec2::254"}
 	apiService := peer{name: "the kubernetes Service", ip: "10.96.0.1"}
@@ -146,7 +147,13 @@ func TestNetworkPolicies(t *testing.T) {
 		// What a run pod reaches: DNS, the gateway, the internet; not the dependencies, the
 		// platform's other processes, the metadata addresses or the API server.
 		{run, dns, 53, udp, true},
+		{run, dns, 53, tcp, true},
 		{run, outside, 443, tcp, true},
+		{stray, postgres, 5432, tcp, false},
+		{stray, agent, 8000, tcp, false},
+		{stray, apiServer, 6443, tcp, false},
+		{stray, gateway, 8000, tcp, true},
+		{agent, stray, 8000, tcp, false},
 		{run, outside6, 443, tcp, true},
 		{run, postgres, 5432, tcp, false},
 		{run, rabbit, 5672, tcp, false},
@@ -200,7 +207,7 @@ func TestRunsNetworkPolicyReadsTheAPIServerFromTheCluster(t *testing.T) {
 		policies = append(policies, &np)
 	}
 	judge := matcher.BuildNetworkPolicies(true, policies)
-	job := peer{"run pod", runPodLabels(t, "job.yaml", nil), testNamespace, "10.0.5.1"}
+	job := peer{"run pod", runPodLabels(t, "job.yaml", nil), testRunsNamespace, "10.0.5.1"}
 	judgeFlows(t, judge, []flow{
 		{job, peer{name: "the kubernetes Service", ip: "10.96.0.1"}, 443, corev1.ProtocolTCP, false},
 		{job, peer{name: "the API server", ip: "172.18.0.2"}, 6443, corev1.ProtocolTCP, false},
@@ -217,12 +224,12 @@ func TestNetworkPoliciesForRunsFollowValues(t *testing.T) {
 		v["apiServerCIDRs"] = []any{"172.18.0.2/32"}
 		return map[string]any{"networkPolicy": map[string]any{"runs": v}}
 	}
-	job := peer{"run pod", runPodLabels(t, "job.yaml", nil), testNamespace, "10.0.5.1"}
+	job := peer{"run pod", runPodLabels(t, "job.yaml", nil), testRunsNamespace, "10.0.5.1"}
 	outside := peer{name: "an address outside the cluster", ip: "203.0.113.7"}
 	bucket := peer{name: "the bucket's endpoint", ip: "198.51.100.20"}
 	database := peer{name: "an external database", ip: "192.0.2.15"}
 	apiServer := peer{name: "the API server", ip: "172.18.0.2"}
-	dns := peer{name: "the cluster DNS", ip: "10.96.0.10"}
+	dns := peer{"the cluster DNS", map[string]string{"k8s-app": "kube-dns"}, "kube-system", "10.96.0.10"}
 
 	t.Run("internet closed", func(t *testing.T) {
 		judge, r := policyJudge(t, profileValues(t, "production"), runs(map[string]any{"internet": false, "allowedCIDRs": []any{"198.51.100.0/24"}}))
@@ -233,6 +240,8 @@ func TestNetworkPoliciesForRunsFollowValues(t *testing.T) {
 			{job, apiServer, 6443, tcp, false},
 			{job, gateway, 8000, tcp, true},
 			{job, dns, 53, corev1.ProtocolUDP, true},
+			{job, peer{name: "a nameserver outside the cluster", ip: "203.0.113.53"}, 53, corev1.ProtocolUDP, false},
+			{job, peer{"a pod of kube-system that is not DNS", map[string]string{"app": "x"}, "kube-system", "10.0.3.1"}, 53, corev1.ProtocolUDP, false},
 		})
 	})
 	t.Run("API server allowed, internet closed", func(t *testing.T) {
@@ -255,7 +264,7 @@ func TestNetworkPoliciesForRunsFollowValues(t *testing.T) {
 		judge, r := policyJudge(t, profileValues(t, "production"), map[string]any{"networkPolicy": map[string]any{"ingressNamespaceSelector": nil}})
 		gateway := peer{"gateway", podLabels(t, r, "gateway"), testNamespace, "10.0.1.1"}
 		other := peer{"a pod of another namespace", map[string]string{"app": "x"}, "team-b", "10.0.9.1"}
-		notebook := peer{"notebook", runPodLabels(t, "notebook.yaml", nil), testNamespace, "10.0.6.1"}
+		notebook := peer{"notebook", runPodLabels(t, "notebook.yaml", nil), testRunsNamespace, "10.0.6.1"}
 		judgeFlows(t, judge, []flow{
 			{other, gateway, 8000, tcp, true},
 			{outside, gateway, 8000, tcp, true},

@@ -21,6 +21,9 @@ import (
 
 const restrictionsPolicy = testNamespace + "-" + testRelease + "-runs-restrictions"
 
+// testRunsNamespace is where the production profile sends runs (runs.namespace).
+const testRunsNamespace = "polyaxon-runs"
+
 func restrictions(t *testing.T, r rendered) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	t.Helper()
 	o := r.get("ValidatingAdmissionPolicy", restrictionsPolicy)
@@ -43,12 +46,15 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 	prod := render(t, profileValues(t, "production"))
 	p := restrictions(t, prod)
 	assert.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy)
-	assert.Equal(t, map[string]string{corev1.LabelMetadataName: testNamespace}, p.Spec.MatchConstraints.NamespaceSelector.MatchLabels)
+	assert.Equal(t, map[string]string{corev1.LabelMetadataName: testRunsNamespace}, p.Spec.MatchConstraints.NamespaceSelector.MatchLabels,
+		"production judges the pods of the runs' own namespace")
 	require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
 	assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, p.Spec.MatchConstraints.ResourceRules[0].Operations,
 		"CREATE only: a bound pod has a nodeName, its later updates are not judged")
-	require.Len(t, p.Spec.MatchConditions, 1)
-	assert.Contains(t, p.Spec.MatchConditions[0].Expression, `"app.kubernetes.io/part-of"].orValue("") == "polyaxon-runs"`)
+	assert.Empty(t, p.Spec.MatchConditions, "in the runs' own namespace every pod is a run's")
+	assert.Equal(t, `["polyaxon-artifacts"]`, policyVariable(p, "claims"), "runs mount the artifacts store's claim and no other")
+	assert.Equal(t, `[]`, policyVariable(p, "secrets"))
+	assert.Equal(t, `["kube-root-ca.crt"]`, policyVariable(p, "configMaps"))
 	assert.Equal(t, `["`+testRelease+`-runs"]`, policyVariable(p, "serviceAccounts"))
 	assert.Equal(t, `[""]`, policyVariable(p, "priorityClasses"), "no priority class by default")
 	assert.Equal(t, `["", "default-scheduler"]`, policyVariable(p, "schedulers"))
@@ -64,6 +70,11 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 		assert.Equal(t, "Forbidden", string(*v.Reason))
 	}
 	assert.Equal(t, []string{
+		`variables.badSecrets.size() == 0`,
+		`variables.badConfigMaps.size() == 0`,
+		`variables.badClaims.size() == 0`,
+		`false || !variables.volumes.exists(v, v.?ephemeral.hasValue())`,
+		`object.spec.?dnsConfig.?nameservers.orValue([]).size() == 0`,
 		`object.spec.?serviceAccountName.orValue("default") in variables.serviceAccounts`,
 		`object.spec.?nodeName.orValue("") == ""`,
 		`object.spec.?priorityClassName.orValue("") in variables.priorityClasses`,
@@ -82,6 +93,10 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 
 	dev := restrictions(t, render(t, profileValues(t, "development")))
 	assert.Equal(t, "[]", policyVariable(dev, "protected"), "development protects no category")
+	assert.Equal(t, map[string]string{corev1.LabelMetadataName: testNamespace}, dev.Spec.MatchConstraints.NamespaceSelector.MatchLabels,
+		"runs share the release namespace in development")
+	require.Len(t, dev.Spec.MatchConditions, 1, "there, only the pods Polyaxon labels as runs are judged")
+	assert.Contains(t, dev.Spec.MatchConditions[0].Expression, `"app.kubernetes.io/part-of"].orValue("") == "polyaxon-runs"`)
 	def := restrictions(t, render(t))
 	assert.Equal(t, "[]", policyVariable(def, "protected"), "the chart default protects no category")
 
@@ -97,9 +112,13 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 	noSA := restrictions(t, render(t, map[string]any{"runs": map[string]any{"serviceAccount": map[string]any{"create": false}}}))
 	assert.Equal(t, `["default"]`, policyVariable(noSA, "serviceAccounts"))
 
+	// Placement off: the restrictions stay (no value turns them off).
 	off := render(t, map[string]any{"runs": map[string]any{"admissionPolicies": map[string]any{"enabled": false}}})
-	assert.Empty(t, off.byKind("ValidatingAdmissionPolicy"))
-	assert.Empty(t, off.byKind("ValidatingAdmissionPolicyBinding"))
+	restrictions(t, off)
+	assert.NotNil(t, off.get("ValidatingAdmissionPolicyBinding", restrictionsPolicy))
+	// No runs, nothing to restrict.
+	noAgent := render(t, map[string]any{"agent": map[string]any{"enabled": false}})
+	assert.Empty(t, noAgent.byKind("ValidatingAdmissionPolicy"))
 }
 
 // admitter evaluates a release's Mutating and ValidatingAdmissionPolicies with the API
@@ -114,13 +133,17 @@ func admitter(t testing.TB, r rendered) *admission.Evaluator {
 	return ev
 }
 
-// runPod is a fixture of e2e/testdata/runpods with the release's runs service account.
-func runPod(t testing.TB, name string) *corev1.Pod {
+// runPod is a fixture of e2e/testdata/runpods with the release's runs service account, in the
+// production profile's runs namespace.
+func runPod(t testing.TB, name string) *corev1.Pod { return runPodIn(t, name, testRunsNamespace) }
+
+func runPodIn(t testing.TB, name, namespace string) *corev1.Pod {
 	t.Helper()
 	var pod corev1.Pod
-	raw := strings.ReplaceAll(string(runPodFixture(t, name)), "RUNS_SA", testRelease+"-runs")
+	raw := strings.NewReplacer("RUNS_SA", testRelease+"-runs", "STORE_CLAIM", testRelease+"-artifacts", "STORE_NAME", "artifacts").
+		Replace(string(runPodFixture(t, name)))
 	require.NoError(t, yaml.UnmarshalStrict([]byte(raw), &pod), name)
-	pod.Namespace = testNamespace
+	pod.Namespace = namespace
 	return &pod
 }
 
@@ -176,17 +199,23 @@ func TestRunRestrictionsRefuseAndAdmit(t *testing.T) {
 		_, err := ev.AdmitPod(ctx, pod)
 		assert.NoError(t, err, c.name)
 	}
-	// Not a run: the policy selects run pods only.
+	// In the runs' own namespace a pod without Polyaxon's run label is judged all the same.
 	pod := runPod(t, "job.yaml")
 	delete(pod.Labels, "app.kubernetes.io/part-of")
 	pod.Spec.NodeName = "core-0"
 	_, err := ev.AdmitPod(ctx, pod)
-	assert.NoError(t, err, "a pod without Polyaxon's run label is not judged")
+	assert.ErrorContains(t, err, "spec.nodeName: a run pod may not pick its node (core-0)")
 
-	// Allowed lists come from values; development protects nothing.
+	// Allowed lists come from values; development protects nothing, and shares the release
+	// namespace with runs: there a pod without the run label is not a run.
 	ev = admitter(t, render(t, profileValues(t, "development"), map[string]any{"runs": map[string]any{
 		"allowedPriorityClasses": []any{"runs-low"}, "allowedSchedulers": []any{"default-scheduler", "volcano"}}}))
-	pod = runPod(t, "job.yaml")
+	pod = runPodIn(t, "job.yaml", testNamespace)
+	delete(pod.Labels, "app.kubernetes.io/part-of")
+	pod.Spec.NodeName = "core-0"
+	_, err = ev.AdmitPod(ctx, pod)
+	assert.NoError(t, err, "a pod without Polyaxon's run label is not judged in the release namespace")
+	pod = runPodIn(t, "job.yaml", testNamespace)
 	pod.Spec.NodeSelector = map[string]string{"polyaxon": "core", corev1.LabelHostname: "core-0"}
 	pod.Spec.PriorityClassName = "runs-low"
 	pod.Spec.SchedulerName = "volcano"
@@ -333,4 +362,103 @@ func TestRunRestrictionsRefuseACategoryPlacedOnCore(t *testing.T) {
 	for _, c := range p.Categories {
 		assert.Contains(t, c.Refused, "no run category is placed elsewhere: give a run category a pool of its own (chart values nodeSelectors.<category>, runs.protectedCategories)", c.Category)
 	}
+}
+
+// Issue 37: a run pod references only what runs are given (the artifacts store, the
+// connections, the pull secrets), creates no claim of its own and resolves names with the
+// cluster's DNS. Each reference a polyaxonfile can write is refused with what it named.
+func TestRunPodsUseOnlyWhatRunsAreGiven(t *testing.T) {
+	conns := map[string]any{"connections": []any{
+		map[string]any{"name": "training-credentials", "kind": "custom", "secret": map[string]any{"name": "training-credentials", "mountPath": "/etc/secrets"}},
+		map[string]any{"name": "datasets", "kind": "volume_claim", "schema": map[string]any{"volumeClaim": "datasets", "mountPath": "/data"}},
+		map[string]any{"name": "settings", "kind": "custom", "configMap": map[string]any{"name": "run-settings", "mountPath": "/etc/settings"}},
+	}}
+	ev := admitter(t, render(t, profileValues(t, "production"), conns))
+	ctx := context.Background()
+	secretVolume := func(name, secret string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}}
+	}
+	secretEnv := func(secret, key string) corev1.EnvVar {
+		return corev1.EnvVar{Name: "LEAK", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}}}
+	}
+	claim := func(name, claim string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
+	}
+	refused := []struct {
+		name    string
+		change  func(*corev1.Pod)
+		message string
+	}{
+		{"the platform Secret as a volume", func(p *corev1.Pod) { p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("platform", "polyaxon-platform")) },
+			"a run pod may use only the Secrets runs are given (training-credentials): volume platform mounts Secret polyaxon-platform: remove it from the polyaxonfile"},
+		{"the database password through secretKeyRef", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, secretEnv("polyaxon-postgresql", "postgres-password"))
+		}, "container polyaxon-main reads LEAK from Secret polyaxon-postgresql"},
+		{"the platform Secret through envFrom", func(p *corev1.Pod) {
+			p.Spec.Containers[0].EnvFrom = append(p.Spec.Containers[0].EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "polyaxon-platform"}}})
+		}, "container polyaxon-main loads Secret polyaxon-platform"},
+		{"Helm's release record in an init container", func(p *corev1.Pod) {
+			p.Spec.InitContainers[0].Env = append(p.Spec.InitContainers[0].Env, secretEnv("sh.helm.release.v1.polyaxon.v1", "release"))
+		}, "reads LEAK from Secret sh.helm.release.v1.polyaxon.v1"},
+		{"a projected Secret", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "both", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "training-credentials"}}},
+				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "polyaxon-polyaxon-deploy-inputs"}}}}}}})
+		}, "volume both projects Secret polyaxon-polyaxon-deploy-inputs:"},
+		{"a pull secret of its own", func(p *corev1.Pod) {
+			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "platform-registry"}}
+		}, "imagePullSecrets names platform-registry"},
+		{"the Postgres claim", func(p *corev1.Pod) { p.Spec.Volumes = append(p.Spec.Volumes, claim("db", "data-polyaxon-postgresql-0")) },
+			"a run pod may mount only the claims runs are given (polyaxon-artifacts, datasets): volume db mounts claim data-polyaxon-postgresql-0"},
+		{"a platform ConfigMap", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "polyaxon-config"}}}})
+		}, "a run pod may use only the ConfigMaps runs are given (kube-root-ca.crt, run-settings): volume cfg mounts ConfigMap polyaxon-config"},
+		{"an ephemeral volume", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}})
+		}, "spec.volumes: a run pod may not create a claim of its own (ephemeral volume scratch)"},
+		{"an outside nameserver", func(p *corev1.Pod) {
+			p.Spec.DNSPolicy = corev1.DNSNone
+			p.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"203.0.113.53"}}
+		}, "spec.dnsConfig.nameservers: a run pod resolves names with the cluster's DNS only, not 203.0.113.53"},
+	}
+	for _, c := range refused {
+		pod := runPod(t, "job.yaml")
+		c.change(pod)
+		_, err := ev.AdmitPod(ctx, pod)
+		require.Error(t, err, c.name)
+		assert.True(t, admission.IsRefusal(err), "%s: %v", c.name, err)
+		assert.Contains(t, err.Error(), c.message, c.name)
+	}
+	admitted := []struct {
+		name   string
+		change func(*corev1.Pod)
+	}{
+		{"a connection's Secret and claim", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("training-credentials", "training-credentials"), claim("datasets", "datasets"))
+		}},
+		{"a connection's ConfigMap and the CA bundle", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "both", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}},
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "run-settings"}}}}}}})
+		}},
+		{"the cluster's DNS with options of its own", func(p *corev1.Pod) {
+			p.Spec.DNSConfig = &corev1.PodDNSConfig{Searches: []string{"example.internal"}}
+		}},
+	}
+	for _, c := range admitted {
+		pod := runPod(t, "job.yaml")
+		c.change(pod)
+		_, err := ev.AdmitPod(ctx, pod)
+		assert.NoError(t, err, c.name)
+	}
+
+	// Ephemeral volumes on request (the quota bounds them); the pull secrets the chart gives.
+	ev = admitter(t, render(t, profileValues(t, "production"), map[string]any{"imagePullSecrets": []any{"registry"},
+		"runs": map[string]any{"allowEphemeralVolumes": true}}))
+	pod := runPod(t, "job.yaml")
+	pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}})
+	_, err := ev.AdmitPod(ctx, pod)
+	assert.NoError(t, err)
 }

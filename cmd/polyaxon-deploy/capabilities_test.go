@@ -1,6 +1,7 @@
 package main
 
 import (
+	"helm.sh/helm/v3/pkg/chartutil"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -47,7 +48,7 @@ func TestCheckAndPlanRenderForTheirCluster(t *testing.T) {
 				} else {
 					assert.Contains(t, c.Detail, "does not serve admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")
 				}
-				assert.Contains(t, c.Detail, "install and upgrade label namespace polyaxon pod-security.kubernetes.io/enforce=baseline (warn and audit restricted)")
+				assert.Contains(t, c.Detail, "the release labels the runs' namespace polyaxon-runs pod-security.kubernetes.io/enforce=baseline (warn and audit restricted)")
 			}
 		}
 		assert.Contains(t, r.stderr, "‼ the API server places run pods per category and hardens them [run-placement]")
@@ -64,8 +65,12 @@ func TestNamespacePodSecurityFollowsRunHardening(t *testing.T) {
 	ch, err := render.LoadFS(charts.FS, charts.Root)
 	require.NoError(t, err)
 	in := &action.Inputs{Chart: ch, Profile: prof, Values: prof.Values}
-	renderFor := func(version string) *render.Result {
-		res, err := render.Render(ch, prof.Values, render.Options{ReleaseName: "polyaxon", Namespace: "polyaxon", KubeVersion: version})
+	renderFor := func(version string, layers ...map[string]any) *render.Result {
+		vals := prof.Values
+		for _, l := range layers {
+			vals = chartutil.CoalesceTables(l, vals)
+		}
+		res, err := render.Render(ch, vals, render.Options{ReleaseName: "polyaxon", Namespace: "polyaxon", KubeVersion: version})
 		require.NoError(t, err)
 		return res
 	}
@@ -74,7 +79,16 @@ func TestNamespacePodSecurityFollowsRunHardening(t *testing.T) {
 	assert.Equal(t, release.PodSecurity{Enforce: "restricted", Audit: "restricted", Warn: "restricted"}, ps)
 	assert.Empty(t, warning)
 
+	// Runs in their own namespace: the platform's keeps the profile's level whatever the
+	// cluster does to run pods.
 	ps, warning, err = action.NamespacePodSecurity(in, renderFor("v1.35.4"), "polyaxon")
+	require.NoError(t, err)
+	assert.Equal(t, release.PodSecurity{Enforce: "restricted", Audit: "restricted", Warn: "restricted"}, ps)
+	assert.Empty(t, warning)
+
+	// Runs beside the platform, on a cluster that cannot harden them.
+	shared := map[string]any{"runs": map[string]any{"namespace": ""}}
+	ps, warning, err = action.NamespacePodSecurity(in, renderFor("v1.35.4", shared), "polyaxon")
 	require.NoError(t, err)
 	assert.Equal(t, release.PodSecurity{Enforce: "baseline", Audit: "restricted", Warn: "restricted"}, ps)
 	assert.Contains(t, warning, `namespace polyaxon enforces Pod Security "baseline" (warn and audit "restricted")`)

@@ -52,6 +52,20 @@ func Policies(objs []runtime.Object) ([]*admissionregistrationv1.MutatingAdmissi
 	return ps, bs
 }
 
+// CategoryLabel marks the chart's MutatingAdmissionPolicies that place a run category's pods
+// (the hardening policy, which every run pod gets, has none).
+const CategoryLabel = "polyaxon-deploy/run-category"
+
+// PlacesRuns reports whether any of policies places runs by category.
+func PlacesRuns(policies []*admissionregistrationv1.MutatingAdmissionPolicy) bool {
+	for _, p := range policies {
+		if p.Labels[CategoryLabel] != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // New compiles the policies. A CEL error fails, as the API server would refuse the policy.
 func New(policies []*admissionregistrationv1.MutatingAdmissionPolicy, bindings []*admissionregistrationv1.MutatingAdmissionPolicyBinding) (*Evaluator, error) {
 	var hooks []mutating.PolicyHook

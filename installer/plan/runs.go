@@ -85,7 +85,8 @@ var ErrNoPlacementPolicies = errors.New("the release has no run placement polici
 // CategoryDefaults asks the rendered release's admission policies where a run of each category
 // goes: it evaluates them, with the API server's own code (installer/admission), on a run pod of
 // the category as Polyaxon creates it (runs.Declaration.Pod). Without policies every category
-// is unconstrained and the error is ErrNoPlacementPolicies.
+// is unconstrained and the error is ErrNoPlacementPolicies. The pods are sent to the release's
+// runs namespace (RunsNamespace), release namespace when it has none of its own.
 func CategoryDefaults(objs []runtime.Object, decl *runs.Declaration, namespace string) (RunPlacement, error) {
 	typed := make([]runtime.Object, 0, len(objs))
 	for _, o := range objs {
@@ -98,7 +99,7 @@ func CategoryDefaults(objs []runtime.Object, decl *runs.Declaration, namespace s
 		}
 	}
 	policies, bindings := admission.Policies(typed)
-	out := RunPlacement{Enforced: len(policies) > 0}
+	out := RunPlacement{Enforced: admission.PlacesRuns(policies)}
 	if !out.Enforced {
 		for _, name := range decl.Names() {
 			out.Categories = append(out.Categories, CategoryScheduling{Category: name})
@@ -109,7 +110,7 @@ func CategoryDefaults(objs []runtime.Object, decl *runs.Declaration, namespace s
 	if err != nil {
 		return RunPlacement{}, fmt.Errorf("the chart's run admission policies: %w", err)
 	}
-	if namespace == "" {
+	if namespace = RunsNamespace(objs, namespace); namespace == "" {
 		namespace = metav1.NamespaceDefault
 	}
 	if err := ev.AddValidating(admission.ValidatingPolicies(typed)); err != nil {
@@ -142,19 +143,33 @@ func CategoryDefaults(objs []runtime.Object, decl *runs.Declaration, namespace s
 // runsServiceAccount is the account Polyaxon gives every run: the agent's POLYAXON_AGENT_RUNS_SA
 // in the rendered ConfigMaps; empty when the chart sets none (the pod then names none).
 func runsServiceAccount(objs []runtime.Object) string {
+	return agentSetting(objs, "POLYAXON_AGENT_RUNS_SA")
+}
+
+// RunsNamespace is the namespace the rendered release sends runs to (the agent's
+// POLYAXON_K8S_NAMESPACE, runs.namespace in the values), or release when it sets none.
+func RunsNamespace(objs []runtime.Object, release string) string {
+	if ns := agentSetting(objs, "POLYAXON_K8S_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return release
+}
+
+// agentSetting is the first non-empty value of key in the rendered ConfigMaps.
+func agentSetting(objs []runtime.Object, key string) string {
 	for _, o := range objs {
 		if o.GetObjectKind().GroupVersionKind().Kind != "ConfigMap" {
 			continue
 		}
 		switch t := o.(type) {
 		case *corev1.ConfigMap:
-			if sa := t.Data["POLYAXON_AGENT_RUNS_SA"]; sa != "" {
-				return sa
+			if v := t.Data[key]; v != "" {
+				return v
 			}
 		case interface{ UnstructuredContent() map[string]any }:
 			if data, ok := t.UnstructuredContent()["data"].(map[string]any); ok {
-				if sa, ok := data["POLYAXON_AGENT_RUNS_SA"].(string); ok && sa != "" {
-					return sa
+				if v, ok := data[key].(string); ok && v != "" {
+					return v
 				}
 			}
 		}

@@ -68,6 +68,19 @@ func (e *Env) checkDryRun(ctx context.Context) (string, error) {
 	var failures []string
 	var notes []string
 	n := 0
+	// Namespaces that do not exist yet take their objects' dry-runs in the stand-in: the
+	// release's own, and those the release creates (the runs' namespace).
+	unborn := map[string]bool{e.Namespace: !nsExists}
+	for _, m := range objs {
+		if m.Kind() != "Namespace" || m.Name() == e.Namespace {
+			continue
+		}
+		if _, err := dyn.Resource(nsGVR).Get(ctx, m.Name(), metav1.GetOptions{}); isNotFound(err) {
+			unborn[m.Name()] = true
+		} else if err != nil {
+			return "", fmt.Errorf("reading namespace %s: %w", m.Name(), err)
+		}
+	}
 	if !nsExists {
 		nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": e.Namespace}}}
 		if _, err := dyn.Resource(nsGVR).Apply(ctx, e.Namespace, nsObj, metav1.ApplyOptions{FieldManager: e.FieldManager, DryRun: []string{metav1.DryRunAll}, Force: true}); err != nil {
@@ -95,7 +108,7 @@ func (e *Env) checkDryRun(ctx context.Context) (string, error) {
 			if ns == "" {
 				ns = e.Namespace
 			}
-			if ns == e.Namespace && !nsExists {
+			if unborn[ns] {
 				ns = standInNamespace
 			}
 			obj.SetNamespace(ns)

@@ -93,7 +93,7 @@ spec:
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicy
-metadata: {name: polyaxon-runs-experiments}
+metadata: {name: polyaxon-runs-experiments, labels: {polyaxon-deploy/run-category: experiments}}
 spec:
   matchConstraints:
     resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
@@ -115,7 +115,7 @@ spec: {policyName: polyaxon-runs-experiments}
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicy
-metadata: {name: polyaxon-runs-jobs}
+metadata: {name: polyaxon-runs-jobs, labels: {polyaxon-deploy/run-category: jobs}}
 spec:
   matchConstraints:
     resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
@@ -137,7 +137,7 @@ spec: {policyName: polyaxon-runs-jobs}
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicy
-metadata: {name: polyaxon-runs-builds}
+metadata: {name: polyaxon-runs-builds, labels: {polyaxon-deploy/run-category: builds}}
 spec:
   matchConstraints:
     resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]

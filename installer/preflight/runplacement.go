@@ -15,6 +15,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/admission"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
@@ -26,7 +27,8 @@ const PolicyMinor = 36
 
 // RunPods is what the release's admission policies make of Polyaxon's run pods.
 type RunPods struct {
-	// Placed: the release has run admission policies (placement per category, hardening).
+	// Placed: the release places run pods per category (its MutatingAdmissionPolicies labelled
+	// admission.CategoryLabel); whether they are hardened shows in Violations.
 	Placed bool
 	// Violations are the reasons a run pod as Polyaxon creates it (init and sidecar containers
 	// without a securityContext), after the policies, breaks the level; empty when it passes.
@@ -45,9 +47,9 @@ func EvaluateRunPods(objs []runtime.Object, decl *runs.Declaration, namespace, l
 		return RunPods{}, err
 	}
 	policies, bindings := admission.Policies(objs)
-	out := RunPods{Placed: len(policies) > 0}
+	out := RunPods{Placed: admission.PlacesRuns(policies)}
 	var ev *admission.Evaluator
-	if out.Placed {
+	if len(policies) > 0 {
 		if ev, err = admission.New(policies, bindings); err != nil {
 			return RunPods{}, fmt.Errorf("the chart's run admission policies: %w", err)
 		}
@@ -57,8 +59,9 @@ func EvaluateRunPods(objs []runtime.Object, decl *runs.Declaration, namespace, l
 		return RunPods{}, fmt.Errorf("pod security evaluator: %w", err)
 	}
 	seen := map[string]bool{}
+	runsNS := plan.RunsNamespace(objs, namespace)
 	for _, cat := range decl.Names() {
-		pod := PolyaxonRunPod(decl, cat, namespace)
+		pod := PolyaxonRunPod(decl, cat, runsNS)
 		if ev != nil {
 			if pod, err = ev.MutatePod(context.Background(), pod); err != nil {
 				return RunPods{}, fmt.Errorf("run category %s: the admission policies refuse its pods: %w", cat, err)
@@ -104,7 +107,7 @@ func RunsEnforceLevel(level string, r RunPods) string {
 
 // NamespaceLevel is the Pod Security level the release namespace can enforce with this
 // rendered release: RunsEnforceLevel over its run pods; the profile's level when the agent is
-// off (no runs) or no level is asked for.
+// off or runs live in a namespace of their own (no runs here), or no level is asked for.
 func NamespaceLevel(rendered *render.Result, decl *runs.Declaration, namespace, level string) (string, error) {
 	if level == "" || rendered == nil {
 		return level, nil
@@ -112,7 +115,12 @@ func NamespaceLevel(rendered *render.Result, decl *runs.Declaration, namespace, 
 	if on, _ := values.Lookup(rendered.Values, "agent.enabled"); on == false {
 		return level, nil
 	}
-	r, err := EvaluateRunPods(rendered.Objects(), decl, namespace, level)
+	objs := rendered.Objects()
+	if plan.RunsNamespace(objs, namespace) != namespace {
+		// Runs live in a namespace of their own: none runs here.
+		return level, nil
+	}
+	r, err := EvaluateRunPods(objs, decl, namespace, level)
 	if err != nil {
 		return "", err
 	}
@@ -130,9 +138,9 @@ func levelVersion(level string) (psaapi.LevelVersion, error) {
 	return psaapi.LevelVersion{Level: l, Version: psaapi.LatestVersion()}, nil
 }
 
-// checkRunPlacement warns when the API server will neither place run pods by category nor
-// harden them: the release has no MutatingAdmissionPolicy (a cluster before 1.36, the kind not
-// served, or runs.admissionPolicies.enabled=false).
+// checkRunPlacement warns when the API server will not place run pods by category (a cluster
+// before 1.36, the kind not served, or runs.admissionPolicies.enabled=false), or not harden
+// them to the profile's level (no MutatingAdmissionPolicy, or securityContext.enabled=false).
 func (e *Env) checkRunPlacement(ctx context.Context) (string, error) {
 	if e.Rendered == nil {
 		return "", check.Skip("nothing rendered")
@@ -150,15 +158,18 @@ func (e *Env) checkRunPlacement(ctx context.Context) (string, error) {
 	}
 	var msg []string
 	if !r.Placed {
-		msg = append(msg, e.whyNoPolicies(ctx)+": only a run's own environment (nodeSelector, tolerations, affinity) places it, the categories' scheduling does not apply, and run pods are not hardened")
+		msg = append(msg, e.whyNoPolicies(ctx)+": only a run's own environment (nodeSelector, tolerations, affinity) places it, the categories' scheduling does not apply")
 	}
 	if level == "" {
 		return "", check.Warn(errors.New(strings.Join(msg, "; ")))
 	}
 	if r.Refused() {
 		msg = append(msg, fmt.Sprintf("Polyaxon's run pods break %q (%s)", level, strings.Join(r.Violations, "; ")))
-		if enforce := RunsEnforceLevel(level, r); enforce != level {
+		runsNS := plan.RunsNamespace(e.objects(), e.Namespace)
+		if enforce := RunsEnforceLevel(level, r); enforce != level && runsNS == e.Namespace {
 			msg = append(msg, fmt.Sprintf("install and upgrade label namespace %s pod-security.kubernetes.io/enforce=%s (warn and audit %s) so that runs are admitted", e.Namespace, enforce, level))
+		} else if enforce != level {
+			msg = append(msg, fmt.Sprintf("the release labels the runs' namespace %s pod-security.kubernetes.io/enforce=%s (warn and audit %s) so that runs are admitted", runsNS, enforce, level))
 		} else {
 			msg = append(msg, "the namespace would refuse them: enable securityContext (securityContext.enabled=true) or lower the profile's podSecurityLevel")
 		}

@@ -89,14 +89,14 @@ func TestRunPlacementWarnsOnOldClusters(t *testing.T) {
 	assert.Contains(t, res.Detail, "Kubernetes v1.35.4 is older than 1.36")
 	assert.Contains(t, res.Detail, "the categories' scheduling does not apply")
 	assert.Contains(t, res.Detail, `containers "polyaxon-init-auth", "polyaxon-main", "polyaxon-sidecar" must set securityContext.allowPrivilegeEscalation=false`)
-	assert.Contains(t, res.Detail, "install and upgrade label namespace polyaxon pod-security.kubernetes.io/enforce=baseline (warn and audit restricted)")
+	assert.Contains(t, res.Detail, "the release labels the runs' namespace polyaxon-runs pod-security.kubernetes.io/enforce=baseline (warn and audit restricted)")
 	assert.Contains(t, res.Hint, "1.36")
 
 	// The namespace already enforces restricted (an upgrade): the upgrade relabels it, no
 	// command is left for the user to run.
 	old.objects[0] = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
 	res = runCheck(t, "run-placement", rendered, old, nil)
-	assert.Contains(t, res.Detail, "install and upgrade label namespace polyaxon pod-security.kubernetes.io/enforce=baseline")
+	assert.Contains(t, res.Detail, "the release labels the runs' namespace polyaxon-runs pod-security.kubernetes.io/enforce=baseline")
 	assert.NotContains(t, res.Detail, "kubectl label")
 }
 

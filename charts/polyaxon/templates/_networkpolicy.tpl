@@ -31,6 +31,17 @@ matchLabels:
   app.kubernetes.io/part-of: polyaxon
 {{- end -}}
 
+{{/* The gateway's pods as seen from the runs' namespace: a NetworkPolicy peer. */}}
+{{- define "polyaxon.networkPolicy.gatewayPeer" -}}
+{{- if include "polyaxon.runs.ownNamespace" . }}
+namespaceSelector:
+  matchLabels:
+    kubernetes.io/metadata.name: {{ .Release.Namespace }}
+{{- end }}
+podSelector:
+  {{- include "polyaxon.networkPolicy.gatewayPods" . | nindent 2 }}
+{{- end -}}
+
 {{/* Every run pod: Polyaxon sets this label over any the run asks for. */}}
 {{- define "polyaxon.networkPolicy.runPods" -}}
 matchLabels:

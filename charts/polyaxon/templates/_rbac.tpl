@@ -3,8 +3,11 @@ RBAC of the processes that talk to the Kubernetes API: the agent (creates runs),
 (reconciles them), the gateway (streams reads run pods and logs) and run pods themselves.
 The rules are those of Polyaxon's own chart (polyaxon/charts 2.15.1, `agent-sa.yaml`,
 `operator-sa.yaml`, `runs-sa.yaml`), no more; charts/testdata/rbac-upstream.yaml lists them
-with their source. Namespaced (Role) by default. With rbac.clusterScoped the rules become a
-ClusterRole, except Secrets and pods/exec, which stay in a Role of the release namespace.
+with their source. Every one of these rights is about runs, so each Role is in the runs
+namespace (runs.namespace), and none in the platform's when runs have their own: the agent,
+the operator and the gateway can then read no Secret of the platform through Kubernetes. With
+rbac.clusterScoped the rules become a ClusterRole, except Secrets and pods/exec, which stay in
+a Role of the runs namespace.
 */}}
 
 {{- define "polyaxon.rbac.rules.agent" -}}
@@ -105,15 +108,14 @@ interactive sessions into runs (`polyaxon ops shell`: pods/exec with this pod's 
   verbs: [get, list, watch]
 {{- end -}}
 
+{{/*
+What a run's sidecar reads with the runs account (cli `_sidecar/container`, `_k8s/logging`):
+its own pod, status and logs, and the pods, events and services it monitors. Upstream also
+gives runs metrics and Polyaxon's objects, which no run process reads: left out.
+*/}}
 {{- define "polyaxon.rbac.rules.runs" -}}
 - apiGroups: [""]
   resources: [pods, services, events, pods/status, pods/log]
-  verbs: [get, watch, list]
-- apiGroups: [metrics.k8s.io]
-  resources: [pods, nodes]
-  verbs: [get, list, watch]
-- apiGroups: [polyaxon.com]
-  resources: [clusters, jobs, kfjobs, services]
   verbs: [get, watch, list]
 {{- end -}}
 
@@ -182,7 +184,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
   name: {{ include "polyaxon.componentName" . }}
-  namespace: {{ .ctx.Release.Namespace }}
+  namespace: {{ include "polyaxon.runs.namespace" .ctx }}
   labels:
     {{- include "polyaxon.labels" . | nindent 4 }}
 rules:
@@ -193,7 +195,7 @@ rules:
 
 {{- define "polyaxon.rbac.binding" -}}
 {{- if include "polyaxon.rbac.enabled" . }}
-{{- $subject := dict "kind" "ServiceAccount" "name" (include "polyaxon.serviceAccountName" .) "namespace" .ctx.Release.Namespace }}
+{{- $subject := dict "kind" "ServiceAccount" "name" (include "polyaxon.serviceAccountName" .) "namespace" (include "polyaxon.serviceAccountNamespace" .) }}
 {{- $rules := .rules | fromYamlArray }}
 {{- $namespaced := $rules }}
 {{- if include "polyaxon.rbac.clusterScoped" . }}
@@ -217,7 +219,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
   name: {{ include "polyaxon.componentName" . }}
-  namespace: {{ .ctx.Release.Namespace }}
+  namespace: {{ include "polyaxon.runs.namespace" .ctx }}
   labels:
     {{- include "polyaxon.labels" . | nindent 4 }}
 roleRef:
@@ -228,6 +230,11 @@ subjects:
   - {{ toJson $subject }}
 {{- end }}
 {{- end }}
+{{- end -}}
+
+{{/* Where a component's ServiceAccount lives: the runs one with the runs, the others with the platform. */}}
+{{- define "polyaxon.serviceAccountNamespace" -}}
+{{- if eq .component "runs" }}{{ include "polyaxon.runs.namespace" .ctx }}{{ else }}{{ .ctx.Release.Namespace }}{{ end -}}
 {{- end -}}
 
 {{/* Whether a component's ServiceAccount exists: whenever its pods do. */}}
@@ -249,7 +256,7 @@ apiVersion: v1
 kind: ServiceAccount
 metadata:
   name: {{ include "polyaxon.serviceAccountName" . }}
-  namespace: {{ .ctx.Release.Namespace }}
+  namespace: {{ include "polyaxon.serviceAccountNamespace" . }}
   labels:
     {{- include "polyaxon.labels" . | nindent 4 }}
 {{- /* Polyaxon gives run pods no pull secret of its own: the service account's reach them all. */}}

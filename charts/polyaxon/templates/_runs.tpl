@@ -33,17 +33,36 @@ db/managers/agents.py), not to runs: runs are placed by the chart's admission po
 {{- toJson $out -}}
 {{- end -}}
 
+{{/* The namespace of run pods: runs.namespace, else the release's own. */}}
+{{- define "polyaxon.runs.namespace" -}}
+{{- .Values.runs.namespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* Whether runs live in a namespace of their own (nothing of the platform's in it). */}}
+{{- define "polyaxon.runs.ownNamespace" -}}
+{{- if ne (include "polyaxon.runs.namespace" .) .Release.Namespace }}true{{ end -}}
+{{- end -}}
+
 {{- define "polyaxon.runs.categoryFile" -}}
 {{- .Files.Get "files/run-categories.yaml" -}}
 {{- end -}}
 
 {{/*
-Run pods are placed per category and hardened by MutatingAdmissionPolicies, evaluated by the
-API server itself (admissionregistration.k8s.io/v1, Kubernetes 1.36 and later). Older clusters
-get none: `polyaxon-deploy check` says so.
+Run pods are placed per category (runs.admissionPolicies.enabled) and hardened
+(securityContext.enabled) by MutatingAdmissionPolicies, evaluated by the API server itself
+(admissionregistration.k8s.io/v1, Kubernetes 1.36 and later). Older clusters get none:
+`polyaxon-deploy check` says so.
 */}}
+{{- define "polyaxon.runs.mutatingServed" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" }}true{{ end -}}
+{{- end -}}
+
 {{- define "polyaxon.runs.policiesEnabled" -}}
-{{- if and .Values.agent.enabled .Values.runs.admissionPolicies.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") }}true{{ end -}}
+{{- if and .Values.agent.enabled .Values.runs.admissionPolicies.enabled (include "polyaxon.runs.mutatingServed" .) }}true{{ end -}}
+{{- end -}}
+
+{{- define "polyaxon.runs.hardened" -}}
+{{- if and .Values.agent.enabled .Values.securityContext.enabled (include "polyaxon.runs.mutatingServed" .) }}true{{ end -}}
 {{- end -}}
 
 {{/* Cluster-scoped names carry the namespace: (dict "ctx" $ "name" "experiments") */}}
@@ -103,12 +122,12 @@ fallback category also takes every run pod no other category claims.
 
 {{/*
 The runs' restrictions (a ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1 since
-Kubernetes 1.30): on with the placement policies' switch, for releases with runs.
+Kubernetes 1.30): for every release with runs, whatever places them. No switch turns them off.
 */}}
 {{- define "polyaxon.runs.restrictionsEnabled" -}}
 {{- $caps := .Capabilities -}}
 {{- $served := or ($caps.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") ($caps.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") (semverCompare ">=1.30.0-0" $caps.KubeVersion.Version) -}}
-{{- if and .Values.agent.enabled .Values.runs.admissionPolicies.enabled $served }}true{{ end -}}
+{{- if and .Values.agent.enabled $served }}true{{ end -}}
 {{- end -}}
 
 {{/* The service accounts a run pod may use: the runs account Polyaxon gives every run, or
@@ -119,6 +138,28 @@ Kubernetes 1.30): on with the placement policies' switch, for releases with runs
 {{- else -}}
 {{- toJson (list "default") -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+What a run pod may reference, by name, in its own namespace (JSON {secrets, configMaps,
+claims}): the artifacts store's claim and Secret, the connections' claims, Secrets and
+ConfigMaps, the image pull secrets, the namespace's CA bundle (every pod's service account
+volume projects it), and what runs.allowed* adds. Nothing else: not a Secret of the platform's
+in a shared namespace, not one that appears later in the runs' own.
+*/}}
+{{- define "polyaxon.runs.allowedRefs" -}}
+{{- $s := .Values.artifactsStore -}}
+{{- $secrets := concat (.Values.imagePullSecrets | default list) (.Values.runs.allowedSecrets | default list) -}}
+{{- $configMaps := concat (list "kube-root-ca.crt") (.Values.runs.allowedConfigMaps | default list) -}}
+{{- $claims := .Values.runs.allowedClaims | default list -}}
+{{- with $s.secret.name }}{{ $secrets = append $secrets . }}{{ end -}}
+{{- if eq $s.kind "volume_claim" }}{{ $claims = append $claims (include "polyaxon.artifactsStore.claimName" .) }}{{ end -}}
+{{- range $c := .Values.connections -}}
+{{- with ($c.secret | default dict).name }}{{ $secrets = append $secrets . }}{{ end -}}
+{{- with ($c.configMap | default dict).name }}{{ $configMaps = append $configMaps . }}{{ end -}}
+{{- if eq (toString $c.kind) "volume_claim" }}{{ with ($c.schema | default dict).volumeClaim }}{{ $claims = append $claims . }}{{ end }}{{ end -}}
+{{- end -}}
+{{- toJson (dict "secrets" ($secrets | uniq) "configMaps" ($configMaps | uniq) "claims" ($claims | uniq)) -}}
 {{- end -}}
 
 {{/* runs.protectedCategories -> [{name, labels, selector}]: `core` from nodeSelectors.core, a

@@ -90,10 +90,19 @@ budget keeps all replicas (a single replica with minAvailable 1, maxUnavailable 
 {{- if lookup "v1" "Namespace" "" "kube-system" }}true{{ end -}}
 {{- end -}}
 
-{{/* (dict "ctx" $ "name" "my-secret" "at" "artifactsStore.secret.name") */}}
+{{/*
+(dict "ctx" $ "name" "my-secret" "at" "artifactsStore.secret.name" "namespaces" (list "polyaxon")):
+the Secret exists in each namespace. The runs' own namespace, before the release creates it,
+is not looked in: nothing can be in it yet.
+*/}}
 {{- define "polyaxon.validate.secretExists" -}}
-{{- if and .name (include "polyaxon.online" .ctx) (not (lookup "v1" "Secret" .ctx.Release.Namespace .name)) -}}
-{{- fail (printf "values: %s: Secret %q not found in namespace %q: create it first (kubectl -n %s create secret generic %s --from-literal=KEY=VALUE ...), or fix the name" .at .name .ctx.Release.Namespace .ctx.Release.Namespace .name) -}}
+{{- if and .name (include "polyaxon.online" .ctx) -}}
+{{- range $ns := .namespaces -}}
+{{- $unborn := and (ne $ns $.ctx.Release.Namespace) (not (lookup "v1" "Namespace" "" $ns)) -}}
+{{- if and (not $unborn) (not (lookup "v1" "Secret" $ns $.name)) -}}
+{{- fail (printf "values: %s: Secret %q not found in namespace %q: create it first (kubectl -n %s create secret generic %s --from-literal=KEY=VALUE ...), or fix the name" $.at $.name $ns $ns $.name) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -129,7 +138,7 @@ budget keeps all replicas (a single replica with minAvailable 1, maxUnavailable 
 {{- if $s.secret.mountPath -}}
 {{- include "polyaxon.validate.absolutePath" (dict "path" $s.secret.mountPath "at" "artifactsStore.secret.mountPath") -}}
 {{- end -}}
-{{- include "polyaxon.validate.secretExists" (dict "ctx" . "name" $s.secret.name "at" "artifactsStore.secret.name") -}}
+{{- include "polyaxon.validate.secretExists" (dict "ctx" . "name" $s.secret.name "at" "artifactsStore.secret.name" "namespaces" (list .Release.Namespace (include "polyaxon.runs.namespace" .) | uniq)) -}}
 {{- end -}}
 {{- end -}}
 
@@ -150,7 +159,7 @@ budget keeps all replicas (a single replica with minAvailable 1, maxUnavailable 
 {{- fail (printf "values: connections[%d].%s.name is empty: name the %s to mount" $i $res (ternary "Secret" "ConfigMap" (eq $res "secret"))) -}}
 {{- end -}}
 {{- end -}}
-{{- with $c.secret }}{{ include "polyaxon.validate.secretExists" (dict "ctx" $ "name" .name "at" (printf "connections[%d].secret.name" $i)) }}{{ end -}}
+{{- with $c.secret }}{{ include "polyaxon.validate.secretExists" (dict "ctx" $ "name" .name "at" (printf "connections[%d].secret.name" $i) "namespaces" (list (include "polyaxon.runs.namespace" $))) }}{{ end -}}
 {{- end -}}
 {{- $mounts := include "polyaxon.connections.mounts" . | fromJsonArray -}}
 {{- $reserved := include "polyaxon.connections.reservedPaths" . | fromJsonArray -}}
