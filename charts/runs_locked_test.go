@@ -390,7 +390,9 @@ func TestRunPodsUseOnlyWhatRunsAreGiven(t *testing.T) {
 		change  func(*corev1.Pod)
 		message string
 	}{
-		{"the platform Secret as a volume", func(p *corev1.Pod) { p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("platform", "polyaxon-platform")) },
+		{"the platform Secret as a volume", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("platform", "polyaxon-platform"))
+		},
 			"a run pod may use only the Secrets runs are given (training-credentials): volume platform mounts Secret polyaxon-platform: remove it from the polyaxonfile"},
 		{"the database password through secretKeyRef", func(p *corev1.Pod) {
 			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, secretEnv("polyaxon-postgresql", "postgres-password"))
@@ -409,7 +411,9 @@ func TestRunPodsUseOnlyWhatRunsAreGiven(t *testing.T) {
 		{"a pull secret of its own", func(p *corev1.Pod) {
 			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "platform-registry"}}
 		}, "imagePullSecrets names platform-registry"},
-		{"the Postgres claim", func(p *corev1.Pod) { p.Spec.Volumes = append(p.Spec.Volumes, claim("db", "data-polyaxon-postgresql-0")) },
+		{"the Postgres claim", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, claim("db", "data-polyaxon-postgresql-0"))
+		},
 			"a run pod may mount only the claims runs are given (polyaxon-artifacts, datasets): volume db mounts claim data-polyaxon-postgresql-0"},
 		{"a platform ConfigMap", func(p *corev1.Pod) {
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "polyaxon-config"}}}})
