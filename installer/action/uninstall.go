@@ -66,5 +66,8 @@ func (a *Uninstall) Run(ctx context.Context) (*release.UninstallResult, error) {
 	if len(res.PurgedVolumes)+len(res.PurgedSecrets) > 0 {
 		a.progress().OK(fmt.Sprintf("deleted volumes [%s] and Secrets [%s]", strings.Join(res.PurgedVolumes, ", "), strings.Join(res.PurgedSecrets, ", ")))
 	}
+	if len(res.PurgedNamespaces) > 0 {
+		a.progress().OK(fmt.Sprintf("deleted the runs' namespace %s, with every run in it", strings.Join(res.PurgedNamespaces, ", ")))
+	}
 	return res, nil
 }

@@ -670,7 +670,7 @@ func TestPreflightWarnsWhileTheGatewayIsOpen(t *testing.T) {
 func TestIDsAreStable(t *testing.T) {
 	assert.Equal(t, []string{
 		"gateway-replicas", "pod-security", "rbac-scope", "kube-api", "kube-version", "release-state", "rbac", "crd-ownership", "dry-run",
-		"run-placement", "distributed-backends", "scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
+		"runs-namespace", "run-placement", "distributed-backends", "scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
 		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "ingress-class", "gateway-sources",
 	}, preflight.IDs())
 }

@@ -45,6 +45,9 @@ type Policy struct {
 	FatalChecks []string `json:"fatalChecks,omitempty"`
 	// IgnoreChecks are check IDs always demoted to warnings (as if --ignore was given).
 	IgnoreChecks []string `json:"ignoreChecks,omitempty"`
+	// OwnRunsNamespace: runs must live in a namespace of their own (runs.namespace), never the
+	// release's.
+	OwnRunsNamespace bool `json:"ownRunsNamespace,omitempty"`
 	// MinGatewayReplicas is the least gateway.replicas accepted.
 	MinGatewayReplicas int `json:"minGatewayReplicas,omitempty"`
 	// Timeout bounds install/upgrade waits.
@@ -170,7 +173,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 		dec := json.NewDecoder(bytes.NewReader(raw.Policy))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&f.Policy); err != nil {
-			return nil, fmt.Errorf("profile %s: policy: %w (allowed keys: podSecurityLevel, backupRequired, fatalChecks, ignoreChecks, minGatewayReplicas, timeout)", name, err)
+			return nil, fmt.Errorf("profile %s: policy: %w (allowed keys: podSecurityLevel, backupRequired, fatalChecks, ignoreChecks, minGatewayReplicas, ownRunsNamespace, timeout)", name, err)
 		}
 	}
 	if f.Name != "" && f.Name != name {

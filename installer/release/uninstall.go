@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"maps"
 	"slices"
 	"strings"
@@ -26,6 +27,8 @@ type UninstallResult struct {
 	KeptVolumes   []string `json:"keptVolumes,omitempty"`
 	PurgedVolumes []string `json:"purgedVolumes,omitempty"`
 	PurgedSecrets []string `json:"purgedSecrets,omitempty"`
+	// PurgedNamespaces: the runs' own namespace the release created, with every run in it.
+	PurgedNamespaces []string `json:"purgedNamespaces,omitempty"`
 }
 
 type keptSet struct{ pvcs, secrets map[string]bool }
@@ -204,5 +207,35 @@ func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*Unins
 		}
 		res.PurgedSecrets = append(res.PurgedSecrets, name)
 	}
+	namespaces, err := c.runsNamespaces(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range namespaces {
+		if !o.dryRun {
+			if err := c.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting namespace %s: %w", name, err))
+				continue
+			}
+		}
+		res.PurgedNamespaces = append(res.PurgedNamespaces, name)
+	}
 	return res, errors.Join(errs...)
+}
+
+// runsNamespaces are the namespaces this release created for its runs (the chart keeps them on
+// uninstall): Helm's ownership annotations name this release, and the chart's labels the runs.
+func (c *Client) runsNamespaces(ctx context.Context) ([]string, error) {
+	list, err := c.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=runs"})
+	if err != nil {
+		return nil, fmt.Errorf("listing the runs' namespaces: %w", err)
+	}
+	var out []string
+	for _, ns := range list.Items {
+		a := ns.Annotations
+		if a["meta.helm.sh/release-name"] == c.name && a["meta.helm.sh/release-namespace"] == c.namespace && ns.Name != c.namespace {
+			out = append(out, ns.Name)
+		}
+	}
+	return out, nil
 }
