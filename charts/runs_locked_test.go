@@ -10,6 +10,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/admission"
@@ -73,12 +75,12 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 		`variables.badSecrets.size() == 0`,
 		`variables.badConfigMaps.size() == 0`,
 		`variables.badClaims.size() == 0`,
-		`false || !variables.volumes.exists(v, v.?ephemeral.hasValue())`,
-		`object.spec.?dnsConfig.?nameservers.orValue([]).size() == 0`,
-		`object.spec.?serviceAccountName.orValue("default") in variables.serviceAccounts`,
-		`object.spec.?nodeName.orValue("") == ""`,
-		`object.spec.?priorityClassName.orValue("") in variables.priorityClasses`,
-		`object.spec.?schedulerName.orValue("") in variables.schedulers`,
+		`false || variables.ephemeral.size() == 0`,
+		`variables.nameservers.size() == 0`,
+		`variables.badServiceAccounts.size() == 0`,
+		`variables.nodeNames.size() == 0`,
+		`variables.badPriorityClasses.size() == 0`,
+		`variables.badSchedulers.size() == 0`,
 		`variables.targeted.size() == 0`,
 		`variables.unconfined.size() == 0`,
 	}, exprs)
@@ -129,7 +131,7 @@ func admitter(t testing.TB, r rendered) *admission.Evaluator {
 	ev, err := admission.New(admission.Policies(objs))
 	require.NoError(t, err)
 	require.NoError(t, ev.AddValidating(admission.ValidatingPolicies(objs)))
-	require.Equal(t, 1, ev.ValidatingLen())
+	require.Equal(t, 2, ev.ValidatingLen(), "the run pods' and the run objects' restrictions")
 	return ev
 }
 
@@ -465,4 +467,54 @@ func TestRunPodsUseOnlyWhatRunsAreGiven(t *testing.T) {
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}})
 	_, err := ev.AdmitPod(ctx, pod)
 	assert.NoError(t, err)
+}
+
+// The run objects the agent creates (polyaxon.com/v1, written by Polyaxon's own converter:
+// e2e/operator/testdata) are judged on every pod template they hold, so a refusal reaches the
+// agent, which reports it as the run's failed status.
+func TestRunObjectsUseOnlyWhatRunsAreGiven(t *testing.T) {
+	ev := admitter(t, render(t, profileValues(t, "production")))
+	ctx := context.Background()
+	resources := map[string]string{"Job": "jobs", "Service": "services", "KfJob": "kfjobs", "Cluster": "clusters"}
+	for _, f := range []string{"job.json", "service.json", "tfjob.json", "pytorchjob.json", "mpijob.json", "raycluster.json", "daskcluster.json"} {
+		obj := &unstructured.Unstructured{}
+		require.NoError(t, obj.UnmarshalJSON(readFile(t, "../e2e/operator/testdata/"+f)), f)
+		obj.SetNamespace(testRunsNamespace)
+		gvr := schema.GroupVersionResource{Group: "polyaxon.com", Version: "v1", Resource: resources[obj.GetKind()]}
+		require.NoError(t, ev.AdmitObject(ctx, obj, gvr), "%s as Polyaxon's converter writes it is admitted", f)
+
+		// The same object with the platform Secret mounted in each of its pod templates.
+		templates := 0
+		var walk func(v any)
+		walk = func(v any) {
+			switch t := v.(type) {
+			case map[string]any:
+				if spec, ok := t["spec"].(map[string]any); ok {
+					if _, ok := spec["containers"]; ok {
+						vols, _ := spec["volumes"].([]any)
+						spec["volumes"] = append(vols, map[string]any{"name": "platform", "secret": map[string]any{"secretName": "polyaxon-platform"}})
+						templates++
+						return
+					}
+				}
+				for _, x := range t {
+					walk(x)
+				}
+			case []any:
+				for _, x := range t {
+					walk(x)
+				}
+			}
+		}
+		walk(obj.Object)
+		require.NotZero(t, templates, f)
+		err := ev.AdmitObject(ctx, obj, gvr)
+		require.Error(t, err, f)
+		assert.True(t, admission.IsRefusal(err), "%s: %v", f, err)
+		assert.Contains(t, err.Error(), "ValidatingAdmissionPolicy '"+testNamespace+"-"+testRelease+"-runs-objects'", f)
+		assert.Contains(t, err.Error(), "a run pod may use only the Secrets runs are given (none): volume platform mounts Secret polyaxon-platform", f)
+		if templates > 1 {
+			assert.Equal(t, templates, strings.Count(err.Error(), "volume platform mounts Secret polyaxon-platform"), "%s: each template is named", f)
+		}
+	}
 }

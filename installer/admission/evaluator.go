@@ -115,11 +115,8 @@ func (e *Evaluator) MutatePod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod
 	if pod.Namespace == "" {
 		pod.Namespace = metav1.NamespaceDefault
 	}
-	if _, ok, _ := e.namespaces.GetByKey(pod.Namespace); !ok {
-		// Namespaces carry their name as a label (the API server sets it on every namespace).
-		if err := e.namespaces.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pod.Namespace, Labels: map[string]string{corev1.LabelMetadataName: pod.Namespace}}}); err != nil {
-			return nil, err
-		}
+	if err := e.knowNamespace(pod.Namespace); err != nil {
+		return nil, err
 	}
 	attrs := admission.NewAttributesRecord(pod, nil, gvk, pod.Namespace, pod.Name,
 		corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Create, &metav1.CreateOptions{}, false, Creator)
@@ -153,3 +150,12 @@ func (s staticTypeConverters) GetTypeConverter(schema.GroupVersionKind) managedf
 func (staticTypeConverters) Run(context.Context) {}
 
 var _ patch.TypeConverterManager = staticTypeConverters{}
+
+// knowNamespace adds namespace to what the policies' namespace selectors see, labelled with its
+// name as the API server labels every namespace.
+func (e *Evaluator) knowNamespace(namespace string) error {
+	if _, ok, _ := e.namespaces.GetByKey(namespace); ok {
+		return nil
+	}
+	return e.namespaces.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: map[string]string{corev1.LabelMetadataName: namespace}}})
+}

@@ -203,3 +203,132 @@ another value. What a refused run pod may name instead. */}}
 {{- end -}}
 {{- toJson ($out | uniq) -}}
 {{- end -}}
+
+{{/*
+What a run may reference, and where it may go, judged on `variables.specs`: the pod specs of
+the object the policy sees (a pod's own, or every template of a Polyaxon run object). Each
+bad* variable lists, per spec that breaks the rule, what it names ("where: what").
+*/}}
+{{- define "polyaxon.runs.specVariables" -}}
+{{- $refs := include "polyaxon.runs.allowedRefs" . | fromJson }}
+  - name: secrets
+    expression: {{ include "polyaxon.cel.literal" $refs.secrets | quote }}
+  - name: configMaps
+    expression: {{ include "polyaxon.cel.literal" $refs.configMaps | quote }}
+  - name: claims
+    expression: {{ include "polyaxon.cel.literal" $refs.claims | quote }}
+  # The ServiceAccount admission plugin names "default" when the pod names none.
+  - name: serviceAccounts
+    expression: {{ include "polyaxon.cel.literal" (include "polyaxon.runs.serviceAccounts" . | fromJsonArray) | quote }}
+  - name: priorityClasses
+    expression: {{ include "polyaxon.cel.literal" (concat (list "") (.Values.runs.allowedPriorityClasses | default list)) | quote }}
+  - name: schedulers
+    expression: {{ include "polyaxon.cel.literal" (concat (list "") (.Values.runs.allowedSchedulers | default list)) | quote }}
+  - name: badSecrets
+    expression: >-
+      variables.specs.map(s,
+        s.?volumes.orValue([]).filter(v, v.?secret.hasValue() && !(v.secret.?secretName.orValue("") in variables.secrets))
+          .map(v, "volume " + v.name + " mounts Secret " + v.secret.?secretName.orValue(""))
+        + s.?volumes.orValue([]).filter(v, v.?projected.?sources.orValue([]).exists(p, p.?secret.hasValue() && !(p.secret.?name.orValue("") in variables.secrets)))
+          .map(v, "volume " + v.name + " projects Secret " + v.projected.sources.filter(p, p.?secret.hasValue() && !(p.secret.?name.orValue("") in variables.secrets)).map(p, p.secret.?name.orValue("")).join(", "))
+        + s.?volumes.orValue([]).filter(v, v.?csi.?nodePublishSecretRef.hasValue() && !(v.csi.nodePublishSecretRef.?name.orValue("") in variables.secrets))
+          .map(v, "volume " + v.name + " passes Secret " + v.csi.nodePublishSecretRef.?name.orValue("") + " to its CSI driver")
+        + (s.?containers.orValue([]) + s.?initContainers.orValue([])).filter(c, c.?env.orValue([]).exists(e, e.?valueFrom.?secretKeyRef.hasValue() && !(e.valueFrom.secretKeyRef.?name.orValue("") in variables.secrets)))
+          .map(c, "container " + c.name + " reads " + c.env.filter(e, e.?valueFrom.?secretKeyRef.hasValue() && !(e.valueFrom.secretKeyRef.?name.orValue("") in variables.secrets)).map(e, e.name + " from Secret " + e.valueFrom.secretKeyRef.?name.orValue("")).join(", "))
+        + (s.?containers.orValue([]) + s.?initContainers.orValue([])).filter(c, c.?envFrom.orValue([]).exists(e, e.?secretRef.hasValue() && !(e.secretRef.?name.orValue("") in variables.secrets)))
+          .map(c, "container " + c.name + " loads Secret " + c.envFrom.filter(e, e.?secretRef.hasValue() && !(e.secretRef.?name.orValue("") in variables.secrets)).map(e, e.secretRef.?name.orValue("")).join(", "))
+        + s.?imagePullSecrets.orValue([]).filter(ps, !(ps.?name.orValue("") in variables.secrets))
+          .map(ps, "imagePullSecrets names " + ps.?name.orValue(""))
+      ).filter(l, l.size() > 0).map(l, l.join("; "))
+  - name: badConfigMaps
+    expression: >-
+      variables.specs.map(s,
+        s.?volumes.orValue([]).filter(v, v.?configMap.hasValue() && !(v.configMap.?name.orValue("") in variables.configMaps))
+          .map(v, "volume " + v.name + " mounts ConfigMap " + v.configMap.?name.orValue(""))
+        + s.?volumes.orValue([]).filter(v, v.?projected.?sources.orValue([]).exists(p, p.?configMap.hasValue() && !(p.configMap.?name.orValue("") in variables.configMaps)))
+          .map(v, "volume " + v.name + " projects ConfigMap " + v.projected.sources.filter(p, p.?configMap.hasValue() && !(p.configMap.?name.orValue("") in variables.configMaps)).map(p, p.configMap.?name.orValue("")).join(", "))
+        + (s.?containers.orValue([]) + s.?initContainers.orValue([])).filter(c, c.?env.orValue([]).exists(e, e.?valueFrom.?configMapKeyRef.hasValue() && !(e.valueFrom.configMapKeyRef.?name.orValue("") in variables.configMaps)))
+          .map(c, "container " + c.name + " reads " + c.env.filter(e, e.?valueFrom.?configMapKeyRef.hasValue() && !(e.valueFrom.configMapKeyRef.?name.orValue("") in variables.configMaps)).map(e, e.name + " from ConfigMap " + e.valueFrom.configMapKeyRef.?name.orValue("")).join(", "))
+        + (s.?containers.orValue([]) + s.?initContainers.orValue([])).filter(c, c.?envFrom.orValue([]).exists(e, e.?configMapRef.hasValue() && !(e.configMapRef.?name.orValue("") in variables.configMaps)))
+          .map(c, "container " + c.name + " loads ConfigMap " + c.envFrom.filter(e, e.?configMapRef.hasValue() && !(e.configMapRef.?name.orValue("") in variables.configMaps)).map(e, e.configMapRef.?name.orValue("")).join(", "))
+      ).filter(l, l.size() > 0).map(l, l.join("; "))
+  - name: badClaims
+    expression: >-
+      variables.specs.map(s,
+        s.?volumes.orValue([]).filter(v, v.?persistentVolumeClaim.hasValue() && !(v.persistentVolumeClaim.?claimName.orValue("") in variables.claims))
+          .map(v, "volume " + v.name + " mounts claim " + v.persistentVolumeClaim.?claimName.orValue(""))
+      ).filter(l, l.size() > 0).map(l, l.join("; "))
+  - name: ephemeral
+    expression: >-
+      variables.specs.map(s, s.?volumes.orValue([]).filter(v, v.?ephemeral.hasValue()).map(v, v.name))
+        .filter(l, l.size() > 0).map(l, l.join(", "))
+  - name: nameservers
+    expression: 'variables.specs.map(s, s.?dnsConfig.?nameservers.orValue([])).filter(l, l.size() > 0).map(l, l.join(", "))'
+  - name: badServiceAccounts
+    expression: 'variables.specs.map(s, s.?serviceAccountName.orValue("default")).filter(n, !(n in variables.serviceAccounts))'
+  - name: nodeNames
+    expression: 'variables.specs.map(s, s.?nodeName.orValue("")).filter(n, n != "")'
+  - name: badPriorityClasses
+    expression: 'variables.specs.map(s, s.?priorityClassName.orValue("")).filter(n, !(n in variables.priorityClasses))'
+  - name: badSchedulers
+    expression: 'variables.specs.map(s, s.?schedulerName.orValue("")).filter(n, !(n in variables.schedulers))'
+{{- end -}}
+
+{{/* The validations over polyaxon.runs.specVariables, each refusal with the fix. */}}
+{{- define "polyaxon.runs.specValidations" }}
+  - expression: 'variables.badSecrets.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "a run pod may use only the Secrets runs are given ("
+      + (variables.secrets.size() > 0 ? variables.secrets.join(", ") : "none") + "): "
+      + variables.badSecrets.join("; ")
+      + ": remove it from the polyaxonfile, or give runs a connection with that Secret (chart values connections, runs.allowedSecrets)"
+  - expression: 'variables.badConfigMaps.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "a run pod may use only the ConfigMaps runs are given (" + variables.configMaps.join(", ") + "): "
+      + variables.badConfigMaps.join("; ")
+      + ": remove it from the polyaxonfile, or give runs a connection with that ConfigMap (chart values connections, runs.allowedConfigMaps)"
+  - expression: 'variables.badClaims.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "a run pod may mount only the claims runs are given ("
+      + (variables.claims.size() > 0 ? variables.claims.join(", ") : "none") + "): "
+      + variables.badClaims.join("; ")
+      + ": use the artifacts store or a volume_claim connection (chart values connections, runs.allowedClaims)"
+  - expression: '{{ .Values.runs.allowEphemeralVolumes }} || variables.ephemeral.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.volumes: a run pod may not create a claim of its own (ephemeral volume "
+      + variables.ephemeral.join(", ")
+      + "): use emptyDir, the artifacts store or a volume_claim connection, or set the chart value runs.allowEphemeralVolumes (runs.quota bounds them)"
+  - expression: 'variables.nameservers.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.dnsConfig.nameservers: a run pod resolves names with the cluster's DNS only, not "
+      + variables.nameservers.join(", ")
+      + ": remove dnsConfig.nameservers (and dnsPolicy: None) from the run's environment"
+  - expression: 'variables.badServiceAccounts.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.serviceAccountName: a run pod uses the runs ServiceAccount " + variables.serviceAccounts.join(", ")
+      + ", not " + variables.badServiceAccounts.join(", ")
+      + ": remove serviceAccountName from the run's environment"
+  - expression: 'variables.nodeNames.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.nodeName: a run pod may not pick its node (" + variables.nodeNames.join(", ")
+      + "): remove nodeName from the run's environment; the scheduler places it on its category's nodes"
+  - expression: 'variables.badPriorityClasses.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.priorityClassName: " + variables.badPriorityClasses.join(", ")
+      + " is not allowed for runs (allowed: " + (variables.priorityClasses.size() > 1 ? variables.priorityClasses.filter(p, p != "").join(", ") : "none")
+      + "): remove priorityClassName from the run's environment, or add it to the chart value runs.allowedPriorityClasses"
+  - expression: 'variables.badSchedulers.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.schedulerName: " + variables.badSchedulers.join(", ")
+      + " is not allowed for runs (allowed: " + (variables.schedulers.size() > 1 ? variables.schedulers.filter(p, p != "").join(", ") : "none")
+      + "): remove schedulerName from the run's environment, or add it to the chart value runs.allowedSchedulers"
+{{- end -}}
