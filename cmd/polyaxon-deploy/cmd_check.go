@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/urfave/cli/v2"
 
@@ -68,6 +69,13 @@ func checksOf(c *cli.Context) action.Checks {
 				return release.Origin{}, err
 			}
 			return rc.Origin(ctx)
+		},
+		Deployed: func(ctx context.Context) (*helmrelease.Release, error) {
+			rc, err := releaseClient(c)
+			if err != nil {
+				return nil, err
+			}
+			return rc.Deployed(ctx)
 		}}
 }
 

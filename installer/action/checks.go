@@ -3,6 +3,7 @@ package action
 import (
 	"context"
 	"fmt"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	"time"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
@@ -29,6 +30,8 @@ type Checks struct {
 	Recreated []string
 	// Origin reads who made the deployed revision (the release-origin check; nil skips it).
 	Origin func(context.Context) (release.Origin, error)
+	// Deployed reads the deployed revision (the run-guards check; nil skips it).
+	Deployed func(context.Context) (*helmrelease.Release, error)
 }
 
 // Check runs the checks of the release the inputs render: the preflight checks (Pre) or the
@@ -75,6 +78,7 @@ func (e *Env) runChecks(ctx context.Context, c Checks, in *Inputs, rendered *ren
 		SettleTime:   c.SettleTime,
 		TakeOverFrom: c.TakeOverFrom,
 		Origin:       c.Origin,
+		Deployed:     c.Deployed,
 	}
 	for _, r := range c.Recreated {
 		if env.Recreated == nil {

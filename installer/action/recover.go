@@ -6,8 +6,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/dynamic"
+
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/guards"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 // Recover repairs a release left pending-install|upgrade|rollback by a crashed run, under the
@@ -40,16 +44,26 @@ func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
 		res.ScaledBack, err = scaler.ScaleBack(ctx)
 		return err
 	})
+	restoreGuards := step("put back the run guards of the deployed revision", func(ctx context.Context) (err error) {
+		res.RestoredGuards, err = restoreGuards(ctx, rc)
+		return err
+	})
 	if pending == nil {
-		if err := a.run(ctx, a.lock(rc.Lock(), rc), scaleBack); err != nil {
+		if err := a.run(ctx, a.lock(rc.Lock(), rc), scaleBack, restoreGuards); err != nil {
 			return nil, err
 		}
-		if len(res.ScaledBack) == 0 {
-			a.progress().OK(fmt.Sprintf("release %s is not pending and no restore left it scaled down: nothing to recover", rc.Name()))
+		if len(res.ScaledBack)+len(res.RestoredGuards) == 0 {
+			a.progress().OK(fmt.Sprintf("release %s is not pending, no restore left it scaled down and its run guards are in place: nothing to recover", rc.Name()))
 			return res, nil
 		}
 		res.Action = "scaled-back"
-		a.progress().OK(fmt.Sprintf("Deployments an interrupted restore left at 0 replicas scaled back: %s", strings.Join(res.ScaledBack, ", ")))
+		if len(res.RestoredGuards) > 0 {
+			res.Action = "repaired"
+			a.progress().OK(fmt.Sprintf("run guards put back as the deployed revision has them: %s", strings.Join(res.RestoredGuards, ", ")))
+		}
+		if len(res.ScaledBack) > 0 {
+			a.progress().OK(fmt.Sprintf("Deployments an interrupted restore left at 0 replicas scaled back: %s", strings.Join(res.ScaledBack, ", ")))
+		}
 		return res, nil
 	}
 	since := pending.Info.LastDeployed.Time
@@ -79,4 +93,47 @@ func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
 		a.progress().OK(fmt.Sprintf("Deployments an interrupted restore left at 0 replicas scaled back: %s", strings.Join(res.ScaledBack, ", ")))
 	}
 	return res, nil
+}
+
+// restoreGuards puts back the deployed revision's run guards that are missing or changed, and
+// names them.
+func restoreGuards(ctx context.Context, rc *release.Client) ([]string, error) {
+	rev, err := rc.Deployed(ctx)
+	if err != nil || rev == nil {
+		return nil, err
+	}
+	rendered, err := render.Released(rev)
+	if err != nil {
+		return nil, err
+	}
+	want := guards.Of(rendered)
+	if len(want) == 0 {
+		return nil, nil
+	}
+	getter := rc.Configuration().RESTClientGetter
+	if getter == nil {
+		return nil, fmt.Errorf("release %s: no cluster to restore its run guards in", rc.Name())
+	}
+	cfg, err := getter.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := getter.ToRESTMapper()
+	if err != nil {
+		return nil, err
+	}
+	g := guards.Client{Dynamic: dyn, Mapper: mapper, FieldManager: "polyaxon-deploy"}
+	drifts, err := g.Compare(ctx, want)
+	if err != nil || len(drifts) == 0 {
+		return nil, err
+	}
+	names := make([]string, len(drifts))
+	for i, d := range drifts {
+		names[i] = d.String()
+	}
+	return names, g.Restore(ctx, drifts, rc.Name(), rc.Namespace())
 }

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/guards"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 // checkOrigin warns when the deployed revision was made outside polyaxon-deploy: the next
@@ -35,7 +38,8 @@ func (e *Env) checkOrigin(ctx context.Context) (string, error) {
 }
 
 // PostChecks verify an installed release (`check` without --pre): the API, the version, the
-// release record, who made the deployed revision and the readiness of every workload.
+// release record, who made the deployed revision, the guards that keep runs apart and the
+// readiness of every workload.
 func PostChecks(env *Env) []check.Check {
 	all := Checks(env)
 	var checks []check.Check
@@ -51,6 +55,9 @@ func PostChecks(env *Env) []check.Check {
 		check.Check{ID: "release-origin", Category: "release", Description: "polyaxon-deploy made the deployed revision", Severity: check.Warning,
 			Hint: "`polyaxon-deploy upgrade --keep-release-values` keeps that revision's values; without it, the upgrade lists the values it would revert and asks",
 			Run:  env.checkOrigin},
+		check.Check{ID: "run-guards", Category: "runs", Description: "the run admission policies, their bindings and the runs' NetworkPolicies are as the release has them", Severity: check.Error,
+			Hint: "`polyaxon-deploy recover` puts them back as the deployed revision has them (so does the next upgrade)",
+			Run:  env.checkRunGuards},
 		check.Check{ID: "workloads-ready", Category: "release", Description: "every Deployment and StatefulSet of the release is ready", Severity: check.Error,
 			Hint: "kubectl -n NAMESPACE describe pods -l app.kubernetes.io/instance=RELEASE shows why pods are not ready",
 			Run:  env.checkWorkloadsReady},
@@ -156,4 +163,56 @@ func (e *Env) workloadsReadyOnce(ctx context.Context) (string, error) {
 		return "", joinErrs(notReady, 20)
 	}
 	return fmt.Sprintf("%d workloads ready", n), nil
+}
+
+// checkRunGuards fails when a guard of the deployed revision (installer/guards) is missing or
+// changed: a deleted binding turns its policy off without a word from the API server.
+func (e *Env) checkRunGuards(ctx context.Context) (string, error) {
+	if e.Deployed == nil {
+		return "", check.Skip("the release's history is not read by this command")
+	}
+	rev, err := e.Deployed(ctx)
+	if errors.Is(err, release.ErrNotInstalled) || (err == nil && rev == nil) {
+		return "", check.Skip("no deployed revision")
+	}
+	if err != nil {
+		return "", err
+	}
+	g, err := e.guards()
+	if err != nil {
+		return "", err
+	}
+	rendered, err := render.Released(rev)
+	if err != nil {
+		return "", err
+	}
+	want := guards.Of(rendered)
+	if len(want) == 0 {
+		return "", check.Skip(fmt.Sprintf("revision %d has no run guards", rev.Version))
+	}
+	drifts, err := g.Compare(ctx, want)
+	if err != nil {
+		return "", err
+	}
+	if len(drifts) > 0 {
+		msg := make([]string, len(drifts))
+		for i, d := range drifts {
+			msg[i] = d.String()
+		}
+		return "", fmt.Errorf("%s: runs are not held as revision %d holds them; `polyaxon-deploy recover` puts them back", strings.Join(msg, ", "), rev.Version)
+	}
+	return fmt.Sprintf("%d run guards as revision %d has them", len(want), rev.Version), nil
+}
+
+// guards reaches the cluster's guards through the check's clients.
+func (e *Env) guards() (guards.Client, error) {
+	dyn, err := e.Clients.Dynamic()
+	if err != nil {
+		return guards.Client{}, err
+	}
+	mapper, err := e.Clients.RESTMapper()
+	if err != nil {
+		return guards.Client{}, err
+	}
+	return guards.Client{Dynamic: dyn, Mapper: mapper, FieldManager: e.FieldManager}, nil
 }

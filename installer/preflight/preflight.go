@@ -29,6 +29,7 @@ package preflight
 import (
 	"context"
 	"fmt"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	"sync"
 	"time"
 
@@ -80,6 +81,9 @@ type Env struct {
 	// Origin reads who made the deployed revision (release.Client.Origin); nil skips the
 	// release-origin check.
 	Origin func(context.Context) (release.Origin, error)
+	// Deployed reads the deployed revision (release.Client.Deployed), whose run guards
+	// check-run-guards compares with the cluster; nil skips it.
+	Deployed func(context.Context) (*helmrelease.Release, error)
 
 	once struct {
 		version, nodes, ns, sched sync.Once

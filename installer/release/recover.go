@@ -12,8 +12,9 @@ import (
 // RecoverResult says what Recover did.
 type RecoverResult struct {
 	Release string `json:"release"`
-	// Action: "none" (nothing pending), "rolled-back", "uninstalled", or "scaled-back" (only
-	// Deployments an interrupted restore left scaled down were brought back).
+	// Action: "none" (nothing pending), "rolled-back", "uninstalled", "scaled-back" (only
+	// Deployments an interrupted restore left scaled down were brought back), or "repaired"
+	// (scaled back and/or run guards restored).
 	Action          string `json:"action"`
 	PendingRevision int    `json:"pendingRevision,omitempty"`
 	PendingStatus   string `json:"pendingStatus,omitempty"`
@@ -22,6 +23,9 @@ type RecoverResult struct {
 	// ScaledBack: "Deployment: replicas" for each Deployment brought back to the replicas an
 	// interrupted restore recorded.
 	ScaledBack []string `json:"scaledBack,omitempty"`
+	// RestoredGuards: the run guards (installer/guards) put back as the deployed revision has
+	// them, each "Kind name missing|changed".
+	RestoredGuards []string `json:"restoredGuards,omitempty"`
 }
 
 // Pending returns the newest revision when it is pending-*, else nil (for the confirmation prompt).
