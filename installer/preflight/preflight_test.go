@@ -329,7 +329,13 @@ func (c *cluster) clients(t *testing.T) *clients {
 	})
 	scheme := runtime.NewScheme()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
-		map[schema.GroupVersionResource]string{{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}: "CustomResourceDefinitionList"},
+		map[schema.GroupVersionResource]string{
+			{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}: "CustomResourceDefinitionList",
+			{Group: "polyaxon.com", Version: "v1", Resource: "jobs"}:                              "JobList",
+			{Group: "polyaxon.com", Version: "v1", Resource: "services"}:                          "ServiceList",
+			{Group: "polyaxon.com", Version: "v1", Resource: "kfjobs"}:                            "KfJobList",
+			{Group: "polyaxon.com", Version: "v1", Resource: "clusters"}:                          "ClusterList",
+		},
 		c.crds...)
 	dyn.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.PatchActionImpl)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
@@ -38,8 +39,15 @@ func (e *Env) checkRunsNamespace(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	left, err := e.runsLeftBehind(ctx)
+	if err != nil {
+		return "", err
+	}
 	ns, err := cs.CoreV1().Namespaces().Get(ctx, runsNS, metav1.GetOptions{})
 	if isNotFound(err) {
+		if left != "" {
+			return "", check.Warnf("%s", left)
+		}
 		return fmt.Sprintf("namespace %s does not exist yet: the release creates it for runs", runsNS), nil
 	}
 	if err != nil {
@@ -91,7 +99,13 @@ func (e *Env) checkRunsNamespace(ctx context.Context) (string, error) {
 		if a["meta.helm.sh/release-name"] != e.Release || a["meta.helm.sh/release-namespace"] != e.Namespace {
 			return "", fmt.Errorf("namespace %s exists and is not this release's, so the release cannot create it: set runs.createNamespace=false and label it pod-security.kubernetes.io/enforce=restricted yourself, or choose another runs.namespace", runsNS)
 		}
+		if left != "" {
+			return "", check.Warnf("%s", left)
+		}
 		return fmt.Sprintf("runs go to namespace %s, which the release owns and which holds nothing of the platform's", runsNS), nil
+	}
+	if left != "" {
+		return "", check.Warnf("%s", left)
 	}
 	if level := ns.Labels["pod-security.kubernetes.io/enforce"]; level != "restricted" {
 		return "", check.Warnf("namespace %s (runs.createNamespace=false) enforces Pod Security %q: label it pod-security.kubernetes.io/enforce=restricted", runsNS, orDefault(level, "none"))
@@ -107,4 +121,34 @@ func (e *Env) createsNamespace(name string) bool {
 		}
 	}
 	return false
+}
+
+// runObjects are the objects the agent creates for runs (polyaxon.com/v1).
+var runObjects = []string{"jobs", "services", "kfjobs", "clusters"}
+
+// runsLeftBehind says what an upgrade leaves in the release namespace when runs move to a
+// namespace of their own: the run objects created there before, which the operator no longer
+// watches. Empty when there are none (or the kinds are not served yet).
+func (e *Env) runsLeftBehind(ctx context.Context) (string, error) {
+	dyn, err := e.Clients.Dynamic()
+	if err != nil {
+		return "", err
+	}
+	n := 0
+	for _, r := range runObjects {
+		gvr := schema.GroupVersionResource{Group: "polyaxon.com", Version: "v1", Resource: r}
+		list, err := dyn.Resource(gvr).Namespace(e.Namespace).List(ctx, metav1.ListOptions{})
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("listing %s in namespace %s: %w", gvr.GroupResource(), e.Namespace, err)
+		}
+		n += len(list.Items)
+	}
+	if n == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("%d run object(s) in namespace %s were made before runs.namespace: new runs go to %s, and the operator no longer watches these, so a run still running there finishes unwatched and stays running in the API (stop it with `polyaxon ops stop` first, or let it finish); finished runs stay visible in the API",
+		n, e.Namespace, plan.RunsNamespace(e.objects(), e.Namespace)), nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
@@ -20,9 +21,13 @@ import (
 // cluster that also holds objs.
 func runsNamespaceCheck(t *testing.T, rendered *render.Result, objs ...runtime.Object) check.Result {
 	t.Helper()
+	return runsNamespaceCheckIn(t, rendered, healthy(), objs...)
+}
+
+func runsNamespaceCheckIn(t *testing.T, rendered *render.Result, c *cluster, objs ...runtime.Object) check.Result {
+	t.Helper()
 	prof, err := profile.Load("production")
 	require.NoError(t, err)
-	c := healthy()
 	c.objects = append(c.objects, objs...)
 	e := &preflight.Env{Release: "polyaxon", Namespace: ns, Chart: testChart(t), Rendered: rendered, Policy: prof.Policy, Clients: c.clients(t)}
 	for _, ch := range preflight.Checks(e) {
@@ -71,4 +76,15 @@ func TestRunsNamespaceIsTheRunsOwn(t *testing.T) {
 	mine := runsNamespaceCheck(t, renderProduction(t, render.Options{}, "runs.createNamespace=false"), runsNS(nil))
 	assert.Equal(t, check.Warned, mine.Status)
 	assert.Contains(t, mine.Detail, `namespace polyaxon-runs (runs.createNamespace=false) enforces Pod Security "none": label it pod-security.kubernetes.io/enforce=restricted`)
+}
+
+// An upgrade that moves runs to their own namespace says what becomes of the runs made before.
+func TestRunsNamespaceWarnsOfRunsLeftBehind(t *testing.T) {
+	c := healthy()
+	run := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "polyaxon.com/v1", "kind": "Job",
+		"metadata": map[string]any{"name": "plx-operation-0f5c", "namespace": ns}}}
+	c.crds = append(c.crds, run)
+	res := runsNamespaceCheckIn(t, renderProduction(t, render.Options{}), c)
+	assert.Equal(t, check.Warned, res.Status)
+	assert.Equal(t, "1 run object(s) in namespace polyaxon were made before runs.namespace: new runs go to polyaxon-runs, and the operator no longer watches these, so a run still running there finishes unwatched and stays running in the API (stop it with `polyaxon ops stop` first, or let it finish); finished runs stay visible in the API", res.Detail)
 }
