@@ -53,7 +53,13 @@ func fakeSettingsOn(t *testing.T, cs *fake.Clientset) *kube.Settings {
 		return true, r, nil
 	})
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}: "CustomResourceDefinitionList"})
+		map[schema.GroupVersionResource]string{
+			{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}: "CustomResourceDefinitionList",
+			{Group: "polyaxon.com", Version: "v1", Resource: "jobs"}:                              "JobList",
+			{Group: "polyaxon.com", Version: "v1", Resource: "services"}:                          "ServiceList",
+			{Group: "polyaxon.com", Version: "v1", Resource: "kfjobs"}:                            "KfJobList",
+			{Group: "polyaxon.com", Version: "v1", Resource: "clusters"}:                          "ClusterList",
+		})
 	dyn.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.PatchActionImpl)
 		require.Equal(t, []string{metav1.DryRunAll}, p.PatchOptions.DryRun, "check never writes")

@@ -120,7 +120,7 @@ func (k *ctxKubeClient) Get(r kube.ResourceList, related bool) (map[string][]run
 }
 
 // Build reads manifests without Helm's OpenAPI validation. On a server with server-side field
-// validation (GA in Kubernetes 1.27; the chart's kubeVersion starts at 1.29) that validation
+// validation (GA in Kubernetes 1.27; the chart's kubeVersion starts at 1.30) that validation
 // only asks whether the server supports the fieldValidation parameter, and validates nothing
 // itself once it does, yet it fetches and decodes the OpenAPI v3 document of every group
 // version first: about 2 CPU-seconds of each install and upgrade (and of every hook, which Helm

@@ -67,7 +67,7 @@ Run pods are placed per category (runs.admissionPolicies.enabled) and hardened
 
 {{/* Cluster-scoped names carry the namespace: (dict "ctx" $ "name" "experiments") */}}
 {{- define "polyaxon.runs.policyName" -}}
-{{- printf "%s-%s-runs-%s" .ctx.Release.Namespace (include "polyaxon.fullname" .ctx) .name | trunc 253 -}}
+{{- list .ctx.Release.Namespace (include "polyaxon.fullname" .ctx) "runs" .name | compact | join "-" | trunc 253 -}}
 {{- end -}}
 
 {{/*
@@ -122,12 +122,11 @@ fallback category also takes every run pod no other category claims.
 
 {{/*
 The runs' restrictions (a ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1 since
-Kubernetes 1.30): for every release with runs, whatever places them. No switch turns them off.
+Kubernetes 1.30, the chart's kubeVersion floor): for every release with runs, whatever places
+them. No value turns them off.
 */}}
 {{- define "polyaxon.runs.restrictionsEnabled" -}}
-{{- $caps := .Capabilities -}}
-{{- $served := or ($caps.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") ($caps.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") (semverCompare ">=1.30.0-0" $caps.KubeVersion.Version) -}}
-{{- if and .Values.agent.enabled $served }}true{{ end -}}
+{{- if .Values.agent.enabled }}true{{ end -}}
 {{- end -}}
 
 {{/* The service accounts a run pod may use: the runs account Polyaxon gives every run, or
