@@ -135,6 +135,26 @@ func admitter(t testing.TB, r rendered) *admission.Evaluator {
 	return ev
 }
 
+// podChange is a change to a run pod fixture and the refusal it must get.
+type podChange struct {
+	name    string
+	change  func(*corev1.Pod)
+	message string
+}
+
+// requireRefused: job.yaml with c's change is refused by the API server's dispatcher, with
+// c's message; it returns the refusal.
+func requireRefused(t *testing.T, ev *admission.Evaluator, c podChange) error {
+	t.Helper()
+	pod := runPod(t, "job.yaml")
+	c.change(pod)
+	_, err := ev.AdmitPod(context.Background(), pod)
+	require.Error(t, err, c.name)
+	assert.True(t, admission.IsRefusal(err), "%s: %v", c.name, err)
+	assert.Contains(t, err.Error(), c.message, c.name)
+	return err
+}
+
 // runPod is a fixture of e2e/testdata/runpods with the release's runs service account, in the
 // production profile's runs namespace.
 func runPod(t testing.TB, name string) *corev1.Pod { return runPodIn(t, name, testRunsNamespace) }
@@ -162,11 +182,7 @@ func TestRunRestrictionsRefuseAndAdmit(t *testing.T) {
 		assert.NoError(t, err, "%s as Polyaxon sends it is admitted", f)
 	}
 	const denied = "ValidatingAdmissionPolicy '" + restrictionsPolicy + "' with binding '" + restrictionsPolicy + "' denied request: "
-	refused := []struct {
-		name    string
-		change  func(*corev1.Pod)
-		message string
-	}{
+	refused := []podChange{
 		{"another service account", func(p *corev1.Pod) { p.Spec.ServiceAccountName = testRelease + "-agent" },
 			"spec.serviceAccountName: a run pod uses the runs ServiceAccount polyaxon-runs, not polyaxon-agent: remove serviceAccountName from the run's environment"},
 		{"no service account (the namespace's default)", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "" },
@@ -179,12 +195,7 @@ func TestRunRestrictionsRefuseAndAdmit(t *testing.T) {
 			"spec.schedulerName: my-scheduler is not allowed for runs (allowed: default-scheduler): remove schedulerName from the run's environment, or add it to the chart value runs.allowedSchedulers"},
 	}
 	for _, c := range refused {
-		pod := runPod(t, "job.yaml")
-		c.change(pod)
-		_, err := ev.AdmitPod(ctx, pod)
-		require.Error(t, err, c.name)
-		assert.True(t, admission.IsRefusal(err), "%s: %v", c.name, err)
-		assert.Contains(t, err.Error(), c.message, c.name)
+		err := requireRefused(t, ev, c)
 		if strings.HasPrefix(c.message, "spec.") {
 			assert.Contains(t, err.Error(), denied+c.message, c.name)
 		}
@@ -387,11 +398,7 @@ func TestRunPodsUseOnlyWhatRunsAreGiven(t *testing.T) {
 	claim := func(name, claim string) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
 	}
-	refused := []struct {
-		name    string
-		change  func(*corev1.Pod)
-		message string
-	}{
+	refused := []podChange{
 		{"the platform Secret as a volume", func(p *corev1.Pod) {
 			p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("platform", "polyaxon-platform"))
 		},
@@ -429,12 +436,7 @@ func TestRunPodsUseOnlyWhatRunsAreGiven(t *testing.T) {
 		}, "spec.dnsConfig.nameservers: a run pod resolves names with the cluster's DNS only, not 203.0.113.53"},
 	}
 	for _, c := range refused {
-		pod := runPod(t, "job.yaml")
-		c.change(pod)
-		_, err := ev.AdmitPod(ctx, pod)
-		require.Error(t, err, c.name)
-		assert.True(t, admission.IsRefusal(err), "%s: %v", c.name, err)
-		assert.Contains(t, err.Error(), c.message, c.name)
+		requireRefused(t, ev, c)
 	}
 	admitted := []struct {
 		name   string
