@@ -167,6 +167,44 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 		}
 	})
 
+	// Issue 37: what a polyaxonfile asks for that is not a run's is refused by the API server
+	// when the agent creates the run's object, and the refusal is the run's failed status.
+	t.Run("hostile polyaxonfiles are refused", func(t *testing.T) {
+		hostile := filepath.Join(files, "hostile")
+		cases := []struct{ file, message string }{
+			{"secret-volume.yaml", "volume platform mounts Secret polyaxon-platform"},
+			{"secret-env.yaml", "reads DB_PASSWORD from Secret polyaxon-postgresql"},
+			{"secret-envfrom.yaml", "loads Secret polyaxon-platform"},
+			{"postgres-claim.yaml", "volume db mounts claim data-pg16-polyaxon-postgresql-0"},
+			{"ephemeral-volume.yaml", "a run pod may not create a claim of its own (ephemeral volume scratch)"},
+			{"agent-account.yaml", "a run pod uses the runs ServiceAccount polyaxon-runs, not polyaxon-agent"},
+			{"node-name.yaml", "a run pod may not pick its node (core-1)"},
+			{"priority-class.yaml", "spec.priorityClassName: system-cluster-critical is not allowed for runs"},
+			{"outside-dns.yaml", "a run pod resolves names with the cluster's DNS only, not 203.0.113.53"},
+		}
+		for _, h := range cases {
+			uuid := cli.submit(t, ctx, filepath.Join(hostile, h.file), "demo")
+			msg := cli.waitStatus(t, ctx, "demo", uuid, "failed")
+			assert.Containsf(t, msg, "-runs-objects' with binding", "%s: the run objects' policy refused it:\n%.600s", h.file, msg)
+			assert.Containsf(t, msg, h.message, "%s: the run's status carries the API server's reason:\n%.600s", h.file, msg)
+			if h.file == "secret-volume.yaml" {
+				t.Logf("%s: the run's failed status says: %.700s", h.file, msg)
+			}
+		}
+		// Nothing of the platform's is referenced by any pod outside the platform's namespace.
+		platformRefs := []string{"polyaxon-platform", "polyaxon-postgresql", "polyaxon-redis", "data-pg16-polyaxon-postgresql-0"}
+		pods, err := c.Clientset.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, p := range pods.Items {
+			if p.Namespace == ns {
+				continue
+			}
+			for _, ref := range podReferences(&p) {
+				assert.NotContainsf(t, platformRefs, ref, "pod %s/%s references %s", p.Namespace, p.Name, ref)
+			}
+		}
+	})
+
 	t.Run("the agent acts with its own ServiceAccount's rights", func(t *testing.T) {
 		// Without create on polyaxon.com jobs in its Role, the agent's submission is refused by
 		// the API server, and the agent says so: it holds no other credentials.
@@ -462,4 +500,51 @@ func mountsSecretAt(p corev1.Pod, secret, path string) bool {
 		}
 	}
 	return false
+}
+
+// podReferences are the Secrets, ConfigMaps and claims a pod names, through volumes (projected
+// ones included), env, envFrom and pull secrets.
+func podReferences(p *corev1.Pod) []string {
+	var out []string
+	for _, v := range p.Spec.Volumes {
+		switch {
+		case v.Secret != nil:
+			out = append(out, v.Secret.SecretName)
+		case v.ConfigMap != nil:
+			out = append(out, v.ConfigMap.Name)
+		case v.PersistentVolumeClaim != nil:
+			out = append(out, v.PersistentVolumeClaim.ClaimName)
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				if src.Secret != nil {
+					out = append(out, src.Secret.Name)
+				}
+				if src.ConfigMap != nil {
+					out = append(out, src.ConfigMap.Name)
+				}
+			}
+		}
+	}
+	for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				out = append(out, e.ValueFrom.SecretKeyRef.Name)
+			}
+			if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+				out = append(out, e.ValueFrom.ConfigMapKeyRef.Name)
+			}
+		}
+		for _, e := range c.EnvFrom {
+			if e.SecretRef != nil {
+				out = append(out, e.SecretRef.Name)
+			}
+			if e.ConfigMapRef != nil {
+				out = append(out, e.ConfigMapRef.Name)
+			}
+		}
+	}
+	for _, s := range p.Spec.ImagePullSecrets {
+		out = append(out, s.Name)
+	}
+	return out
 }

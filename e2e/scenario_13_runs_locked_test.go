@@ -10,6 +10,7 @@ import (
 	"github.com/mattfenwick/cyclonus/pkg/matcher"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -203,6 +204,48 @@ func TestScenario13RunsLocked(t *testing.T) {
 		assert.False(t, reach(&matcher.TrafficPeer{IP: "169.254.169.254"}, 80), "a run pod reaches the metadata address")
 		assert.True(t, reach(&matcher.TrafficPeer{IP: "203.0.113.7"}, 443), "a run pod reaches the internet")
 		assert.True(t, reach(pod(&gateway.Items[0], "10.244.1.1"), 8000), "a run pod reaches the gateway")
+	})
+
+	// Issue 37, fail closed and seen: a deleted binding turns its policy off without a word
+	// from the API server; `check` names it, and `recover` puts it back as the deployed
+	// revision has it.
+	t.Run("a deleted or weakened guard fails check, and recover puts it back", func(t *testing.T) {
+		ctx := ctxT(t, 3*time.Minute)
+		const runsNS = "polyaxon-runs"
+		objects := ns + "-" + releaseName + "-runs-objects"
+		bindings := c.Clientset.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+		require.NoError(t, bindings.Delete(ctx, policy, metav1.DeleteOptions{}))
+		b, err := bindings.Get(ctx, objects, metav1.GetOptions{})
+		require.NoError(t, err)
+		b.Spec.ValidationActions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn}
+		_, err = bindings.Update(ctx, b, metav1.UpdateOptions{})
+		require.NoError(t, err)
+
+		pinned := func() error {
+			pod := loadRunPod(t, "job.yaml", runsNS)
+			pod.Spec.NodeName = coreNode
+			_, err := c.Clientset.CoreV1().Pods(runsNS).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+		require.NoError(t, pinned(), "without its binding the pods' restrictions refuse nothing")
+
+		res := c.deploy(t, "check", "-o", "json").result(t)
+		assert.Contains(t, failedChecks(res), "run-guards")
+		detail := checkDetail(res, "run-guards")
+		assert.Contains(t, detail, "ValidatingAdmissionPolicyBinding "+policy+" missing")
+		assert.Contains(t, detail, "ValidatingAdmissionPolicyBinding "+objects+" changed")
+		assert.Contains(t, detail, "`polyaxon-deploy recover` puts them back")
+
+		out := c.deploy(t, "recover", "--yes").requireExit(t, 0)
+		assert.Contains(t, out.Stderr, "run guards put back as the deployed revision has them")
+		res = c.deploy(t, "check", "-o", "json").result(t)
+		assert.NotContains(t, failedChecks(res), "run-guards", checkDetail(res, "run-guards"))
+		b, err = bindings.Get(ctx, objects, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
+		err = pinned()
+		require.Error(t, err, "the restored binding refuses again")
+		assert.Contains(t, err.Error(), denied+"spec.nodeName: a run pod may not pick its node ("+coreNode+")")
 	})
 }
 
