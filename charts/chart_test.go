@@ -591,7 +591,10 @@ func TestNotesWarn(t *testing.T) {
 func TestLint(t *testing.T) {
 	for name, vals := range map[string]map[string]any{"defaults": {}, "production": profileValues(t, "production"), "everything": everything} {
 		t.Run(name, func(t *testing.T) {
-			res := action.NewLint().Run([]string{"polyaxon"}, vals)
+			// `helm lint` lints in the context's namespace ("default" when it names none).
+			lint := action.NewLint()
+			lint.Namespace = testNamespace
+			res := lint.Run([]string{"polyaxon"}, vals)
 			for _, m := range res.Messages {
 				assert.Less(t, m.Severity, 2, "lint: %s", m) // 2 = WarningSev and above fail
 			}

@@ -140,7 +140,7 @@ func Checks(env *Env) []check.Check {
 			Hint: "fix the values named in the message; an admission webhook or policy may also reject objects (see its message)",
 			Run:  env.checkDryRun},
 		{ID: "runs-namespace", Category: "runs", Description: "runs go to a namespace that holds nothing of the platform's", Severity: check.Error,
-			Hint: "set runs.namespace to a namespace of its own (the production profile's polyaxon-runs), not the release's and not one holding another release",
+			Hint: "set runs.namespace to a namespace of its own (the production profile's <namespace>-runs), not the release's and not one holding another release",
 			Run:  env.checkRunsNamespace},
 		{ID: "run-placement", Category: "runs", Description: "the API server places run pods per category and hardens them", Severity: check.Warning,
 			Hint: "use Kubernetes 1.36 or later with admissionregistration.k8s.io/v1 served, and runs.admissionPolicies.enabled=true; until then set each run's own environment.nodeSelector/tolerations",

@@ -33,9 +33,10 @@ db/managers/agents.py), not to runs: runs are placed by the chart's admission po
 {{- toJson $out -}}
 {{- end -}}
 
-{{/* The namespace of run pods: runs.namespace, else the release's own. */}}
+{{/* The namespace of run pods: runs.namespace (a template: the production profile's is
+"{{ .Release.Namespace }}-runs"), else the release's own. */}}
 {{- define "polyaxon.runs.namespace" -}}
-{{- .Values.runs.namespace | default .Release.Namespace -}}
+{{- tpl (.Values.runs.namespace | default .Release.Namespace) . -}}
 {{- end -}}
 
 {{/* Whether runs live in a namespace of their own (nothing of the platform's in it). */}}

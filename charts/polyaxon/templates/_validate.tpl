@@ -4,6 +4,10 @@ which every render includes.
 */}}
 {{- define "polyaxon.validate" -}}
 {{- include "polyaxon.validate.version" . -}}
+{{- $runsNS := include "polyaxon.runs.namespace" . -}}
+{{- if or (gt (len $runsNS) 63) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $runsNS)) -}}
+{{- fail (printf "values: runs.namespace is %q: a namespace name is at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit; set runs.namespace to one (e.g. {{ .Release.Namespace }}-runs)" $runsNS) -}}
+{{- end -}}
 {{- $_ := include "polyaxon.scheduling.nodeSelectors" . -}}
 {{- if and (not .Values.postgresql.enabled) (not .Values.externalServices.postgresql.host) -}}
 {{- fail "values: postgresql.enabled is false and externalServices.postgresql.host is empty: the platform needs a database; set postgresql.enabled=true or externalServices.postgresql.host" -}}
