@@ -145,6 +145,9 @@ func plan(valuesDir string) ([]renderSpec, error) {
 // write renders the chart as `polyaxon-deploy render --profile P [-f FILE]` does and writes each
 // object (CRDs, objects, hooks) to its own file in dir, named by scan.ObjectFile. It returns
 // the objects written, as Kind/name.
+// releaseNamespace is the namespace every render is made for.
+const releaseNamespace = "polyaxon"
+
 func (r renderSpec) write(ch *chart.Chart, dir string) ([]string, error) {
 	p, err := profile.Load(r.profile)
 	if err != nil {
@@ -158,7 +161,7 @@ func (r renderSpec) write(ch *chart.Chart, dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := render.Render(ch, vals, render.Options{})
+	res, err := render.Render(ch, vals, render.Options{Namespace: releaseNamespace})
 	if err != nil {
 		return nil, err
 	}
@@ -166,12 +169,22 @@ func (r renderSpec) write(ch *chart.Chart, dir string) ([]string, error) {
 		return nil, err
 	}
 	var objects []string
+	seen := map[string]int{}
 	for _, m := range res.All() {
-		path := filepath.Join(dir, scan.ObjectFile(m.Kind(), m.Name()))
+		seen[m.Kind()+"/"+m.Name()]++
+	}
+	for _, m := range res.All() {
+		// Of two objects of one Kind and name (the artifacts claims of the gateway and of the
+		// runs), the one outside the release namespace is named with its namespace.
+		name := m.Name()
+		if ns := m.Object.GetNamespace(); seen[m.Kind()+"/"+name] > 1 && ns != "" && ns != releaseNamespace {
+			name = ns + "." + name
+		}
+		path := filepath.Join(dir, scan.ObjectFile(m.Kind(), name))
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			// Two objects of one Kind and name would share a file and blur the findings.
-			return nil, fmt.Errorf("%s/%s: %w", m.Kind(), m.Name(), err)
+			return nil, fmt.Errorf("%s/%s: %w", m.Kind(), name, err)
 		}
 		_, err = f.WriteString(m.Content)
 		if cerr := f.Close(); err == nil {
@@ -180,7 +193,7 @@ func (r renderSpec) write(ch *chart.Chart, dir string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		objects = append(objects, m.Kind()+"/"+m.Name())
+		objects = append(objects, m.Kind()+"/"+name)
 	}
 	return objects, nil
 }
