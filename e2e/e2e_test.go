@@ -87,7 +87,13 @@ const (
 	nsNameOverride   = "name-override"
 	overrideRelease  = "ml"
 	overrideFullname = "ml-core"
+	// nsRuns is where the production profile sends the runs of the release in nsInstall: its
+	// runs.namespace is "{{ .Release.Namespace }}-runs" (runsNamespaceOf).
+	nsRuns = "polyaxon-runs"
 )
+
+// runsNamespaceOf is the runs namespace the production profile gives a release in ns.
+func runsNamespaceOf(ns string) string { return ns + "-runs" }
 
 // dbNamespaces have a database of their own behind their Postgres pod.
 var dbNamespaces = []string{nsUpgrade, nsFailMigrate, nsInterrupted, nsRestore, nsHelmMixed}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
@@ -22,7 +23,8 @@ import (
 // command that acts on the release's objects finds them by the chart's names: `check` sees its
 // workloads, `backup` dumps through ml-core-postgresql-0 and saves the user's Secret, a killed
 // `restore` is reported by `check` and undone by `recover`, `restore` puts the data back with
-// the writers down, and `uninstall --purge-data` deletes the release's volumes and Secrets.
+// the writers down, and `uninstall --purge-data` deletes the release's volumes and Secrets and
+// the runs' namespace it created.
 func scenario15NameOverride(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
@@ -129,7 +131,7 @@ func scenario15NameOverride(t *testing.T) {
 		assert.Equal(t, seeded, c.checksums(t, ns), "every table as the backup recorded it")
 	})
 
-	t.Run("uninstall --purge-data deletes the release's volumes and Secrets", func(t *testing.T) {
+	t.Run("uninstall --purge-data deletes the release's volumes, Secrets and runs namespace", func(t *testing.T) {
 		pvcs, err := cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		require.NoError(t, err)
 		require.NotEmpty(t, pvcs.Items, "the release has volumes")
@@ -139,11 +141,13 @@ func scenario15NameOverride(t *testing.T) {
 		}
 		res := c.deploy(t, args("uninstall", "--purge-data", "--yes", "-o", "json")...).requireExit(t, 0)
 		var d struct {
-			PurgedVolumes []string `json:"purgedVolumes"`
-			PurgedSecrets []string `json:"purgedSecrets"`
+			PurgedVolumes    []string `json:"purgedVolumes"`
+			PurgedSecrets    []string `json:"purgedSecrets"`
+			PurgedNamespaces []string `json:"purgedNamespaces"`
 		}
 		res.data(t, &d)
 		assert.ElementsMatch(t, want, d.PurgedVolumes)
+		assert.Equal(t, []string{runsNamespaceOf(ns)}, d.PurgedNamespaces, "the runs' namespace the release created goes with the data")
 		assert.Contains(t, d.PurgedSecrets, overrideFullname+"-postgresql")
 		assert.NotContains(t, d.PurgedSecrets, "ml-keys", "the user's own Secret is theirs")
 		waitFor(t, time.Minute, "the release's volumes gone", func(ctx context.Context) (bool, string, error) {
@@ -155,5 +159,15 @@ func scenario15NameOverride(t *testing.T) {
 		})
 		_, err = cs.CoreV1().Secrets(ns).Get(ctx, "ml-keys", metav1.GetOptions{})
 		assert.NoError(t, err, "the user's Secret stays")
+		waitFor(t, 2*time.Minute, "namespace "+runsNamespaceOf(ns)+" gone", func(ctx context.Context) (bool, string, error) {
+			n, err := cs.CoreV1().Namespaces().Get(ctx, runsNamespaceOf(ns), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, "", nil
+			}
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return false, string(n.Status.Phase), nil
+		})
 	})
 }

@@ -39,8 +39,9 @@ var runCategoryPools = map[string]string{
 // with core, experiments (GPU, tainted) and builds pools. Every workload becomes ready, core
 // pods run on core nodes, Postgres/RabbitMQ/Redis never on experiments/builds nodes, the
 // canary of each run category (placed as the chart's admission policies place its runs) lands
-// on that category's pool, and the namespace enforces Pod Security "restricted" with every pod
-// admitted.
+// on that category's pool, runs go to a namespace of their own (polyaxon-runs, created by the
+// release) where the agent's, operator's and gateway's Roles are, and both namespaces enforce
+// Pod Security "restricted" with every pod admitted.
 func scenario1ProductionInstall(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
@@ -115,6 +116,30 @@ func scenario1ProductionInstall(t *testing.T) {
 		}
 	})
 
+	t.Run("runs live in a namespace of their own, where the runners' rights are", func(t *testing.T) {
+		ctx := ctxT(t, time.Minute)
+		runs, err := cs.CoreV1().Namespaces().Get(ctx, nsRuns, metav1.GetOptions{})
+		require.NoError(t, err, "the release created the runs' namespace")
+		assert.Equal(t, releaseName, runs.Annotations["meta.helm.sh/release-name"])
+		assert.Equal(t, ns, runs.Annotations["meta.helm.sh/release-namespace"])
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "polyaxon-agent", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, nsRuns, cm.Data["POLYAXON_K8S_NAMESPACE"], "the agent sends runs there")
+		for _, n := range []string{ns, nsRuns} {
+			roles, err := cs.RbacV1().Roles(n).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + releaseName})
+			require.NoError(t, err)
+			var names []string
+			for _, r := range roles.Items {
+				names = append(names, r.Name)
+			}
+			if n == nsRuns {
+				assert.Subset(t, names, []string{"polyaxon-agent", "polyaxon-operator", "polyaxon-gateway"}, "the runners' Roles are with the runs")
+			} else {
+				assert.Empty(t, names, "no runner has a right in the platform's namespace")
+			}
+		}
+	})
+
 	t.Run("run categories land on their pools", func(t *testing.T) {
 		// The canary creates one pod per category with the scheduling the chart's admission
 		// policies give it (scenario 8 creates Polyaxon-shaped run pods and checks the
@@ -131,20 +156,23 @@ func scenario1ProductionInstall(t *testing.T) {
 	})
 
 	t.Run("namespace enforces restricted and every pod was admitted", func(t *testing.T) {
-		nsObj, err := cs.CoreV1().Namespaces().Get(ctxT(t, time.Minute), ns, metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.Equal(t, "restricted", nsObj.Labels["pod-security.kubernetes.io/enforce"])
+		// The platform's namespace and the runs' own (created by the release) both enforce it.
+		for _, n := range []string{ns, nsRuns} {
+			nsObj, err := cs.CoreV1().Namespaces().Get(ctxT(t, time.Minute), n, metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, "restricted", nsObj.Labels["pod-security.kubernetes.io/enforce"], n)
 
-		// Enforcement is live: a pod breaking "restricted" is refused by admission.
-		bad := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "privileged-probe"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "busybox:1.36",
-				SecurityContext: &corev1.SecurityContext{Privileged: ptrTo(true)}}}},
+			// Enforcement is live: a pod breaking "restricted" is refused by admission.
+			bad := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "privileged-probe"},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "busybox:1.36",
+					SecurityContext: &corev1.SecurityContext{Privileged: ptrTo(true)}}}},
+			}
+			_, err = cs.CoreV1().Pods(n).Create(ctxT(t, time.Minute), bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			require.Error(t, err, "a privileged pod must be rejected in %s", n)
+			assert.True(t, apierrors.IsForbidden(err), "rejected by Pod Security admission: %v", err)
+			assert.Contains(t, err.Error(), "restricted")
 		}
-		_, err = cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		require.Error(t, err, "a privileged pod must be rejected in %s", ns)
-		assert.True(t, apierrors.IsForbidden(err), "rejected by Pod Security admission: %v", err)
-		assert.Contains(t, err.Error(), "restricted")
 
 		// Every controller got all of its pods: none was refused (FailedCreate) by admission.
 		rss, err := cs.AppsV1().ReplicaSets(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
