@@ -35,7 +35,8 @@ const (
 // TestScenario9PyTorchJobThroughTheTrainingOperator: the real Kubeflow training operator
 // (v1.8.1, built from the Go module proxy) on the local control plane. Before its CRDs exist,
 // `check` refuses operators.pytorchjob=true (distributed-backends) with the fix; with them the
-// production install passes. A PyTorchJob shaped as Polyaxon's operator creates it (master and
+// production install passes. A PyTorchJob shaped as Polyaxon's operator creates it, in the runs'
+// namespace (polyaxon-runs), which the training operator watches (master and
 // workers, each with Polyaxon's run labels, init and sidecar containers and one nvidia.com/gpu)
 // is turned into pods by the training operator; the API server places and hardens them by the
 // chart's policies (the operator's own init container included) and the scheduler binds them to
@@ -45,7 +46,7 @@ func TestScenario9PyTorchJobThroughTheTrainingOperator(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	bin, crdDir := trainingOperatorBuild(t)
 	c := runsCluster(t, "kubeflow")
-	ns := nsInstall
+	ns, runs := nsInstall, nsRuns
 	pytorch := []string{"--set", "operators.pytorchjob=true"}
 
 	t.Run("check refuses the backend until its CRDs are served", func(t *testing.T) {
@@ -58,7 +59,7 @@ func TestScenario9PyTorchJobThroughTheTrainingOperator(t *testing.T) {
 	})
 
 	c.deploy(t, append([]string{"install", "--profile", "production", "-o", "json"}, pytorch...)...).requireExit(t, 0)
-	startTrainingOperator(t, c, bin, ns)
+	startTrainingOperator(t, c, bin, runs)
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	require.NoError(t, err)
 	ev, _ := offlineEvaluator(t, ns, "operators.pytorchjob=true")
@@ -96,10 +97,10 @@ func TestScenario9PyTorchJobThroughTheTrainingOperator(t *testing.T) {
 			}
 
 			name := "plx-operation-" + tc.name
-			job := polyaxonPyTorchJob(t, ns, name, tc.workers)
-			_, err := dyn.Resource(pytorchJobs).Namespace(ns).Create(ctxT(t, time.Minute), job, metav1.CreateOptions{})
+			job := polyaxonPyTorchJob(t, runs, name, tc.workers)
+			_, err := dyn.Resource(pytorchJobs).Namespace(runs).Create(ctxT(t, time.Minute), job, metav1.CreateOptions{})
 			require.NoError(t, err)
-			pods := waitJobPodsSettled(t, c.Clientset, ns, name, replicas)
+			pods := waitJobPodsSettled(t, c.Clientset, runs, name, replicas)
 			bound := 0
 			for _, p := range pods {
 				what := "pod " + p.Name
@@ -119,16 +120,16 @@ func TestScenario9PyTorchJobThroughTheTrainingOperator(t *testing.T) {
 			}
 			assert.Equal(t, tc.fits, bound, "the scheduler bound as many replicas as the plan placed")
 			assert.Equal(t, unschedulable, replicas-bound)
-			evs, err := c.Clientset.CoreV1().Events(ns).List(ctxT(t, time.Minute), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+			evs, err := c.Clientset.CoreV1().Events(runs).List(ctxT(t, time.Minute), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 			require.NoError(t, err)
 			for _, e := range evs.Items {
 				assert.NotEqual(t, "FailedCreatePod", e.Reason, "the training operator's pods were admitted: %s", e.Message)
 			}
 
-			require.NoError(t, dyn.Resource(pytorchJobs).Namespace(ns).Delete(ctxT(t, time.Minute), name,
+			require.NoError(t, dyn.Resource(pytorchJobs).Namespace(runs).Delete(ctxT(t, time.Minute), name,
 				metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationForeground)}))
 			waitFor(t, 2*time.Minute, "the pods of "+name+" gone", func(ctx context.Context) (bool, string, error) {
-				list, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "training.kubeflow.org/job-name=" + name})
+				list, err := c.Clientset.CoreV1().Pods(runs).List(ctx, metav1.ListOptions{LabelSelector: "training.kubeflow.org/job-name=" + name})
 				if err != nil {
 					return false, err.Error(), nil
 				}

@@ -140,8 +140,13 @@ func useRotatorCert(t *testing.T, pem []byte) error {
 // trainingOperatorSecret is the Secret its certificate controller fills (--webhook-secret-name).
 const trainingOperatorSecret = "training-operator-webhook-cert"
 
+// trainingOperatorNamespace is the operator's own namespace (its pod's, MY_POD_NAMESPACE: its
+// webhook certificate's Secret is there), as Kubeflow installs it; it watches the runs'.
+const trainingOperatorNamespace = "kubeflow"
+
 // startTrainingOperator runs the operator's manager as a local process against the cluster,
-// watching namespace, with the controllers of schemes (default: only pytorchjob). No webhook is registered with the
+// in trainingOperatorNamespace, watching namespace (the runs'), with the controllers of
+// schemes (default: only pytorchjob). No webhook is registered with the
 // API server: nothing calls it. The operator's certificate controller still insists on a
 // Secret to fill and on seeing the certificate mounted before it starts the controllers; this
 // harness creates the Secret and, as the kubelet would mount it, writes its files. The process
@@ -151,7 +156,8 @@ func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, 
 	if len(schemes) == 0 {
 		schemes = []string{"pytorchjob"}
 	}
-	_, err := c.Clientset.CoreV1().Secrets(namespace).Create(ctxT(t, time.Minute), &corev1.Secret{
+	createNamespace(t, c, trainingOperatorNamespace)
+	_, err := c.Clientset.CoreV1().Secrets(trainingOperatorNamespace).Create(ctxT(t, time.Minute), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: trainingOperatorSecret}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
@@ -171,7 +177,7 @@ func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, 
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
 		"--webhook-server-port="+strconv.Itoa(ports[2]),
 		"--zap-log-level=info")...)
-	cmd.Env = append(subprocessEnv(), "KUBECONFIG="+c.KubeconfigPath, "MY_POD_NAMESPACE="+namespace, "TMPDIR="+tmp)
+	cmd.Env = append(subprocessEnv(), "KUBECONFIG="+c.KubeconfigPath, "MY_POD_NAMESPACE="+trainingOperatorNamespace, "TMPDIR="+tmp)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})
@@ -195,7 +201,7 @@ func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, 
 			return false, "", fmt.Errorf("the training operator exited:\n%s", lastLines(string(b), 30))
 		default:
 		}
-		s, err := c.Clientset.CoreV1().Secrets(namespace).Get(ctx, trainingOperatorSecret, metav1.GetOptions{})
+		s, err := c.Clientset.CoreV1().Secrets(trainingOperatorNamespace).Get(ctx, trainingOperatorSecret, metav1.GetOptions{})
 		if err != nil || len(s.Data["tls.crt"]) == 0 || len(s.Data["tls.key"]) == 0 {
 			return false, "Secret not filled yet", nil
 		}
