@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ import (
 
 // TestScenario13RunsLocked (issue 24, "runs are runs" and "runs never share the core pool in
 // production"): after `install --profile production`, the API server refuses, with the
-// reason, every run pod that names another service account than the runs one, a nodeName, a
+// reason, every run pod in the runs' namespace (polyaxon-runs) that names another service account than the runs one, a nodeName, a
 // priority class, another scheduler, or the core pool's nodes (by nodeSelector or required
 // node affinity), or that does not keep off them by the pool label (a core node's hostname, a
 // label only core nodes carry). Each refusal is the one `plan` and `check` predict offline
@@ -31,7 +32,7 @@ import (
 func TestScenario13RunsLocked(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := runsCluster(t, "locked")
-	ns := nsInstall
+	ns, runs := nsInstall, nsRuns
 	c.deploy(t, "install", "--profile", "production", "-o", "json").requireExit(t, 0)
 	cs, _ := warnedClient(t, c)
 	pools := nodePools(t, c.Clientset)
@@ -61,8 +62,9 @@ func TestScenario13RunsLocked(t *testing.T) {
 			change  func(*corev1.Pod)
 			message string
 		}{
-			{"the agent's service account", func(p *corev1.Pod) { p.Spec.ServiceAccountName = releaseName + "-agent" },
-				"spec.serviceAccountName: a run pod uses the runs ServiceAccount " + releaseName + "-runs, not " + releaseName + "-agent: remove serviceAccountName from the run's environment"},
+			// The agent's account is not in the runs' namespace (below); its default account is.
+			{"another service account of the runs' namespace", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "default" },
+				"spec.serviceAccountName: a run pod uses the runs ServiceAccount " + releaseName + "-runs, not default: remove serviceAccountName from the run's environment"},
 			{"a core node by nodeName", func(p *corev1.Pod) { p.Spec.NodeName = coreNode },
 				"spec.nodeName: a run pod may not pick its node (" + coreNode + "): remove nodeName from the run's environment; the scheduler places it on its category's nodes"},
 			{"a priority class", func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" },
@@ -84,37 +86,47 @@ func TestScenario13RunsLocked(t *testing.T) {
 			}, keepOff},
 		}
 		for _, r := range refusals {
-			sent := loadRunPod(t, "job.yaml", ns)
+			sent := loadRunPod(t, "job.yaml", runs)
 			r.change(sent)
 			_, predicted := ev.AdmitPod(context.Background(), sent)
 			require.Error(t, predicted, "%s: plan and check predict a refusal", r.name)
 			assert.True(t, admission.IsRefusal(predicted), "%s: %v", r.name, predicted)
-			_, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), sent, metav1.CreateOptions{})
+			_, err := cs.CoreV1().Pods(runs).Create(ctxT(t, time.Minute), sent, metav1.CreateOptions{})
 			require.Error(t, err, "%s: the API server refuses the pod", r.name)
 			assert.Contains(t, err.Error(), denied+r.message, r.name)
 			// The server names the pod it generated; the refusal is the one predicted offline.
 			assert.Equal(t, afterForbidden(predicted.Error()), afterForbidden(err.Error()), r.name)
 		}
+
+		// The agent's account lives with the platform: in the runs' namespace there is none to
+		// take. The API server refuses the pod before any policy (the restrictions would too).
+		sent := loadRunPod(t, "job.yaml", runs)
+		sent.Spec.ServiceAccountName = releaseName + "-agent"
+		_, predicted := ev.AdmitPod(context.Background(), sent)
+		assert.True(t, admission.IsRefusal(predicted), "the restrictions refuse the agent's account: %v", predicted)
+		_, err := cs.CoreV1().Pods(runs).Create(ctxT(t, time.Minute), sent, metav1.CreateOptions{})
+		require.Error(t, err, "the agent's service account: the API server refuses the pod")
+		assert.Contains(t, err.Error(), `serviceaccount "`+releaseName+`-agent" not found`)
 	})
 
 	t.Run("a run pod of each category is still admitted and placed", func(t *testing.T) {
 		for _, f := range runPodFixtures {
-			sent := loadRunPod(t, f.File, ns)
+			sent := loadRunPod(t, f.File, runs)
 			_, err := ev.AdmitPod(context.Background(), sent)
 			require.NoError(t, err, "%s: predicted admitted", f.File)
-			created, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), sent, metav1.CreateOptions{})
+			created, err := cs.CoreV1().Pods(runs).Create(ctxT(t, time.Minute), sent, metav1.CreateOptions{})
 			require.NoError(t, err, "%s is admitted", f.File)
-			bound := waitBound(t, cs, ns, created.Name)
+			bound := waitBound(t, cs, runs, created.Name)
 			assert.Equalf(t, f.Pool, pools[bound.Spec.NodeName], "%s (%s) runs on %s", f.File, f.Category, bound.Spec.NodeName)
 		}
 		// A run may still pick a node of a run pool, naming the pool too.
-		pinned := loadRunPod(t, "experiment.yaml", ns)
+		pinned := loadRunPod(t, "experiment.yaml", runs)
 		pinned.Spec.NodeSelector = map[string]string{cluster.PoolLabel: cluster.PoolExperiments, corev1.LabelHostname: gpuNode}
 		_, err := ev.AdmitPod(context.Background(), pinned)
 		require.NoError(t, err, "predicted admitted")
-		created, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), pinned, metav1.CreateOptions{})
+		created, err := cs.CoreV1().Pods(runs).Create(ctxT(t, time.Minute), pinned, metav1.CreateOptions{})
 		require.NoError(t, err, "a run pinned to a node of its pool is admitted")
-		assert.Equal(t, gpuNode, waitBound(t, cs, ns, created.Name).Spec.NodeName)
+		assert.Equal(t, gpuNode, waitBound(t, cs, runs, created.Name).Spec.NodeName)
 	})
 
 	t.Run("plan and check show a category placed on the core pool, or on no pool, as refused", func(t *testing.T) {
@@ -165,7 +177,9 @@ func TestScenario13RunsLocked(t *testing.T) {
 	// judged with cyclonus's matcher, with the addresses the install read from this cluster.
 	t.Run("the API server accepted the runs' NetworkPolicies, which keep run pods from its addresses", func(t *testing.T) {
 		ctx := ctxT(t, time.Minute)
-		list, err := c.Clientset.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+		// The runs' policies are with the runs; the gateway's (ingress from the runs' namespace)
+		// with the platform.
+		list, err := c.Clientset.NetworkingV1().NetworkPolicies(runs).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		var policies []*networkingv1.NetworkPolicy
 		names := map[string]bool{}
@@ -173,7 +187,13 @@ func TestScenario13RunsLocked(t *testing.T) {
 			policies = append(policies, &list.Items[i])
 			names[list.Items[i].Name] = true
 		}
-		assert.True(t, names[releaseName+"-runs"] && names[releaseName+"-runs-distributed"], "the runs' policies are installed: %v", names)
+		assert.True(t, names[releaseName+"-runs"] && names[releaseName+"-runs-distributed"], "the runs' policies are installed in %s: %v", runs, names)
+		platform, err := c.Clientset.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for i := range platform.Items {
+			policies = append(policies, &platform.Items[i])
+			assert.NotContains(t, []string{releaseName + "-runs", releaseName + "-runs-distributed"}, platform.Items[i].Name, "no runs' policy left in %s", ns)
+		}
 		svc, err := c.Clientset.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 		require.NoError(t, err)
 		slice, err := c.Clientset.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
@@ -185,13 +205,13 @@ func TestScenario13RunsLocked(t *testing.T) {
 		require.NotEmpty(t, apiAddrs)
 
 		judge := matcher.BuildNetworkPolicies(true, policies)
-		job := loadRunPod(t, "job.yaml", ns)
+		job := loadRunPod(t, "job.yaml", runs)
 		gateway, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=gateway"})
 		require.NoError(t, err)
 		require.NotEmpty(t, gateway.Items)
 		pod := func(p *corev1.Pod, ip string) *matcher.TrafficPeer {
-			return &matcher.TrafficPeer{IP: ip, Internal: &matcher.InternalPeer{PodLabels: p.Labels, Namespace: ns,
-				NamespaceLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}
+			return &matcher.TrafficPeer{IP: ip, Internal: &matcher.InternalPeer{PodLabels: p.Labels, Namespace: p.Namespace,
+				NamespaceLabels: map[string]string{"kubernetes.io/metadata.name": p.Namespace}}}
 		}
 		from := pod(job, "10.244.9.9")
 		reach := func(to *matcher.TrafficPeer, port int) bool {
@@ -227,7 +247,11 @@ func TestScenario13RunsLocked(t *testing.T) {
 			_, err := c.Clientset.CoreV1().Pods(runsNS).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			return err
 		}
-		require.NoError(t, pinned(), "without its binding the pods' restrictions refuse nothing")
+		// The API server's policy informer sees the binding go within moments.
+		waitFor(t, time.Minute, "without its binding the pods' restrictions refuse nothing", func(context.Context) (bool, string, error) {
+			err := pinned()
+			return err == nil, fmt.Sprint(err), nil
+		})
 
 		res := c.deploy(t, "check", "-o", "json").result(t)
 		assert.Contains(t, failedChecks(res), "run-guards")
@@ -243,8 +267,10 @@ func TestScenario13RunsLocked(t *testing.T) {
 		b, err = bindings.Get(ctx, objects, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
-		err = pinned()
-		require.Error(t, err, "the restored binding refuses again")
+		waitFor(t, time.Minute, "the restored binding refusing again", func(context.Context) (bool, string, error) {
+			err = pinned()
+			return err != nil, "admitted", nil
+		})
 		assert.Contains(t, err.Error(), denied+"spec.nodeName: a run pod may not pick its node ("+coreNode+")")
 	})
 }
