@@ -12,34 +12,38 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
-// policiesOff is the upgrade that takes the run admission policies away: the namespace can then
-// enforce only baseline, or every run is refused.
+// policiesOff is the upgrade that takes the run placement policies away: runs stay hardened (the
+// hardening follows securityContext.enabled), so nothing lowers Pod Security, but a run must
+// then name its pool itself, or the runs' restrictions refuse it.
 const policiesOff = "runs.admissionPolicies.enabled=false"
 
-// TestScenario16PodSecurityRevisions (issue 24, "Pod Security follows the revision"): the
-// release namespace's Pod Security labels are those of the revision that ends up deployed,
-// whichever command deployed it, and they change only under the release lock. An install that
-// finds another run holding the lock leaves an existing namespace's labels alone. `rollback` to
-// a revision without the run policies labels the namespace enforce=baseline (warn and audit
-// restricted), and the API server then admits a run pod as Polyaxon sends it; a rollback to a
-// revision with the policies brings restricted back. A failed upgrade that had lowered enforce
-// rolls back to restricted. An upgrade that takes the run policies and the NetworkPolicies away,
-// killed while Helm is deleting the run policies (some gone, some left), is undone by `recover`:
-// the previous revision's policies and NetworkPolicies are back, and so is restricted. Each
-// level is the API server's own: a run pod admitted (hardened or not), a pod outside restricted
-// refused.
+// TestScenario16PodSecurityRevisions (issue 24, "Pod Security follows the revision"): the Pod
+// Security labels of the release namespace and of the runs' own (polyaxon-runs) are those of
+// the revision that ends up deployed, whichever command deployed it, and they change only under
+// the release lock. An install that finds another run holding the lock leaves an existing
+// namespace's labels alone. In production runs are hardened whether or not the placement
+// policies are on, so every revision, with them or without, keeps both namespaces at
+// restricted: `rollback` to a revision without the placement policies, a failed upgrade that
+// takes them away, and an upgrade that takes them and the NetworkPolicies away, killed while
+// Helm is deleting the policies (some gone, some left), never lower enforce; what follows the
+// revision is the placement (a run as Polyaxon sends it placed on its pool, or refused with the
+// reason when nothing names its pool). `recover` puts the previous revision's policies and
+// NetworkPolicies back. Each level is the API server's own: a run pod admitted hardened, a pod
+// outside restricted refused.
 func TestScenario16PodSecurityRevisions(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := runsCluster(t, "podsecurity")
-	ns := nsInstall
+	ns, runs := nsInstall, nsRuns
 	cs := c.Clientset
 	upgrade := func(args ...string) []string {
 		return append([]string{"upgrade", "--skip-backup", "--yes"}, args...)
@@ -62,46 +66,50 @@ func TestScenario16PodSecurityRevisions(t *testing.T) {
 			assert.Equal(t, v, nsObj.Labels[k], k)
 		}
 		assert.NotContains(t, nsObj.Labels, "pod-security.kubernetes.io/warn", "no label of the install's profile")
+		_, err = cs.CoreV1().Namespaces().Get(ctxT(t, time.Minute), runs, metav1.GetOptions{})
+		assert.Truef(t, apierrors.IsNotFound(err), "the runs' namespace was not created: %v", err)
 	})
 
 	// Revisions: 1 policies on, 2 off, 3 on.
 	c.deploy(t, "install", "--profile", "production").requireExit(t, 0)
-	requireLevels(t, cs, ns, "restricted")
-	c.deploy(t, upgrade("--set", policiesOff)...).requireExit(t, 0)
-	requireLevels(t, cs, ns, "baseline")
-	requireRunsAdmitted(t, cs, ns, false)
+	requireLevels(t, cs, ns, runs)
+	requireRunsAdmitted(t, cs, ns, runs, true)
+	r := c.deploy(t, upgrade("--set", policiesOff)...).requireExit(t, 0)
+	assert.NotContains(t, r.Stderr, `enforces Pod Security "baseline"`, "runs stay hardened: nothing is lowered")
+	requireLevels(t, cs, ns, runs)
+	requireRunsAdmitted(t, cs, ns, runs, false)
 	c.deploy(t, upgrade("--set", "runs.admissionPolicies.enabled=true")...).requireExit(t, 0)
-	requireLevels(t, cs, ns, "restricted")
-	requireRunsAdmitted(t, cs, ns, true)
+	requireLevels(t, cs, ns, runs)
+	requireRunsAdmitted(t, cs, ns, runs, true)
 
-	ok := t.Run("rollback to a revision without the policies enforces baseline; back to one with them, restricted", func(t *testing.T) {
+	ok := t.Run("rollback to a revision without the placement policies keeps restricted; runs then name their pool", func(t *testing.T) {
 		r := c.deploy(t, "rollback", "2").requireExit(t, 0)
-		assert.Contains(t, r.Stderr, `revision 2: namespace `+ns+` enforces Pod Security "baseline" (warn and audit "restricted")`)
-		requireLevels(t, cs, ns, "baseline")
-		requireRunsAdmitted(t, cs, ns, false)
+		assert.NotContains(t, r.Stderr, `enforces Pod Security "baseline"`)
+		requireLevels(t, cs, ns, runs)
+		requireRunsAdmitted(t, cs, ns, runs, false)
 
 		c.deploy(t, "rollback", "3").requireExit(t, 0)
-		requireLevels(t, cs, ns, "restricted")
-		requireRunsAdmitted(t, cs, ns, true)
+		requireLevels(t, cs, ns, runs)
+		requireRunsAdmitted(t, cs, ns, runs, true)
 	})
-	require.True(t, ok, "the upgrades below start from restricted")
+	require.True(t, ok, "the upgrades below start from placed runs")
 
-	ok = t.Run("a failed upgrade that lowered enforce rolls back to restricted", func(t *testing.T) {
+	ok = t.Run("a failed upgrade that took the placement policies away rolls back to them, restricted throughout", func(t *testing.T) {
 		before := newest(helmRevisions(t, cs, ns))
 		freezeRollouts(t, c, ns)
 		r := c.deploy(t, upgrade("--set", policiesOff, "--set", "gateway.podAnnotations.e2e=frozen", "--timeout", "25s")...)
 		unfreezeRollouts(t, c, ns)
 		require.NotEqualf(t, 0, r.Code, "the rollout cannot progress: the upgrade fails\n%s", r)
-		assert.Contains(t, r.Stderr, `enforces Pod Security "baseline"`, "the upgrade says its release enforces baseline")
+		assert.NotContains(t, r.Stderr, `enforces Pod Security "baseline"`, "nothing is lowered while the upgrade runs")
 		assert.Containsf(t, r.Stderr, "rolled back to revision "+strconv.Itoa(before), "%s", r)
-		requireLevels(t, cs, ns, "restricted")
-		requireRunsAdmitted(t, cs, ns, true)
+		requireLevels(t, cs, ns, runs)
+		requireRunsAdmitted(t, cs, ns, runs, true)
 	})
-	require.True(t, ok, "recover starts from restricted")
+	require.True(t, ok, "recover starts from placed runs")
 
-	t.Run("recover after an upgrade killed while Helm deleted the run policies brings them and restricted back", func(t *testing.T) {
+	t.Run("recover after an upgrade killed while Helm deleted the run policies brings them back", func(t *testing.T) {
 		before := newest(helmRevisions(t, cs, ns))
-		policies, netpols := runPolicyNames(t, cs, ns), networkPolicyNames(t, cs, ns)
+		policies, netpols := runPolicyNames(t, cs, ns), networkPolicyNames(t, cs, ns, runs)
 		require.NotEmpty(t, policies)
 		require.NotEmpty(t, netpols)
 		// Helm deletes what the new revision lacks after applying the rest, NetworkPolicies
@@ -114,20 +122,20 @@ func TestScenario16PodSecurityRevisions(t *testing.T) {
 		left := runPolicyNames(t, cs, ns)
 		require.NotEmpty(t, left, "killed before Helm deleted every run policy (the premise)")
 		require.Less(t, len(left), len(policies), "killed after Helm deleted a run policy (the premise)")
-		requireLevels(t, cs, ns, "baseline")
+		requireLevels(t, cs, ns, runs)
 
 		c.deploy(t, "recover", "--yes").requireExit(t, 0)
 		revs := requireNotPending(t, cs, ns)
 		assert.Equal(t, "deployed", revs[newest(revs)], "%v", revs)
 		assert.Equal(t, policies, runPolicyNames(t, cs, ns), "the run policies of the revision recover rolled back to")
-		assert.Equal(t, netpols, networkPolicyNames(t, cs, ns), "its NetworkPolicies")
-		requireLevels(t, cs, ns, "restricted")
-		requireRunsAdmitted(t, cs, ns, true)
+		assert.Equal(t, netpols, networkPolicyNames(t, cs, ns, runs), "its NetworkPolicies")
+		requireLevels(t, cs, ns, runs)
+		requireRunsAdmitted(t, cs, ns, runs, true)
 		// The restrictions the rollback patched back in are in force.
-		pinned := loadRunPod(t, "build.yaml", ns)
+		pinned := loadRunPod(t, "build.yaml", runs)
 		pinned.Spec.NodeName = "core-0"
 		waitFor(t, time.Minute, "a run pod with a nodeName refused", func(ctx context.Context) (bool, string, error) {
-			_, err := cs.CoreV1().Pods(ns).Create(ctx, pinned, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			_, err := cs.CoreV1().Pods(runs).Create(ctx, pinned, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			return err != nil && strings.Contains(err.Error(), "spec.nodeName: a run pod may not pick its node"), fmt.Sprint(err), nil
 		})
 	})
@@ -170,52 +178,66 @@ func runPolicyNames(t *testing.T, cs kubernetes.Interface, ns string) []string {
 	return names
 }
 
-// networkPolicyNames lists the namespace's NetworkPolicies, sorted.
-func networkPolicyNames(t *testing.T, cs kubernetes.Interface, ns string) []string {
+// networkPolicyNames lists the NetworkPolicies of the namespaces as "namespace/name", sorted.
+func networkPolicyNames(t *testing.T, cs kubernetes.Interface, namespaces ...string) []string {
 	t.Helper()
-	list, err := cs.NetworkingV1().NetworkPolicies(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
-	require.NoError(t, err)
 	var names []string
-	for _, o := range list.Items {
-		names = append(names, o.Name)
+	for _, ns := range namespaces {
+		list, err := cs.NetworkingV1().NetworkPolicies(ns).List(ctxT(t, time.Minute), metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, o := range list.Items {
+			names = append(names, ns+"/"+o.Name)
+		}
 	}
 	slices.Sort(names)
 	return names
 }
 
-// requireLevels checks the namespace's Pod Security labels for a revision whose enforce level is
-// enforce: warn and audit stay at the production profile's restricted.
-func requireLevels(t *testing.T, cs kubernetes.Interface, ns, enforce string) {
+// requireLevels checks the Pod Security labels of the release namespace and of the runs' own:
+// enforce, warn and audit at the production profile's restricted (runs are hardened in every
+// revision of this scenario).
+func requireLevels(t *testing.T, cs kubernetes.Interface, namespaces ...string) {
 	t.Helper()
-	nsObj, err := cs.CoreV1().Namespaces().Get(ctxT(t, time.Minute), ns, metav1.GetOptions{})
-	require.NoError(t, err)
-	for label, want := range map[string]string{"enforce": enforce, "warn": "restricted", "audit": "restricted"} {
-		assert.Equal(t, want, nsObj.Labels["pod-security.kubernetes.io/"+label], label)
+	for _, ns := range namespaces {
+		nsObj, err := cs.CoreV1().Namespaces().Get(ctxT(t, time.Minute), ns, metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, label := range []string{"enforce", "warn", "audit"} {
+			assert.Equal(t, "restricted", nsObj.Labels["pod-security.kubernetes.io/"+label], "%s: %s", ns, label)
+		}
 	}
 }
 
-// requireRunsAdmitted checks what the API server does with pods now: a run pod as Polyaxon
-// sends it is admitted, hardened when the deployed revision has the policies (once the API
-// server's policy informer has caught up) and as sent when it has none; a pod outside
-// restricted that is not a run is refused with the policies (enforce restricted), admitted
-// without them (baseline).
-func requireRunsAdmitted(t *testing.T, cs kubernetes.Interface, ns string, policies bool) {
+// requireRunsAdmitted checks what the API server does with pods now. In the runs' namespace a
+// run pod as Polyaxon sends it is hardened and placed on its category's pool when the deployed
+// revision has the placement policies (once the API server's policy informer has caught up);
+// without them it is refused (it names no pool, and could land on the protected core pool),
+// while one that names its pool is admitted, hardened. A pod outside restricted that is not a
+// run is refused in both namespaces.
+func requireRunsAdmitted(t *testing.T, cs kubernetes.Interface, ns, runs string, placed bool) {
 	t.Helper()
-	build := loadRunPod(t, "build.yaml", ns)
-	waitFor(t, time.Minute, "a run pod admitted by the API server", func(ctx context.Context) (bool, string, error) {
-		p, err := cs.CoreV1().Pods(ns).Create(ctx, build, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	build := loadRunPod(t, "build.yaml", runs)
+	waitFor(t, time.Minute, "the API server placing a run pod, or refusing it unplaced", func(ctx context.Context) (bool, string, error) {
+		p, err := cs.CoreV1().Pods(runs).Create(ctx, build, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
-			return false, "refused: " + err.Error(), nil
+			refused := strings.Contains(err.Error(), "a run pod must keep off the nodes of the protected categories")
+			return !placed && refused, "refused: " + err.Error(), nil
 		}
-		got := p.Spec.SecurityContext != nil && p.Spec.SecurityContext.RunAsNonRoot != nil
-		return got == policies, "admitted, hardened: " + strconv.FormatBool(got), nil
+		got := p.Spec.NodeSelector[cluster.PoolLabel] == cluster.PoolBuilds
+		hardened := p.Spec.SecurityContext != nil && p.Spec.SecurityContext.RunAsNonRoot != nil
+		return placed && got && hardened, fmt.Sprintf("admitted, placed %v, hardened %v", got, hardened), nil
 	})
-	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "not-a-run-"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
-	_, err := cs.CoreV1().Pods(ns).Create(ctxT(t, time.Minute), plain, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	if policies {
-		require.Error(t, err, "restricted refuses a pod outside it")
-		assert.Contains(t, err.Error(), `violates PodSecurity "restricted:latest"`)
-	} else {
-		require.NoError(t, err, "baseline admits a plain pod")
+	if !placed {
+		own := loadRunPod(t, "build.yaml", runs)
+		own.Spec.NodeSelector = map[string]string{cluster.PoolLabel: cluster.PoolBuilds}
+		p, err := cs.CoreV1().Pods(runs).Create(ctxT(t, time.Minute), own, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		require.NoError(t, err, "a run that names its pool is admitted")
+		require.NotNil(t, p.Spec.SecurityContext)
+		assert.Equal(t, ptrTo(true), p.Spec.SecurityContext.RunAsNonRoot, "hardened without the placement policies")
+	}
+	for _, n := range []string{ns, runs} {
+		plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "not-a-run-"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		_, err := cs.CoreV1().Pods(n).Create(ctxT(t, time.Minute), plain, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		require.Error(t, err, "restricted refuses a pod outside it in %s", n)
+		assert.Contains(t, err.Error(), `violates PodSecurity "restricted:latest"`, n)
 	}
 }
