@@ -28,7 +28,8 @@ import (
 // the gateway Service, creates a project and runs polyaxonfiles: each run goes from the real
 // API through the real agent (with its own ServiceAccount's token) and the operator to pods
 // that the chart's admission policies place and the real scheduler binds to the category's
-// pool, and its status in the API reaches succeeded (jobs: kwok completes their pods) or
+// pool, in the runs' own namespace (polyaxon-runs, where the connection's Secret is created
+// after the install, as its NOTES say), and its status in the API reaches succeeded (jobs: kwok completes their pods) or
 // running (services). Runs that cannot be, fail in Polyaxon with its own message, and nothing
 // of the platform restarts.
 //
@@ -36,18 +37,12 @@ import (
 // which the local provider runs; RabbitMQ and Celery are not run here.
 func TestScenario12PolyaxonRuns(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
-	ns := nsInstall
+	ns, runsNS := nsInstall, nsRuns
 	opBin, crds := trainingOperatorBuild(t)
 	c := polyaxonCluster(t, "polyaxon", ns)
 	venv, _ := polyaxonPrograms(t)
 	applyKubeflowCRDs(t, c, crds, "tfjobs")
 	createNamespace(t, c, ns)
-	_, err := c.Clientset.CoreV1().Secrets(ns).Create(ctxT(t, time.Minute), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "training-credentials"},
-		StringData: map[string]string{"api-key": "not-a-real-key"},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	startTrainingOperator(t, c, opBin, ns, "tfjob")
 
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
@@ -59,6 +54,14 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 		"-f", filepath.Join(files, "connections-values.yaml"),
 	).requireExit(t, 0)
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
+	// The connection's Secret, where the runs are (the install's NOTES: kubectl -n polyaxon-runs
+	// create secret ...), and the training operator, watching them.
+	_, err = c.Clientset.CoreV1().Secrets(runsNS).Create(ctxT(t, time.Minute), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "training-credentials"},
+		StringData: map[string]string{"api-key": "not-a-real-key"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	startTrainingOperator(t, c, opBin, runsNS, "tfjob")
 	platform := platformPods(t, c, ns)
 
 	addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
@@ -116,7 +119,7 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			uuid := cli.submit(t, ctx, r.file, "demo")
 			uuids[name] = uuid
-			pods := waitRunPods(t, c, cli, ns, uuid, r.pods)
+			pods := waitRunPods(t, c, cli, runsNS, uuid, r.pods)
 			pools := nodePools(t, c.Clientset)
 			for _, p := range pods {
 				landed[r.category] = pools[p.Spec.NodeName]
@@ -144,7 +147,7 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 
 	t.Run("the GPU job has the connection's Secret at /etc/secrets", func(t *testing.T) {
 		require.NotEmpty(t, uuids["gpu-job"], "the GPU job was not submitted")
-		pods := waitRunPods(t, c, cli, ns, uuids["gpu-job"], 1)
+		pods := waitRunPods(t, c, cli, runsNS, uuids["gpu-job"], 1)
 		assert.True(t, mountsSecretAt(pods[0], "training-credentials", "/etc/secrets"), "pod %s: Secret training-credentials at /etc/secrets", pods[0].Name)
 	})
 
@@ -208,7 +211,7 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 	t.Run("the agent acts with its own ServiceAccount's rights", func(t *testing.T) {
 		// Without create on polyaxon.com jobs in its Role, the agent's submission is refused by
 		// the API server, and the agent says so: it holds no other credentials.
-		roles := c.Clientset.RbacV1().Roles(ns)
+		roles := c.Clientset.RbacV1().Roles(runsNS)
 		role, err := roles.Get(ctx, "polyaxon-agent", metav1.GetOptions{})
 		require.NoError(t, err)
 		orig := role.DeepCopy()
