@@ -21,6 +21,7 @@ export LC_ALL=C # sort and join must agree on the order
 
 BIN="${DEMO_BIN:-bin/polyaxon-deploy}" # DEMO_BIN: try another build of the binary
 NAMESPACE=polyaxon
+RUNS_NAMESPACE=polyaxon-runs # the production profile's runs.namespace: where Polyaxon's agent sends runs
 
 say() { printf '\n==> %s\n' "$*"; }
 
@@ -77,8 +78,9 @@ up() {
     pod_pools "${k[@]}"
   fi
 
-  say "The artifacts store (runs write outputs and logs there; the gateway reads them)"
+  say "The artifacts store's claims: the gateway's, and the runs' own of the same name in $RUNS_NAMESPACE"
   "${k[@]}" -n "$NAMESPACE" get pvc polyaxon-artifacts
+  "${k[@]}" -n "$RUNS_NAMESPACE" get pvc polyaxon-artifacts --no-headers
 
   run_pod "${k[@]}"
 
@@ -118,17 +120,18 @@ try_next() {
 }
 
 # run_pod KUBECTL...: a run pod as Polyaxon 2.15 creates it (e2e/testdata/runpods/experiment.yaml:
-# a PyTorch worker with no scheduling and no securityContext of its own) is admitted by the
-# namespace's restricted Pod Security after the API server's policies placed and hardened it.
+# a PyTorch worker with no scheduling and no securityContext of its own), in the runs' own
+# namespace, is admitted by its restricted Pod Security after the API server's policies placed
+# and hardened it.
 run_pod() {
-  say "A Polyaxon run pod, admitted, placed and hardened by the API server (then deleted)"
+  say "A Polyaxon run pod in namespace $RUNS_NAMESPACE, admitted, placed and hardened by the API server (then deleted)"
   sed -e 's/RUNS_SA/polyaxon-runs/; s/STORE_NAME/artifacts/; s#STORE_PATH#/plx-artifacts#; s/STORE_CLAIM/polyaxon-artifacts/' \
     -e 's/generateName: plx-operation-ddp-resnet-/name: demo-run/' e2e/testdata/runpods/experiment.yaml |
-    "$@" -n "$NAMESPACE" apply -f - >/dev/null
-  "$@" -n "$NAMESPACE" wait --for=condition=PodScheduled pod/demo-run --timeout=60s >/dev/null
-  "$@" -n "$NAMESPACE" get pod demo-run --no-headers -o custom-columns='RUN POD:.metadata.name,NODE:.spec.nodeName,NODE SELECTOR:.spec.nodeSelector,TOLERATES:.spec.tolerations[*].key,RUN AS:.spec.securityContext.runAsUser,INIT CONTAINERS NO ESCALATION:.spec.initContainers[*].securityContext.allowPrivilegeEscalation' |
+    "$@" -n "$RUNS_NAMESPACE" apply -f - >/dev/null
+  "$@" -n "$RUNS_NAMESPACE" wait --for=condition=PodScheduled pod/demo-run --timeout=60s >/dev/null
+  "$@" -n "$RUNS_NAMESPACE" get pod demo-run --no-headers -o custom-columns='RUN POD:.metadata.name,NODE:.spec.nodeName,NODE SELECTOR:.spec.nodeSelector,TOLERATES:.spec.tolerations[*].key,RUN AS:.spec.securityContext.runAsUser,INIT CONTAINERS NO ESCALATION:.spec.initContainers[*].securityContext.allowPrivilegeEscalation' |
     { printf 'RUN POD\tNODE\tNODE SELECTOR\tTOLERATES\tRUN AS\tINIT CONTAINERS NO ESCALATION\n'; tr -s ' ' '\t'; } | column -t -s $'\t'
-  "$@" -n "$NAMESPACE" delete pod demo-run --wait=false >/dev/null
+  "$@" -n "$RUNS_NAMESPACE" delete pod demo-run --wait=false >/dev/null
 }
 
 # pod_pools KUBECTL...: a table of the release's pods, their nodes and node pools.
