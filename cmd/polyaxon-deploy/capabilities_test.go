@@ -2,6 +2,7 @@ package main
 
 import (
 	"helm.sh/helm/v3/pkg/chartutil"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,7 +29,10 @@ func olderCluster(t *testing.T, version string) *kube.Settings {
 
 // check and plan render for the cluster they talk to, as Helm's install will: on a 1.37
 // server the run policies exist and place the categories; on 1.35 (or with the kinds not
-// served) they do not, check warns run-placement and the plan says runs go where they say.
+// served) they do not, check warns run-placement and the plan says runs go where they say;
+// and since the runs' restrictions (a ValidatingAdmissionPolicy, there from 1.30) still keep
+// runs off the production profile's protected pools, a run that names no pool is refused:
+// check fails each category, with the API server's reason.
 func TestCheckAndPlanRenderForTheirCluster(t *testing.T) {
 	r := runCLI(t, productionCluster(t), "check", "--pre", "-o", "json")
 	require.Equal(t, ExitOK, r.code, r.stderr)
@@ -38,9 +42,16 @@ func TestCheckAndPlanRenderForTheirCluster(t *testing.T) {
 
 	for _, version := range []string{"v1.35.4", "v1.37.2"} {
 		r = runCLI(t, olderCluster(t, version), "check", "--pre", "-o", "json")
-		require.Equal(t, ExitOK, r.code, "warnings only: %s", r.stderr)
+		require.Equal(t, ExitCheckFailed, r.code, "the categories are refused: %s", r.stderr)
 		doc, st = parseCheck(t, r.stdout)
 		assert.Equal(t, "warning", st["run-placement"], version)
+		for _, c := range doc.Checks {
+			if strings.HasPrefix(c.ID, "scheduling-") && c.ID != "scheduling-core" && c.ID != "scheduling-dependencies" {
+				assert.Equal(t, "failed", c.Status, "%s on %s", c.ID, version)
+				assert.Contains(t, c.Detail, "refused by the API server: ", c.ID)
+				assert.Contains(t, c.Detail, "a run pod must keep off the nodes of the protected categories core (polyaxon=core)", c.ID)
+			}
+		}
 		for _, c := range doc.Checks {
 			if c.ID == "run-placement" {
 				if version == "v1.35.4" {

@@ -84,8 +84,9 @@ var ErrNoPlacementPolicies = errors.New("the release has no run placement polici
 
 // CategoryDefaults asks the rendered release's admission policies where a run of each category
 // goes: it evaluates them, with the API server's own code (installer/admission), on a run pod of
-// the category as Polyaxon creates it (runs.Declaration.Pod). Without policies every category
-// is unconstrained and the error is ErrNoPlacementPolicies. The pods are sent to the release's
+// the category as Polyaxon creates it (runs.Declaration.Pod). Without placement policies every
+// category is unconstrained, still judged by the validating policies (a category whose runs
+// must name a pool is refused), and the error is ErrNoPlacementPolicies. The pods are sent to the release's
 // runs namespace (RunsNamespace), release namespace when it has none of its own.
 func CategoryDefaults(objs []runtime.Object, decl *runs.Declaration, namespace string) (RunPlacement, error) {
 	typed := make([]runtime.Object, 0, len(objs))
@@ -100,12 +101,6 @@ func CategoryDefaults(objs []runtime.Object, decl *runs.Declaration, namespace s
 	}
 	policies, bindings := admission.Policies(typed)
 	out := RunPlacement{Enforced: admission.PlacesRuns(policies)}
-	if !out.Enforced {
-		for _, name := range decl.Names() {
-			out.Categories = append(out.Categories, CategoryScheduling{Category: name})
-		}
-		return out, ErrNoPlacementPolicies
-	}
 	ev, err := admission.New(policies, bindings)
 	if err != nil {
 		return RunPlacement{}, fmt.Errorf("the chart's run admission policies: %w", err)
@@ -136,6 +131,9 @@ func CategoryDefaults(objs []runtime.Object, decl *runs.Declaration, namespace s
 			return RunPlacement{}, fmt.Errorf("run category %s: %w", name, err)
 		}
 		out.Categories = append(out.Categories, cs)
+	}
+	if !out.Enforced {
+		return out, ErrNoPlacementPolicies
 	}
 	return out, nil
 }

@@ -8,10 +8,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
@@ -213,14 +215,36 @@ func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*Unins
 	}
 	for _, name := range namespaces {
 		if !o.dryRun {
-			if err := c.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("deleting namespace %s: %w", name, err))
+			if err := c.deleteNamespace(ctx, name, o.timeout); err != nil {
+				errs = append(errs, err)
 				continue
 			}
 		}
 		res.PurgedNamespaces = append(res.PurgedNamespaces, name)
 	}
 	return res, errors.Join(errs...)
+}
+
+// deleteNamespace deletes a namespace and waits, up to timeout (a minute when unset), until it
+// is gone: until then no object can be created in it, and the next install would be refused.
+func (c *Client) deleteNamespace(ctx context.Context, name string, timeout time.Duration) error {
+	if err := c.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting namespace %s: %w", name, err)
+	}
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, err := c.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s is still being deleted after %s: %w", name, timeout, err)
+	}
+	return nil
 }
 
 // runsNamespaces are the namespaces this release created for its runs (the chart keeps them on
