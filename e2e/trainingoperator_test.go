@@ -4,8 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -149,8 +156,12 @@ const trainingOperatorNamespace = "kubeflow"
 // schemes (default: only pytorchjob). No webhook is registered with the
 // API server: nothing calls it. The operator's certificate controller still insists on a
 // Secret to fill and on seeing the certificate mounted before it starts the controllers; this
-// harness creates the Secret and, as the kubelet would mount it, writes its files. The process
-// is killed when the test ends; its log is printed if the test failed.
+// harness creates the Secret and, as the kubelet would mount it, writes its files. Its webhook
+// server, started right after, must load a certificate: a self-signed one is in place before
+// the process starts, since the controller's "mounted" check (rotatorCertFile) may already
+// pass on another operator's file when scenarios 9 and 12 run side by side, before the harness
+// copied the Secret. The process is killed when the test ends; its log is printed if the test
+// failed.
 func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, schemes ...string) {
 	t.Helper()
 	if len(schemes) == 0 {
@@ -164,6 +175,11 @@ func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, 
 	}
 	ports := freePorts(t, 3)
 	tmp := t.TempDir()
+	certDir := filepath.Join(tmp, "k8s-webhook-server", "serving-certs")
+	require.NoError(t, os.MkdirAll(certDir, 0o700))
+	crt, key := selfSignedCert(t, "training-operator."+trainingOperatorNamespace+".svc")
+	require.NoError(t, os.WriteFile(filepath.Join(certDir, "tls.crt"), crt, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(certDir, "tls.key"), key, 0o600))
 	logPath := filepath.Join(tmp, "training-operator.log")
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
@@ -205,12 +221,8 @@ func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, 
 		if err != nil || len(s.Data["tls.crt"]) == 0 || len(s.Data["tls.key"]) == 0 {
 			return false, "Secret not filled yet", nil
 		}
-		dir := filepath.Join(tmp, "k8s-webhook-server", "serving-certs")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return false, "", err
-		}
 		for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
-			if err := os.WriteFile(filepath.Join(dir, k), s.Data[k], 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(certDir, k), s.Data[k], 0o600); err != nil {
 				return false, "", err
 			}
 		}
@@ -234,6 +246,27 @@ func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, 
 		}
 		return true, "", nil
 	})
+}
+
+// selfSignedCert is a PEM certificate for dnsName and its key, valid for a day.
+func selfSignedCert(t *testing.T, dnsName string) (crt, key []byte) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: dnsName},
+		DNSNames:     []string{dnsName},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	require.NoError(t, err)
+	kb, err := x509.MarshalECPrivateKey(k)
+	require.NoError(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
 
 func freePorts(t *testing.T, n int) []int {
