@@ -27,6 +27,22 @@ import (
 // then name its pool itself, or the runs' restrictions refuse it.
 const policiesOff = "runs.admissionPolicies.enabled=false"
 
+// runCategories are the production profile's run categories, each with its check
+// scheduling-<category>.
+var runCategories = []string{"experiments", "jobs", "builds", "tensorboards", "notebooks"}
+
+// withoutPlacement are the flags of an upgrade or install that turns the placement policies off
+// knowing what that does: without them every category's scheduling check fails (a run that
+// names no pool is refused by the runs' restrictions), and the user, whose runs name their
+// pools themselves, demotes those checks.
+func withoutPlacement() []string {
+	args := []string{"--set", policiesOff}
+	for _, c := range runCategories {
+		args = append(args, "--ignore", "scheduling-"+c)
+	}
+	return args
+}
+
 // TestScenario16PodSecurityRevisions (issue 24, "Pod Security follows the revision"): the Pod
 // Security labels of the release namespace and of the runs' own (polyaxon-runs) are those of
 // the revision that ends up deployed, whichever command deployed it, and they change only under
@@ -74,7 +90,7 @@ func TestScenario16PodSecurityRevisions(t *testing.T) {
 	c.deploy(t, "install", "--profile", "production").requireExit(t, 0)
 	requireLevels(t, cs, ns, runs)
 	requireRunsAdmitted(t, cs, ns, runs, true)
-	r := c.deploy(t, upgrade("--set", policiesOff)...).requireExit(t, 0)
+	r := c.deploy(t, upgrade(withoutPlacement()...)...).requireExit(t, 0)
 	assert.NotContains(t, r.Stderr, `enforces Pod Security "baseline"`, "runs stay hardened: nothing is lowered")
 	requireLevels(t, cs, ns, runs)
 	requireRunsAdmitted(t, cs, ns, runs, false)
@@ -97,7 +113,7 @@ func TestScenario16PodSecurityRevisions(t *testing.T) {
 	ok = t.Run("a failed upgrade that took the placement policies away rolls back to them, restricted throughout", func(t *testing.T) {
 		before := newest(helmRevisions(t, cs, ns))
 		freezeRollouts(t, c, ns)
-		r := c.deploy(t, upgrade("--set", policiesOff, "--set", "gateway.podAnnotations.e2e=frozen", "--timeout", "25s")...)
+		r := c.deploy(t, upgrade(append(withoutPlacement(), "--set", "gateway.podAnnotations.e2e=frozen", "--timeout", "25s")...)...)
 		unfreezeRollouts(t, c, ns)
 		require.NotEqualf(t, 0, r.Code, "the rollout cannot progress: the upgrade fails\n%s", r)
 		assert.NotContains(t, r.Stderr, `enforces Pod Security "baseline"`, "nothing is lowered while the upgrade runs")
@@ -116,7 +132,7 @@ func TestScenario16PodSecurityRevisions(t *testing.T) {
 		// first, then the admission policies by kind: the run dies right after the API server
 		// deleted the first MutatingAdmissionPolicyBinding.
 		r := deployEnv(t, c, map[string]string{killAfterDeleteEnv: "mutatingadmissionpolicybindings"},
-			upgrade("--set", policiesOff, "--set", "networkPolicy.enabled=false")...)
+			upgrade(append(withoutPlacement(), "--set", "networkPolicy.enabled=false")...)...)
 		require.Equalf(t, 137, r.Code, "the upgrade killed itself in the middle of Helm's deletions\n%s", r)
 		require.Equal(t, "pending-upgrade", helmRevisions(t, cs, ns)[before+1], "a killed run leaves its revision pending (the premise)")
 		left := runPolicyNames(t, cs, ns)

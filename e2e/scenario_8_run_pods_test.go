@@ -37,8 +37,9 @@ const noExperimentsToleration = "tolerations.experiments=null"
 // Unschedulable while the other categories still land. Last, without the placement policies
 // (runs.admissionPolicies.enabled=false, by upgrade or at install) runs are still hardened
 // and the runs' namespace stays restricted; a run that names no pool is refused by the runs'
-// restrictions (it could land on the protected core pool), as `plan` predicts, and one that
-// names its pool is admitted and lands there.
+// restrictions (it could land on the protected core pool), as `plan` predicts and as `check`
+// says when it refuses such an upgrade or install until its scheduling checks are demoted, and
+// one that names its pool is admitted and lands there.
 func TestScenario8RunPods(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := runsCluster(t, "runs")
@@ -204,9 +205,9 @@ func TestScenario8RunPods(t *testing.T) {
 		assert.Equal(t, cluster.PoolExperiments, pools[bound.Spec.NodeName])
 	})
 
-	// Without the placement policies nothing names a run's pool, and the runs' restrictions (no
-	// value turns them off) keep every run off the protected core pool: a run must name its pool.
-	const policiesOff = "runs.admissionPolicies.enabled=false"
+	// Without the placement policies (policiesOff) nothing names a run's pool, and the runs'
+	// restrictions (no value turns them off) keep every run off the protected core pool: a run
+	// must name its pool.
 	const keepOff = "spec.nodeSelector/spec.affinity: a run pod must keep off the nodes of the protected categories core (polyaxon=core)"
 	enforce := func(t *testing.T, n string) string {
 		nsObj, err := cs.CoreV1().Namespaces().Get(ctxT(t, time.Minute), n, metav1.GetOptions{})
@@ -233,7 +234,19 @@ func TestScenario8RunPods(t *testing.T) {
 
 	t.Run("an upgrade that turns the placement policies off keeps runs hardened under restricted; a run then names its pool", func(t *testing.T) {
 		require.Equal(t, "restricted", enforce(t, runs))
-		r := c.deploy(t, "upgrade", "--set", policiesOff, "--ignore", "scheduling-experiments", "--skip-backup", "--yes").requireExit(t, 0)
+		// check refuses it first: every category's runs would be refused (experiments, without
+		// its toleration, is already ignored).
+		before := newest(helmRevisions(t, cs, ns))
+		r := c.deploy(t, "upgrade", "--set", policiesOff, "--ignore", "scheduling-experiments", "--skip-backup", "--yes", "-o", "json").requireExit(t, 3)
+		res := r.result(t)
+		assert.Equal(t, []string{"scheduling-builds", "scheduling-jobs", "scheduling-notebooks", "scheduling-tensorboards"}, failedChecks(res))
+		for _, id := range failedChecks(res) {
+			assert.Contains(t, checkDetail(res, id), keepOff, id)
+		}
+		assert.Equal(t, before, newest(helmRevisions(t, cs, ns)), "refused before anything changed")
+
+		// Runs that name their pools themselves: the user demotes those checks.
+		r = c.deploy(t, append([]string{"upgrade", "--skip-backup", "--yes"}, withoutPlacement()...)...).requireExit(t, 0)
 		assert.Contains(t, r.Stderr, "runs.admissionPolicies.enabled is false")
 		assert.NotContains(t, r.Stderr, `enforces Pod Security "baseline"`, "runs are still hardened: nothing is lowered")
 		assert.Equal(t, "restricted", enforce(t, runs), "the hardening does not depend on placement")
@@ -270,8 +283,17 @@ func TestScenario8RunPods(t *testing.T) {
 	t.Run("installed without the placement policies, runs are hardened and go where they say", func(t *testing.T) {
 		const unplaced = "unplaced"
 		unplacedRuns := runsNamespaceOf(unplaced)
-		r := c.deploy(t, "install", "--profile", "production", "-n", unplaced, "--set", policiesOff, "-o", "json").requireExit(t, 0)
+		r := c.deploy(t, "install", "--profile", "production", "-n", unplaced, "--set", policiesOff, "-o", "json").requireExit(t, 3)
 		res := r.result(t)
+		var want []string
+		for _, cat := range runCategories {
+			want = append(want, "scheduling-"+cat)
+			assert.Contains(t, checkDetail(res, "scheduling-"+cat), keepOff, cat)
+		}
+		slices.Sort(want)
+		assert.Equal(t, want, failedChecks(res), "check says every category's runs would be refused")
+		r = c.deploy(t, append([]string{"install", "--profile", "production", "-n", unplaced, "-o", "json"}, withoutPlacement()...)...).requireExit(t, 0)
+		res = r.result(t)
 		assert.NotContains(t, strings.Join(res.Warnings, "\n"), `enforces Pod Security "baseline"`)
 		assert.Contains(t, r.Stderr, "the API server places run pods per category and hardens them [run-placement]")
 		assert.Contains(t, r.Stderr, "runs.admissionPolicies.enabled is false")
