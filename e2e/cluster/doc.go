@@ -51,7 +51,7 @@
 //     itself (`head -c N | ...`); `cat` waits forever. A non-zero exit comes back as an API
 //     error whose message ends in "exit status N", not as a client-go CodeExitError.
 //   - kwok provides no StorageClass or volume provisioner. We add a default StorageClass
-//     (kubernetes.io/no-provisioner, WaitForFirstConsumer) and static hostPath volumes with
+//     (kubernetes.io/no-provisioner, Immediate binding) and static hostPath volumes with
 //     reclaim policy Retain; the real scheduler and kube-controller-manager bind them.
 //     A background reclaimer (while the Cluster handle lives) makes Released volumes Available.
 //   - With the default secure port, kwokctl enables RBAC (Node,RBAC) and admission plugins, so

@@ -25,17 +25,19 @@ const (
 
 // ensureStorage creates the default StorageClass and a supply of static volumes.
 //
-// The class has no provisioner and binds WaitForFirstConsumer, like a local-volume setup:
-// the real scheduler picks matching PersistentVolumes while placing the pod and the real
-// kube-controller-manager (PV binder) completes the binding. Volumes are hostPath under
-// volDir without node affinity, so any node may use them; nothing is ever mounted by kwok.
+// The class has no provisioner and binds Immediately, as the ReadWriteMany classes a shared
+// artifacts store uses do: the real kube-controller-manager (PV binder) binds a claim to a
+// matching PersistentVolume as soon as it exists, also one no pod uses yet (the runs' own
+// artifacts claim, which Helm's wait waits for; with a WaitForFirstConsumer class it stays
+// Pending until a run uses it: README, "Runs live apart"). Volumes are hostPath under volDir
+// without node affinity, so any node may use them; nothing is ever mounted by kwok.
 func ensureStorage(ctx context.Context, cs kubernetes.Interface, volDir string, count int, size resource.Quantity) error {
-	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	binding := storagev1.VolumeBindingImmediate
 	retain := corev1.PersistentVolumeReclaimRetain
 	sc := &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: StorageClassName, Annotations: map[string]string{defaultClassAnno: "true"}},
 		Provisioner:       noProvisioner,
-		VolumeBindingMode: &wffc,
+		VolumeBindingMode: &binding,
 		ReclaimPolicy:     &retain,
 	}
 	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
