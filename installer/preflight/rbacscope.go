@@ -6,11 +6,12 @@ import (
 	"sort"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // checkRBACScope warns when the runner's Roles are cluster-wide (rbac.clusterScoped=true):
-// the agent and operator then hold their rights in every namespace, not only the release's.
+// the agent and operator then hold their rights in every namespace, not only the runs'.
 func (e *Env) checkRBACScope(context.Context) (string, error) {
 	if e.Rendered == nil {
 		return "", check.Skip("nothing rendered")
@@ -19,7 +20,7 @@ func (e *Env) checkRBACScope(context.Context) (string, error) {
 		return "", check.Skip("rbac.create=false: the chart creates no Roles")
 	}
 	if scoped, _ := values.Lookup(e.Rendered.Values, "rbac.clusterScoped"); scoped != true {
-		return fmt.Sprintf("the agent's and operator's rights are limited to namespace %s", e.Namespace), nil
+		return fmt.Sprintf("the agent's and operator's rights are limited to namespace %s", plan.RunsNamespace(e.objects(), e.Namespace)), nil
 	}
 	var roles []string
 	for _, m := range e.manifests() {
