@@ -239,9 +239,13 @@ func TestSeedProductionNodePools(t *testing.T) {
 			assert.Equal(t, map[string]string{"polyaxon": "core"}, p.spec.NodeSelector, "%s %s", p.kind, p.name)
 		}
 		require.NotNil(t, p.spec.SecurityContext, p.name)
-		assert.EqualValues(t, 2222, *p.spec.SecurityContext.RunAsUser, p.name)
-		assert.EqualValues(t, 2222, *p.spec.SecurityContext.RunAsGroup, p.name)
-		assert.EqualValues(t, 2222, *p.spec.SecurityContext.FSGroup, p.name)
+		id := int64(2222)
+		if dataStoreIds[p.component] != 0 {
+			id = dataStoreIds[p.component]
+		}
+		assert.EqualValues(t, id, *p.spec.SecurityContext.RunAsUser, p.name)
+		assert.EqualValues(t, id, *p.spec.SecurityContext.RunAsGroup, p.name)
+		assert.EqualValues(t, id, *p.spec.SecurityContext.FSGroup, p.name)
 	}
 	runsAt := runPlacement(t, r)
 	for cat, want := range map[string]string{"experiments": "experiments", "jobs": "experiments", "tensorboards": "experiments", "builds": "builds"} {
@@ -299,6 +303,9 @@ func TestEveryPodPassesRestricted(t *testing.T) {
 func TestSecurityContextAliases(t *testing.T) {
 	r := render(t, map[string]any{"securityContext": map[string]any{"runAsUser": 3000, "runAsGroup": 3001, "fsGroup": 3002}})
 	for _, p := range r.pods(t) {
+		if dataStoreIds[p.component] != 0 {
+			continue // their own ids (datastores_test.go)
+		}
 		assert.EqualValues(t, 3000, *p.spec.SecurityContext.RunAsUser, p.name)
 		assert.EqualValues(t, 3001, *p.spec.SecurityContext.RunAsGroup, p.name)
 		assert.EqualValues(t, 3002, *p.spec.SecurityContext.FSGroup, p.name)
@@ -324,6 +331,12 @@ func (f fakeCluster) GetClientFor(apiVersion, kind string) (dynamic.Namespaceabl
 		return f.client.Resource(gv.WithResource("services")), true, nil
 	case "EndpointSlice":
 		return f.client.Resource(gv.WithResource("endpointslices")), true, nil
+	case "StatefulSet":
+		return f.client.Resource(gv.WithResource("statefulsets")), true, nil
+	case "StorageClass":
+		return f.client.Resource(gv.WithResource("storageclasses")), false, nil
+	case "CSIDriver":
+		return f.client.Resource(gv.WithResource("csidrivers")), false, nil
 	}
 	return nil, false, fmt.Errorf("lookup of %s not expected", kind)
 }
@@ -343,15 +356,15 @@ func TestMissingSecretsAreRefusedWhenTheClusterIsSeen(t *testing.T) {
 	_, err := renderWith(ch, vals, false, nil)
 	require.NoError(t, err, "offline: not known, not refused")
 
-	_, err = renderWith(ch, vals, false, fakeCluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), kubeSystem)})
+	_, err = renderWith(ch, vals, false, clusterOf(kubeSystem))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `artifactsStore.secret.name: Secret "s3-creds" not found in namespace "polyaxon"`)
 
-	_, err = renderWith(ch, vals, false, fakeCluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), kubeSystem, secret("s3-creds"))})
+	_, err = renderWith(ch, vals, false, clusterOf(kubeSystem, secret("s3-creds")))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `connections[0].secret.name: Secret "api-keys" not found`)
 
-	_, err = renderWith(ch, vals, false, fakeCluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), kubeSystem, secret("s3-creds"), secret("api-keys"))})
+	_, err = renderWith(ch, vals, false, clusterOf(kubeSystem, secret("s3-creds"), secret("api-keys")))
 	require.NoError(t, err)
 }
 
@@ -382,7 +395,7 @@ func TestGeneratedSecretsSurviveUpgrade(t *testing.T) {
 	for _, o := range first.byKind("Secret") {
 		objs = append(objs, o.DeepCopy())
 	}
-	cluster := fakeCluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), objs...)}
+	cluster := clusterOf(objs...)
 	upgraded, err := renderWith(ch, vals, true, cluster)
 	require.NoError(t, err)
 	assert.Equal(t, installed, secretsOf(t, upgraded))

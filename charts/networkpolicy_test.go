@@ -11,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"sigs.k8s.io/yaml"
 )
 
@@ -197,7 +195,7 @@ func TestRunsNetworkPolicyReadsTheAPIServerFromTheCluster(t *testing.T) {
 		"metadata":    map[string]any{"name": "kubernetes", "namespace": "default"},
 		"addressType": "IPv4",
 		"endpoints":   []any{map[string]any{"addresses": []any{"172.18.0.2"}}, map[string]any{"addresses": []any{"172.18.0.3"}}}}}
-	cluster := fakeCluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), svc, slice)}
+	cluster := clusterOf(svc, slice)
 	r, err := renderWith(loadChart(t), mergeValues(profileValues(t, "production")), false, cluster)
 	require.NoError(t, err)
 	var policies []*networkingv1.NetworkPolicy

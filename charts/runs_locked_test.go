@@ -60,6 +60,7 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 	assert.Equal(t, `["`+testRelease+`-runs"]`, policyVariable(p, "serviceAccounts"))
 	assert.Equal(t, `[""]`, policyVariable(p, "priorityClasses"), "no priority class by default")
 	assert.Equal(t, `["", "default-scheduler"]`, policyVariable(p, "schedulers"))
+	assert.Equal(t, `{2232: "postgresql", 2234: "redis"}`, policyVariable(p, "dataStoreIds"), "the data stores' ids, none of them the runs'")
 	// The production profile protects core and the dependencies, all on the core pool.
 	var want []string
 	for _, c := range []string{"core", "postgresql", "rabbitmq", "redis"} {
@@ -80,6 +81,7 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 		`variables.badServiceAccounts.size() == 0`,
 		`variables.nodeNames.size() == 0`,
 		`variables.badPriorityClasses.size() == 0`,
+		`variables.badIds.size() == 0`,
 		`variables.badSchedulers.size() == 0`,
 		`variables.targeted.size() == 0`,
 		`variables.unconfined.size() == 0`,

@@ -5,8 +5,90 @@ Dependencies use only their own scheduling keys, never a category's.
 {{- define "polyaxon.dependency.podSpec" }}
 automountServiceAccountToken: false
 {{- include "polyaxon.imagePullSecrets" .ctx }}
-{{- include "polyaxon.securityContext.pod" .ctx }}
+{{- include "polyaxon.securityContext.podWithIds" (dict "ctx" .ctx "ids" (include "polyaxon.dependency.ids" . | fromJson)) }}
 {{- include "polyaxon.scheduling" (dict "ctx" .ctx "component" .values) }}
+{{- end -}}
+
+{{/* The name of a dependency's data claim template: Postgres's carries its major version, so
+that a new major never opens the old data. (dict "ctx" $ "component" "postgresql") */}}
+{{- define "polyaxon.dependency.volumeName" -}}
+{{- if eq .component "postgresql" }}data-pg{{ include "polyaxon.postgresql.major" .ctx }}{{ else }}data{{ end -}}
+{{- end -}}
+
+{{/*
+The data stores the release runs, with their ids (JSON [{name, user, group, fsGroup, kept}]):
+what run pods may never run as (the runs' restrictions) and what the NOTES report.
+*/}}
+{{- define "polyaxon.dataStores" -}}
+{{- $out := list -}}
+{{- range $name := list "postgresql" "rabbitmq" "redis" -}}
+{{- $v := index $.Values $name -}}
+{{- if $v.enabled -}}
+{{- $c := dict "ctx" $ "component" $name "values" $v "volumeName" (include "polyaxon.dependency.volumeName" (dict "ctx" $ "component" $name)) -}}
+{{- $out = append $out (merge (dict "name" $name) (include "polyaxon.dependency.ids" $c | fromJson)) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* The dependency's StatefulSet as the cluster has it, when it keeps the same claim (its data). */}}
+{{- define "polyaxon.dependency.live" -}}
+{{- $live := dict -}}
+{{- if .values.persistence.enabled -}}
+{{- $sts := lookup "apps/v1" "StatefulSet" .ctx.Release.Namespace (include "polyaxon.componentName" .) | default dict -}}
+{{- range (dig "spec" "volumeClaimTemplates" list $sts) -}}
+{{- if eq (dig "metadata" "name" "" .) ($.volumeName | default "data") }}{{ $live = $sts }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $live -}}
+{{- end -}}
+
+{{/*
+The ids a dependency runs with (JSON {user, group, fsGroup}): <component>.securityContext, apart
+from the runs' (securityContext.*), so that a run pod, by default, owns none of its files. A
+StatefulSet that already runs keeps the ids its data was written with (Postgres will not start
+on a data directory another user owns, and a non-root pod cannot change owners): the NOTES say so.
+*/}}
+{{- define "polyaxon.dependency.ids" -}}
+{{- $sc := .values.securityContext -}}
+{{- $ids := dict "user" ($sc.user | int64) "group" ($sc.group | int64) "fsGroup" ($sc.fsGroup | int64) -}}
+{{- $pod := dig "spec" "template" "spec" "securityContext" dict (include "polyaxon.dependency.live" . | fromJson) -}}
+{{- if hasKey $pod "runAsUser" -}}
+{{- $ids = dict "user" ($pod.runAsUser | int64) "group" ($pod.runAsGroup | default $pod.runAsUser | int64) "fsGroup" ($pod.fsGroup | default $pod.runAsGroup | default $pod.runAsUser | int64) "kept" true -}}
+{{- end -}}
+{{- toJson $ids -}}
+{{- end -}}
+
+{{/*
+The access modes of a dependency's claim (JSON list): <component>.persistence.accessModes when
+set; else those of the claim its StatefulSet already has (a StatefulSet's claim templates cannot
+change); else ReadWriteOncePod, so that no second pod mounts the data, where the claim's
+StorageClass is provisioned by a CSI driver the cluster lists (Kubernetes honours that mode for
+CSI volumes only); else ReadWriteOnce. Offline renders see no cluster: ReadWriteOnce.
+*/}}
+{{- define "polyaxon.dependency.accessModes" -}}
+{{- $modes := .values.persistence.accessModes | default list -}}
+{{- if not $modes -}}
+{{- range (dig "spec" "volumeClaimTemplates" list (include "polyaxon.dependency.live" . | fromJson)) -}}
+{{- if eq (dig "metadata" "name" "" .) ($.volumeName | default "data") }}{{ $modes = dig "spec" "accessModes" list . }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $modes -}}
+{{- $class := dict -}}
+{{- with .values.persistence.storageClass -}}
+{{- $class = lookup "storage.k8s.io/v1" "StorageClass" "" . | default dict -}}
+{{- else -}}
+{{- range (lookup "storage.k8s.io/v1" "StorageClass" "" "" | default dict).items | default list -}}
+{{- if eq (dig "metadata" "annotations" "storageclass.kubernetes.io/is-default-class" "" .) "true" }}{{ $class = . }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- if and $class.provisioner (lookup "storage.k8s.io/v1" "CSIDriver" "" (toString $class.provisioner)) -}}
+{{- $modes = list "ReadWriteOncePod" -}}
+{{- else -}}
+{{- $modes = list "ReadWriteOnce" -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $modes -}}
 {{- end -}}
 
 {{/* The data volume claim, kept when the release is uninstalled. */}}
@@ -23,7 +105,7 @@ volumeClaimTemplates:
       helm.sh/resource-policy: keep
   spec:
     accessModes:
-      {{- toYaml .values.persistence.accessModes | nindent 6 }}
+      {{- include "polyaxon.dependency.accessModes" . | fromJsonArray | toYaml | nindent 6 }}
     {{- with .values.persistence.storageClass }}
     storageClassName: {{ . | quote }}
     {{- end }}

@@ -272,6 +272,37 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
     expression: 'variables.specs.map(s, s.?priorityClassName.orValue("")).filter(n, !(n in variables.priorityClasses))'
   - name: badSchedulers
     expression: 'variables.specs.map(s, s.?schedulerName.orValue("")).filter(n, !(n in variables.schedulers))'
+  # id -> data store, for the data stores' ids that are not the platform's (run pods get those
+  # by default; a data store that keeps them from its data is reported by the NOTES).
+  - name: dataStoreIds
+    expression: {{ include "polyaxon.runs.dataStoreIds" . | quote }}
+  - name: badIds
+    expression: >-
+      variables.specs.map(s,
+        ([s.?securityContext.?runAsUser.orValue(-1), s.?securityContext.?runAsGroup.orValue(-1), s.?securityContext.?fsGroup.orValue(-1)]
+          + s.?securityContext.?supplementalGroups.orValue([]))
+          .filter(i, i in variables.dataStoreIds).map(i, "pod id " + string(i) + " (" + variables.dataStoreIds[i] + ")")
+        + (s.?containers.orValue([]) + s.?initContainers.orValue([]))
+          .filter(c, [c.?securityContext.?runAsUser.orValue(-1), c.?securityContext.?runAsGroup.orValue(-1)].exists(i, i in variables.dataStoreIds))
+          .map(c, "container " + c.name + " id " + [c.?securityContext.?runAsUser.orValue(-1), c.?securityContext.?runAsGroup.orValue(-1)]
+            .filter(i, i in variables.dataStoreIds).map(i, string(i) + " (" + variables.dataStoreIds[i] + ")").join(", "))
+      ).filter(l, l.size() > 0).map(l, l.join("; "))
+{{- end -}}
+
+{{/* CEL map literal id -> data store name for polyaxon.runs.specVariables. */}}
+{{- define "polyaxon.runs.dataStoreIds" -}}
+{{- $platform := include "polyaxon.securityContext.ids" . | fromJson -}}
+{{- $taken := list (toString $platform.user) (toString $platform.group) (toString $platform.fsGroup) -}}
+{{- $ids := dict -}}
+{{- range $s := include "polyaxon.dataStores" . | fromJsonArray -}}
+{{- range $k := list "user" "group" "fsGroup" -}}
+{{- $id := toString (index $s $k | int64) -}}
+{{- if not (has $id $taken) }}{{ $_ := set $ids $id $s.name }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- $parts := list -}}
+{{- range $id, $name := $ids }}{{ $parts = append $parts (printf "%s: %q" $id $name) }}{{ end -}}
+{{- printf "{%s}" (join ", " $parts) -}}
 {{- end -}}
 
 {{/* The validations over polyaxon.runs.specVariables, each refusal with the fix. */}}
@@ -325,6 +356,12 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
       "spec.priorityClassName: " + variables.badPriorityClasses.join(", ")
       + " is not allowed for runs (allowed: " + (variables.priorityClasses.size() > 1 ? variables.priorityClasses.filter(p, p != "").join(", ") : "none")
       + "): remove priorityClassName from the run's environment, or add it to the chart value runs.allowedPriorityClasses"
+  - expression: 'variables.badIds.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.securityContext: a run pod may not run with the ids of the platform's data stores ("
+      + variables.badIds.join("; ")
+      + "): remove runAsUser, runAsGroup, fsGroup and supplementalGroups from the run's environment (runs get the chart's securityContext ids by default)"
   - expression: 'variables.badSchedulers.size() == 0'
     reason: Forbidden
     messageExpression: >-

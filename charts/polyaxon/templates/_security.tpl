@@ -13,13 +13,23 @@ pod meets the "restricted" Pod Security Standard.
 {{- if hasKey $sc "runAsGroup" }}{{ $sc.runAsGroup | int64 }}{{ else }}{{ $sc.group | int64 }}{{ end -}}
 {{- end -}}
 
+{{/* The platform's ids (JSON {user, group, fsGroup}): its pods' and, by default, the runs'. */}}
+{{- define "polyaxon.securityContext.ids" -}}
+{{- toJson (dict "user" (include "polyaxon.securityContext.user" . | int64) "group" (include "polyaxon.securityContext.group" . | int64) "fsGroup" (.Values.securityContext.fsGroup | int64)) -}}
+{{- end -}}
+
 {{- define "polyaxon.securityContext.pod" -}}
-{{- if .Values.securityContext.enabled }}
+{{- include "polyaxon.securityContext.podWithIds" (dict "ctx" . "ids" (include "polyaxon.securityContext.ids" . | fromJson)) }}
+{{- end -}}
+
+{{/* (dict "ctx" $ "ids" {user, group, fsGroup}) */}}
+{{- define "polyaxon.securityContext.podWithIds" -}}
+{{- if .ctx.Values.securityContext.enabled }}
 securityContext:
   runAsNonRoot: true
-  runAsUser: {{ include "polyaxon.securityContext.user" . }}
-  runAsGroup: {{ include "polyaxon.securityContext.group" . }}
-  fsGroup: {{ .Values.securityContext.fsGroup | int64 }}
+  runAsUser: {{ .ids.user | int64 }}
+  runAsGroup: {{ .ids.group | int64 }}
+  fsGroup: {{ .ids.fsGroup | int64 }}
   fsGroupChangePolicy: OnRootMismatch
   seccompProfile:
     type: RuntimeDefault

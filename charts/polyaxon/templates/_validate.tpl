@@ -31,6 +31,7 @@ which every render includes.
 {{- if and .Values.migrations.renderJob .Values.migrations.useHelmHooks -}}
 {{- fail "values: migrations.renderJob is set by polyaxon-deploy only; with migrations.useHelmHooks=true leave it false" -}}
 {{- end -}}
+{{- include "polyaxon.validate.dataStoreIds" . -}}
 {{- include "polyaxon.validate.artifactsStore" . -}}
 {{- include "polyaxon.validate.connections" . -}}
 {{- include "polyaxon.validate.tolerations" . -}}
@@ -201,6 +202,27 @@ POLYAXON_BROKER_BACKEND=redis only).
 {{- end -}}
 {{- if or .Values.rabbitmq.enabled .Values.externalServices.rabbitmq.host -}}
 {{- fail (printf "values: rabbitmq.enabled/externalServices.rabbitmq.host: Polyaxon %s does not use RabbitMQ (removed in 2.17): set rabbitmq.enabled=false and externalServices.rabbitmq.host empty" $v) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A data store's ids are its own: with the platform's (securityContext.*, which runs get by
+default) a run pod would own its files. Ids kept from a running StatefulSet are not refused
+(its data is owned by them): the NOTES say so.
+*/}}
+{{- define "polyaxon.validate.dataStoreIds" -}}
+{{- if .Values.securityContext.enabled -}}
+{{- $platform := include "polyaxon.securityContext.ids" . | fromJson -}}
+{{- $taken := list (toString $platform.user) (toString $platform.group) (toString $platform.fsGroup) -}}
+{{- range $s := include "polyaxon.dataStores" . | fromJsonArray -}}
+{{- if not $s.kept -}}
+{{- range $k := list "user" "group" "fsGroup" -}}
+{{- if has (toString (index $s $k)) $taken -}}
+{{- fail (printf "values: %s.securityContext.%s is %v, an id of the platform's pods and, by default, of every run pod (securityContext.user/group/fsGroup): runs would own the %s data; give %s.securityContext ids of its own (or leave the chart's)" $s.name $k (index $s $k) $s.name $s.name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
