@@ -14,6 +14,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // TimestampLayout is the UTC timestamp in backup directory names.
@@ -92,7 +95,7 @@ func Create(ctx context.Context, src Target, opts ...CreateOption) (_ *Manifest,
 	}
 
 	m := &Manifest{
-		FormatVersion:    FormatVersion,
+		FormatVersion:    formatOneArchive,
 		Release:          cfg.release.Name,
 		Namespace:        cfg.release.Namespace,
 		Revision:         cfg.release.Revision,
@@ -104,7 +107,6 @@ func Create(ctx context.Context, src Target, opts ...CreateOption) (_ *Manifest,
 		ServerVersion:    info.Version,
 		ServerVersionNum: info.VersionNum,
 		DatabaseSize:     info.DatabaseSize,
-		DumpFile:         DumpBaseName + fileExt(cfg.compression.Codec),
 		DumpFormat:       "custom",
 		DumpCompression:  cfg.dumpCompression,
 		Compression:      cfg.compression,
@@ -137,12 +139,16 @@ func Create(ctx context.Context, src Target, opts ...CreateOption) (_ *Manifest,
 	defer cancel()
 	snap, err := openSnapshot(sctx, src)
 	if err != nil {
-		log.Warn("row counts will be taken after the dump, not in its snapshot", "error", err)
+		log.Warn("row counts will be taken after the dump, not in its snapshot; the dump is taken in one stream", "error", err)
 	}
-	counted := make(chan rowCounts, 1)
+	var streams [][]streamTable
 	snapshotID := ""
 	if snap != nil {
 		snapshotID = snap.id
+		streams = planDump(ctx, src, snap, cfg)
+	}
+	counted := make(chan rowCounts, 1)
+	if snap != nil {
 		go func() {
 			rows, err := snap.countRows()
 			counted <- rowCounts{rows, err}
@@ -150,8 +156,8 @@ func Create(ctx context.Context, src Target, opts ...CreateOption) (_ *Manifest,
 	}
 
 	log.Info("dumping database", "origin", src.String(), "database", info.Database,
-		"server", info.Version, "size", info.DatabaseSize, "codec", cfg.compression.Codec, "dir", dir)
-	if err := dumpTo(ctx, src, cfg, dir, m, snapshotID); err != nil {
+		"server", info.Version, "size", info.DatabaseSize, "codec", cfg.compression.Codec, "streams", len(streams)+1, "dir", dir)
+	if err := dumpStreams(ctx, src, cfg, dir, m, snapshotID, streams); err != nil {
 		return nil, fmt.Errorf("backup of %s: %w", src, err)
 	}
 	m.FinishedAt = cfg.now().UTC()
@@ -205,11 +211,82 @@ func makeBackupDir(out, base string) (string, error) {
 	return "", fmt.Errorf("creating backup directory %s: too many backups with the same timestamp", filepath.Join(out, base))
 }
 
-// dumpTo streams pg_dump -> counter -> encoder -> (file, sha256) into a
+// planDump shares the tables among the backup's streams (streams.go), in the dump's snapshot;
+// nil for a dump in one archive. It never fails the backup: a plan it cannot make is one stream.
+func planDump(ctx context.Context, src Target, snap *snapshotSession, cfg *config) [][]streamTable {
+	if cfg.dumpJobs == 1 {
+		return nil
+	}
+	if len(cfg.dumpArgs) > 0 {
+		// pg_dump's own selection (--table, --exclude-table-data, ...) would not hold for the
+		// tables the plan hands to streams of their own.
+		cfg.logger.Info("the dump is taken in one stream: pg_dump flags were given", "flags", strings.Join(cfg.dumpArgs, " "))
+		return nil
+	}
+	answer, err := snap.ask(tableSizesSQL + ";\n")
+	var tables []streamTable
+	if err == nil {
+		tables, err = parseTableSizes(strings.Join(answer, ""))
+	}
+	if err != nil {
+		cfg.logger.Warn("the dump is taken in one stream: the tables' sizes could not be read", "error", err)
+		return nil
+	}
+	n := cfg.dumpJobs
+	if n == 0 {
+		n = defaultStreams(func() int { return serverCores(ctx, src) }, tables)
+	}
+	return planStreams(tables, n)
+}
+
+// dumpStreams dumps into dir: one archive, or one per stream (all in the exported snapshot),
+// run at once. The first failure stops the others; none is kept unless all succeeded.
+func dumpStreams(ctx context.Context, src Target, cfg *config, dir string, m *Manifest, snapshot string, streams [][]streamTable) error {
+	base := []string{"--format=custom", "--no-password"}
+	if cfg.dumpCompression != "" {
+		base = append(base, "--compress="+cfg.dumpCompression)
+	}
+	if snapshot != "" {
+		base = append(base, "--snapshot="+snapshot)
+	}
+	args := streamArgs(base, streams, cfg.dumpArgs)
+	parts := make([]DumpPart, len(args))
+	progress := &sharedProgress{report: cfg.progress}
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range args {
+		parts[i].File = streamFile(i, cfg.compression.Codec)
+		if i > 0 {
+			for _, t := range streams[i-1] {
+				parts[i].Tables = append(parts[i].Tables, t.qualified())
+			}
+		}
+		g.Go(func() error { return dumpPart(gctx, src, cfg, dir, &parts[i], args[i], progress) })
+	}
+	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("pg_dump interrupted, no backup was kept: %w", ctx.Err())
+		}
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	if len(parts) == 1 {
+		m.DumpFile, m.DumpSize, m.RawSize, m.SHA256 = parts[0].File, parts[0].Size, parts[0].RawSize, parts[0].SHA256
+		return nil
+	}
+	m.FormatVersion, m.Streams, m.DumpFile = formatStreams, parts, parts[0].File
+	for _, p := range parts {
+		m.DumpSize += p.Size
+		m.RawSize += p.RawSize
+	}
+	return nil
+}
+
+// dumpPart streams pg_dump -> counter -> encoder -> (file, sha256) into a
 // temporary name, renamed only after pg_dump exited 0.
-// With a snapshot, pg_dump dumps what that exported snapshot sees.
-func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifest, snapshot string) (err error) {
-	final := filepath.Join(dir, m.DumpFile)
+func dumpPart(ctx context.Context, src Target, cfg *config, dir string, part *DumpPart, args []string, progress *sharedProgress) (err error) {
+	final := filepath.Join(dir, part.File)
 	tmp := final + partialExt
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -229,14 +306,6 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 		return err
 	}
 
-	args := []string{"--format=custom", "--no-password"}
-	if cfg.dumpCompression != "" {
-		args = append(args, "--compress="+cfg.dumpCompression)
-	}
-	if snapshot != "" {
-		args = append(args, "--snapshot="+snapshot)
-	}
-	args = append(args, cfg.dumpArgs...)
 	stderr := newTail(8192)
 	// An OS pipe of 1 MiB between pg_dump and us: exec's own pipe holds 64 KiB, and pg_dump
 	// waited on it.
@@ -244,7 +313,7 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	if err != nil {
 		return err
 	}
-	raw := &progressReader{r: coalesce(pr, widenPipe(pw)), progress: cfg.progress}
+	raw := &progressReader{r: coalesce(pr, widenPipe(pw)), shared: progress}
 	copied := make(chan error, 1)
 	go func() {
 		// The encoder reads pg_dump's output straight into its blocks (its ReadFrom): one copy
@@ -288,11 +357,8 @@ func dumpTo(ctx context.Context, src Target, cfg *config, dir string, m *Manifes
 	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
-	if err := syncDir(dir); err != nil {
-		return err
-	}
-	m.DumpSize, m.RawSize = st.Size(), raw.n
-	m.SHA256 = hex.EncodeToString(hash.Sum(nil))
+	part.Size, part.RawSize = st.Size(), raw.n
+	part.SHA256 = hex.EncodeToString(hash.Sum(nil))
 	return nil
 }
 
@@ -301,18 +367,36 @@ type rowCounts struct {
 	err  error
 }
 
-// progressReader counts the bytes read through it and reports them to progress.
+// progressReader counts the bytes read through it, and adds them to the backup's progress.
 type progressReader struct {
-	r        io.Reader
-	n        int64
-	progress func(int64)
+	r      io.Reader
+	n      int64
+	shared *sharedProgress
 }
 
 func (c *progressReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
-	if c.progress != nil && n > 0 {
-		c.progress(c.n)
+	if n > 0 {
+		c.shared.add(int64(n))
 	}
 	return n, err
+}
+
+// sharedProgress sums the bytes of every stream and reports the total, one call at a time
+// (callers' callbacks need not be safe for concurrent use).
+type sharedProgress struct {
+	mu     sync.Mutex
+	n      int64
+	report func(int64)
+}
+
+func (s *sharedProgress) add(n int64) {
+	if s.report == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n += n
+	s.report(s.n)
 }

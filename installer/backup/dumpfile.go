@@ -69,30 +69,31 @@ func (d *dumpReader) sum() (string, error) {
 
 // verified is nil once the whole file was read and its sha256 is the manifest's. after says
 // what state the caller leaves behind on an error.
-func (d *dumpReader) verified(m *Manifest, after string) error {
+func (d *dumpReader) verified(p DumpPart, after string) error {
 	sum, err := d.sum()
 	if err != nil {
-		return fmt.Errorf("reading %s: %w; %s", m.DumpFile, err, after)
+		return fmt.Errorf("reading %s: %w; %s", p.File, err, after)
 	}
-	return checksumError(m, sum, nil, after)
+	return checksumError(p, sum, nil, after)
 }
 
 // altered explains a failure (cause: what tripped first on the damage) as an altered dump when
 // the file's sha256 differs from the manifest's; nil when it does not or cannot be read.
-func (d *dumpReader) altered(m *Manifest, cause error, after string) error {
+func (d *dumpReader) altered(p DumpPart, cause error, after string) error {
 	sum, err := d.sum()
 	if err != nil {
 		return nil
 	}
-	return checksumError(m, sum, cause, after)
+	return checksumError(p, sum, cause, after)
 }
 
-// checksumError is an ErrChecksum error when sum is not the manifest's sha256, else nil.
-func checksumError(m *Manifest, sum string, cause error, after string) error {
-	if sum == m.SHA256 {
+// checksumError is an ErrChecksum error when sum is not the manifest's sha256 of the file,
+// else nil.
+func checksumError(p DumpPart, sum string, cause error, after string) error {
+	if sum == p.SHA256 {
 		return nil
 	}
-	msg := fmt.Sprintf("sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup", m.DumpFile, sum, m.SHA256)
+	msg := fmt.Sprintf("sha256 of %s is %s but the manifest recorded %s: the dump was altered or damaged after the backup", p.File, sum, p.SHA256)
 	if cause != nil {
 		msg += fmt.Sprintf(" (%v)", cause)
 	}

@@ -5,7 +5,8 @@
 // dump (pg_dump custom format, compressed on our side by the codec named in
 // the manifest), secrets.json (the release's Secrets, mode 0600) and
 // manifest.json, written last: a directory without a manifest is an
-// unfinished backup and never verifies.
+// unfinished backup and never verifies. A dump taken in parallel streams
+// (streams.go) is several such archives, one per stream, all of one snapshot.
 //
 // Dumps are streamed (database -> compressor -> sha256 -> file) and never
 // held in memory. Passwords come from the environment of the process that
@@ -31,8 +32,17 @@ const (
 	partialExt   = ".partial"
 )
 
-// FormatVersion is the manifest layout version this package writes.
-const FormatVersion = 1
+// FormatVersion is the newest manifest layout this package reads. A dump in one archive is
+// written as version 1, which older polyaxon-deploy read too; a dump in parallel streams is
+// version 2, so that an older polyaxon-deploy refuses it instead of restoring its first stream
+// alone.
+const FormatVersion = 2
+
+// Manifest layout versions.
+const (
+	formatOneArchive = 1
+	formatStreams    = 2
+)
 
 // Source kinds recorded in the manifest.
 const (
@@ -70,6 +80,12 @@ type Manifest struct {
 	RawSize         int64       `json:"rawSize"`  // bytes pg_dump wrote, before our compression
 	SHA256          string      `json:"sha256"`   // of the dump file
 
+	// Streams are the archives of a dump taken in parallel streams (formatVersion 2), in
+	// restore order: the first holds the schema and the data of every table the others do not
+	// carry. DumpFile is then the first's name, DumpSize and RawSize are the sums, and SHA256
+	// is empty: each stream has its own.
+	Streams []DumpPart `json:"streams,omitempty"`
+
 	Secrets     bool     `json:"secrets"` // secrets.json present
 	SecretNames []string `json:"secretNames,omitempty"`
 
@@ -91,6 +107,33 @@ type Compression struct {
 	Level int    `json:"level,omitempty"`
 }
 
+// DumpPart is one archive file of a dump.
+type DumpPart struct {
+	File    string `json:"file"`
+	Size    int64  `json:"size"`    // bytes of the file
+	RawSize int64  `json:"rawSize"` // bytes pg_dump wrote, before our compression
+	SHA256  string `json:"sha256"`  // of the file
+	// Tables are the tables whose data a stream other than the first carries.
+	Tables []string `json:"tables,omitempty"`
+}
+
+// Parts are the dump's archive files, the first holding the schema: one for a dump in one
+// archive, one per stream otherwise.
+func (m *Manifest) Parts() []DumpPart {
+	if len(m.Streams) > 0 {
+		return m.Streams
+	}
+	return []DumpPart{{File: m.DumpFile, Size: m.DumpSize, RawSize: m.RawSize, SHA256: m.SHA256}}
+}
+
+// Layout says how the dump is stored, for people: "one archive" or "N parallel streams".
+func (m *Manifest) Layout() string {
+	if n := len(m.Streams); n > 0 {
+		return fmt.Sprintf("%d parallel streams", n)
+	}
+	return "one archive"
+}
+
 // Duration is how long the dump took.
 func (m *Manifest) Duration() time.Duration { return m.FinishedAt.Sub(m.StartedAt) }
 
@@ -110,8 +153,13 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if m.FormatVersion < 1 || m.FormatVersion > FormatVersion {
 		return nil, fmt.Errorf("backup %s: %s has formatVersion %d, this polyaxon-deploy reads 1..%d: use a newer polyaxon-deploy", dir, ManifestFile, m.FormatVersion, FormatVersion)
 	}
-	if m.DumpFile == "" || filepath.Base(m.DumpFile) != m.DumpFile {
-		return nil, fmt.Errorf("backup %s: %s: dumpFile %q must be a plain file name", dir, ManifestFile, m.DumpFile)
+	if (m.FormatVersion == formatStreams) != (len(m.Streams) > 0) {
+		return nil, fmt.Errorf("backup %s: %s has formatVersion %d and %d streams: a dump in streams is formatVersion %d, and only it", dir, ManifestFile, m.FormatVersion, len(m.Streams), formatStreams)
+	}
+	for _, p := range m.Parts() {
+		if p.File == "" || filepath.Base(p.File) != p.File || p.File == ManifestFile || p.File == SecretsFile {
+			return nil, fmt.Errorf("backup %s: %s: dump file %q must be a plain file name", dir, ManifestFile, p.File)
+		}
 	}
 	m.Dir = dir
 	return &m, nil

@@ -47,6 +47,7 @@ type config struct {
 	force           bool
 	restoreArgs     []string
 	jobs            int
+	dumpJobs        int
 	targetRelease   ReleaseInfo
 	registerCleanup func(cleanup func()) (unregister func())
 }
@@ -109,7 +110,8 @@ func (forRestore) restore() {}
 // Option types by the operations they apply to.
 type (
 	// CreateOnly options: WithOutputDir, WithRelease, WithSecrets, WithCompression,
-	// WithDumpCompression, WithDumpArgs, WithProgress, WithCleanupRegistry, WithClock.
+	// WithDumpCompression, WithDumpArgs, WithDumpJobs, WithProgress, WithCleanupRegistry,
+	// WithClock.
 	CreateOnly struct {
 		setter
 		forCreate
@@ -181,6 +183,13 @@ func WithRestoreArgs(args ...string) RestoreOnly {
 // in for the target's; 1 restores in one transaction, in place.
 func WithJobs(n int) RestoreOnly {
 	return RestoreOnly{setter: func(c *config) { c.jobs = n }}
+}
+
+// WithDumpJobs is how many parallel streams a backup dumps in (streams.go; default: one per
+// core of the server, at most 4, as many as the tables' sizes let help, and one for a database
+// under 64 MiB). 1 writes a dump in one archive, which older polyaxon-deploy read too.
+func WithDumpJobs(n int) CreateOnly {
+	return CreateOnly{setter: func(c *config) { c.dumpJobs = n }}
 }
 
 // WithLogger sets the logger. Nothing secret is ever logged.

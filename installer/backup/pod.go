@@ -1,9 +1,12 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -110,4 +113,14 @@ func (t *PodTarget) Run(ctx context.Context, tool string, args []string, stdio S
 		return fmt.Errorf("%s exited with code %d in %s", tool, ec.ExitStatus(), t)
 	}
 	return fmt.Errorf("%s in %s: %w", tool, t, err)
+}
+
+// cores asks the container how many CPUs it may run on (nproc, without the database
+// connection's wrapper).
+func (t *PodTarget) cores(ctx context.Context) (int, error) {
+	var out bytes.Buffer
+	if err := t.execer.Exec(ctx, t.namespace, t.pod, t.container, []string{"nproc"}, Stdio{Stdout: &out}); err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(out.String()))
 }

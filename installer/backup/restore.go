@@ -92,10 +92,11 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w: %w", ErrIncomplete, err)
 	}
-	dump, err := checkDumpFile(dir, m)
+	dumps, err := checkDumpFiles(dir, m)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
+	parts := m.Parts()
 	if err := CheckOrigin(m, cfg.targetRelease.Name, cfg.targetRelease.Namespace); err != nil && !cfg.force {
 		return nil, fmt.Errorf("restore %s: %w", dir, err)
 	}
@@ -109,7 +110,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 		c.verifyTarget = target
 		rep, err = verify(ctx, dir, &c)
 	} else {
-		rep, err = readTOC(ctx, dir, dump, m, cfg, target)
+		rep, err = readTOC(ctx, dir, dumps, m, cfg, target)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
@@ -122,7 +123,9 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	var spoolFile string
 	if sw != nil {
 		log.Info("checking the dump and spooling it for a parallel restore", "dir", dir)
-		spoolFile, err = spool(ctx, dump, m)
+		// A dump in streams spools only its first archive (the schema and the small tables):
+		// the others stream straight into pg_restore.
+		spoolFile, err = spool(ctx, dumps[0], parts[0], m.Compression.Codec)
 		switch {
 		case errors.Is(err, errSpoolSpace):
 			sw, whyNot = nil, err.Error()
@@ -165,18 +168,30 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 				err = errors.Join(err, sw.drop(ctx))
 			}
 		}()
-		if err := sw.restore(ctx, spoolFile, cfg.restoreArgs); err != nil {
+		if len(parts) == 1 {
+			err = sw.restore(ctx, spoolFile, cfg.restoreArgs)
+		} else {
+			err = sw.restoreStreams(ctx, spoolFile, dumps, m, cfg.restoreArgs, clock)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
 		}
 		restored = sw.restored()
-		clock.done(fmt.Sprintf("pg_restore --jobs %d into a new database", sw.jobs))
-	} else {
+		if len(parts) == 1 {
+			clock.done(fmt.Sprintf("pg_restore --jobs %d into a new database", sw.jobs))
+		}
+	} else if len(parts) == 1 {
 		args := []string{"--clean", "--if-exists", "--single-transaction", "--exit-on-error", "--no-owner", "--no-password"}
 		args = append(args, cfg.restoreArgs...)
-		if err := streamRestore(ctx, target, dump, m, args); err != nil {
+		if err := streamRestore(ctx, target, dumps[0], parts[0], m.Compression.Codec, args); err != nil {
 			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
 		}
 		clock.done("pg_restore in one transaction, checking the sha256")
+	} else {
+		if err := restoreInOneSession(ctx, target, cfg, dumps, m, rep.Tables); err != nil {
+			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
+		}
+		clock.done(fmt.Sprintf("%d streams' SQL in one transaction, checking the sha256s", len(parts)))
 	}
 
 	log.Info("counting the restored tables' rows", "tables", len(rep.Tables))
@@ -235,8 +250,8 @@ const nothingCommitted = "the restore runs in one transaction and was rolled bac
 
 // streamRestore feeds the dump to pg_restore in one pass, hashing what it reads, and lets
 // pg_restore see the end of the archive only when the sha256 matches the manifest.
-func streamRestore(ctx context.Context, target Target, dump string, m *Manifest, args []string) error {
-	in, err := openDumpReader(ctx, dump, m.Compression.Codec, true)
+func streamRestore(ctx context.Context, target Target, dump string, p DumpPart, codec string, args []string) error {
+	in, err := openDumpReader(ctx, dump, codec, true)
 	if err != nil {
 		return err
 	}
@@ -280,7 +295,7 @@ func streamRestore(ctx context.Context, target Target, dump string, m *Manifest,
 		if err == nil {
 			return fmt.Errorf("pg_restore finished before reading the whole dump, which was not verified yet: check the database")
 		}
-		if aerr := in.altered(m, withStderr(err, stderr), nothingCommitted); aerr != nil {
+		if aerr := in.altered(p, withStderr(err, stderr), nothingCommitted); aerr != nil {
 			return aerr
 		}
 		return toolFailed(err)
@@ -289,14 +304,14 @@ func streamRestore(ctx context.Context, target Target, dump string, m *Manifest,
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted; %s: %w", nothingCommitted, ctx.Err())
 		}
-		if aerr := in.altered(m, fmt.Errorf("%s: %w", m.Compression.Codec, copyErr), nothingCommitted); aerr != nil {
+		if aerr := in.altered(p, fmt.Errorf("%s: %w", codec, copyErr), nothingCommitted); aerr != nil {
 			return aerr
 		}
-		return fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, m.DumpFile, m.Compression.Codec, copyErr, nothingCommitted, fixHint)
+		return fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, p.File, codec, copyErr, nothingCommitted, fixHint)
 	}
 	// The decoder is at the end of its stream: the rest of the file is hashed before
 	// pg_restore sees the end of the archive.
-	if err := in.verified(m, nothingCommitted); err != nil {
+	if err := in.verified(p, nothingCommitted); err != nil {
 		abort()
 		return err
 	}
@@ -366,39 +381,42 @@ func (h *holdback) release() error {
 	return err
 }
 
-// readTOC reads the dump's table of contents with pg_restore --list on the head of the dump
-// (pg_restore stops after it), with the pg_restore Verify would use: cheap, and before
-// anything changes. When it fails, the whole file is hashed so that an altered dump is
-// reported as such.
-func readTOC(ctx context.Context, dir, dump string, m *Manifest, cfg *config, target Target) (*Report, error) {
+// readTOC reads the table of contents of each of the dump's archives with pg_restore --list on
+// its head (pg_restore stops after it), with the pg_restore Verify would use: cheap, and before
+// anything changes. When it fails, every file is hashed so that an altered dump is reported as
+// such.
+func readTOC(ctx context.Context, dir string, dumps []string, m *Manifest, cfg *config, target Target) (*Report, error) {
 	c := *cfg
 	c.verifyTarget = target
 	run, where, err := restoreRunner(&c)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	listing, streamErr, toolErr := streamHead(ctx, dump, m.Compression.Codec, run, []string{"--list"})
-	if toolErr != nil && where == "local" && isTooOld(toolErr) {
-		cfg.logger.Info("local pg_restore too old for the dump, reading its table of contents on the target", "target", target.String())
-		run, where = targetRunner(target), target.String()
-		listing, streamErr, toolErr = streamHead(ctx, dump, m.Compression.Codec, run, []string{"--list"})
-	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("%s: %w", dir, ctx.Err())
-	}
-	if streamErr != nil || toolErr != nil {
-		if err := Checksum(ctx, dir); errors.Is(err, ErrChecksum) {
-			return nil, fmt.Errorf("%w; nothing was changed", err)
-		}
-		if streamErr != nil {
-			return nil, fmt.Errorf("%s: %w: decompressing %s (%s): %w; %s", dir, ErrUnreadable, m.DumpFile, m.Compression.Codec, streamErr, fixHint)
-		}
-		return nil, fmt.Errorf("%s: %w: pg_restore --list (%s) cannot read the dump: %w%s", dir, ErrUnreadable, where, toolErr, versionHint(toolErr, m))
-	}
 	rep := &Report{Manifest: m}
-	parseListing(listing, rep)
-	if rep.Entries == 0 {
-		return nil, fmt.Errorf("%s: %w: pg_restore --list found no entries in the dump; %s", dir, ErrUnreadable, fixHint)
+	for i, p := range m.Parts() {
+		listing, streamErr, toolErr := streamHead(ctx, dumps[i], m.Compression.Codec, run, []string{"--list"})
+		if toolErr != nil && where == "local" && isTooOld(toolErr) {
+			cfg.logger.Info("local pg_restore too old for the dump, reading its table of contents on the target", "target", target.String())
+			run, where = targetRunner(target), target.String()
+			listing, streamErr, toolErr = streamHead(ctx, dumps[i], m.Compression.Codec, run, []string{"--list"})
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", dir, ctx.Err())
+		}
+		if streamErr != nil || toolErr != nil {
+			if err := Checksum(ctx, dir); errors.Is(err, ErrChecksum) {
+				return nil, fmt.Errorf("%w; nothing was changed", err)
+			}
+			if streamErr != nil {
+				return nil, fmt.Errorf("%s: %w: decompressing %s (%s): %w; %s", dir, ErrUnreadable, p.File, m.Compression.Codec, streamErr, fixHint)
+			}
+			return nil, fmt.Errorf("%s: %w: pg_restore --list (%s) cannot read %s: %w%s", dir, ErrUnreadable, where, p.File, toolErr, versionHint(toolErr, m))
+		}
+		entries := rep.Entries
+		parseListing(listing, rep)
+		if rep.Entries == entries {
+			return nil, fmt.Errorf("%s: %w: pg_restore --list found no entries in %s; %s", dir, ErrUnreadable, p.File, fixHint)
+		}
 	}
 	return rep, nil
 }

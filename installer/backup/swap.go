@@ -131,8 +131,8 @@ var errSpoolSpace = errors.New("no space for the spool file")
 
 // spool decodes the dump into a file for pg_restore -j, checking its sha256 on the way. The
 // caller removes the file.
-func spool(ctx context.Context, dump string, m *Manifest) (path string, err error) {
-	in, err := openDumpReader(ctx, dump, m.Compression.Codec, false)
+func spool(ctx context.Context, dump string, p DumpPart, codec string) (path string, err error) {
+	in, err := openDumpReader(ctx, dump, codec, false)
 	if err != nil {
 		return "", err
 	}
@@ -152,7 +152,7 @@ func spool(ctx context.Context, dump string, m *Manifest) (path string, err erro
 	}
 	if copyErr != nil {
 		if errors.Is(copyErr, syscall.ENOSPC) {
-			return "", fmt.Errorf("%w: %s needs %d bytes: %w", errSpoolSpace, out.Name(), m.RawSize, copyErr)
+			return "", fmt.Errorf("%w: %s needs %d bytes: %w", errSpoolSpace, out.Name(), p.RawSize, copyErr)
 		}
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("interrupted; %s: %w", nothingTouched, ctx.Err())
@@ -161,12 +161,12 @@ func spool(ctx context.Context, dump string, m *Manifest) (path string, err erro
 		if errors.As(copyErr, &pe) && pe.Path == out.Name() {
 			return "", fmt.Errorf("writing the spool file: %w; %s", copyErr, nothingTouched)
 		}
-		if err := in.altered(m, fmt.Errorf("%s: %w", m.Compression.Codec, copyErr), nothingTouched); err != nil {
+		if err := in.altered(p, fmt.Errorf("%s: %w", codec, copyErr), nothingTouched); err != nil {
 			return "", err
 		}
-		return "", fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, m.DumpFile, m.Compression.Codec, copyErr, nothingTouched, fixHint)
+		return "", fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, p.File, codec, copyErr, nothingTouched, fixHint)
 	}
-	if err := in.verified(m, nothingTouched); err != nil {
+	if err := in.verified(p, nothingTouched); err != nil {
 		return "", err
 	}
 	return out.Name(), nil
@@ -179,6 +179,20 @@ const nothingTouched = "the dump is checked before the database is touched: noth
 // restore creates the new database and restores the spooled dump into it with parallel jobs.
 // The restored copy is left for check; drop removes it when the check fails.
 func (s *swapRestore) restore(ctx context.Context, spoolFile string, args []string) error {
+	if err := s.create(ctx); err != nil {
+		return err
+	}
+	s.log.Info("restoring into a new database", "database", s.scratch, "jobs", s.jobs)
+	args = append([]string{"--exit-on-error", "--no-owner", "--no-password", "--jobs=" + strconv.Itoa(s.jobs)}, args...)
+	stderr := newTail(8192)
+	if err := s.target.onDatabase(s.scratch).Run(ctx, "pg_restore", append(args, spoolFile), Stdio{Stderr: stderr}); err != nil {
+		return fmt.Errorf("pg_restore into the new database %s failed: %w; %s is unchanged", s.scratch, withStderr(err, stderr), s.target.conn.Database)
+	}
+	return nil
+}
+
+// create creates the new database, with the target's properties, under a name of its own.
+func (s *swapRestore) create(ctx context.Context) error {
 	s.warnLeftovers(ctx)
 	s.scratch = sideName(s.target.conn.Database, "restore")
 	create := `CREATE DATABASE :"scratch" TEMPLATE template0 OWNER :"owner" ENCODING :'encoding' LC_COLLATE :'collate' LC_CTYPE :'ctype' CONNECTION LIMIT :connlimit`
@@ -191,12 +205,6 @@ func (s *swapRestore) restore(ctx context.Context, spoolFile string, args []stri
 			s.scratch = "" // refused: nothing to drop (cancelled, it may have been created)
 		}
 		return fmt.Errorf("creating the database to restore into: %w; the database is unchanged", err)
-	}
-	s.log.Info("restoring into a new database", "database", s.scratch, "jobs", s.jobs)
-	args = append([]string{"--exit-on-error", "--no-owner", "--no-password", "--jobs=" + strconv.Itoa(s.jobs)}, args...)
-	stderr := newTail(8192)
-	if err := s.target.onDatabase(s.scratch).Run(ctx, "pg_restore", append(args, spoolFile), Stdio{Stderr: stderr}); err != nil {
-		return fmt.Errorf("pg_restore into the new database %s failed: %w; %s is unchanged", s.scratch, withStderr(err, stderr), s.target.conn.Database)
 	}
 	return nil
 }

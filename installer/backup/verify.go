@@ -62,7 +62,7 @@ func verify(ctx context.Context, dir string, cfg *config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w: %w", ErrIncomplete, err)
 	}
-	dump, err := checkDumpFile(dir, m)
+	dumps, err := checkDumpFiles(dir, m)
 	if err != nil {
 		return nil, fmt.Errorf("verify %w", err)
 	}
@@ -72,66 +72,77 @@ func verify(ctx context.Context, dir string, cfg *config) (*Report, error) {
 	}
 
 	rep := &Report{Manifest: m}
-	listing, sum, streamErr, toolErr := streamToTool(ctx, dump, m.Compression.Codec, run, []string{"--list"}, true)
-	if toolErr != nil && cfg.verifyTarget != nil && where == "local" && isTooOld(toolErr) {
-		cfg.logger.Info("local pg_restore too old for the dump, verifying on the target", "target", cfg.verifyTarget.String())
-		run, where = targetRunner(cfg.verifyTarget), cfg.verifyTarget.String()
-		listing, sum, streamErr, toolErr = streamToTool(ctx, dump, m.Compression.Codec, run, []string{"--list"}, true)
-	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("verify %s: %w", dir, ctx.Err())
-	}
-	if sum != "" {
-		if err := checksumError(m, sum, nil, ""); err != nil {
-			return nil, fmt.Errorf("verify %s: %w", dir, err)
+	for i, p := range m.Parts() {
+		listing, sum, streamErr, toolErr := streamToTool(ctx, dumps[i], m.Compression.Codec, run, []string{"--list"}, true)
+		if toolErr != nil && cfg.verifyTarget != nil && where == "local" && isTooOld(toolErr) {
+			cfg.logger.Info("local pg_restore too old for the dump, verifying on the target", "target", cfg.verifyTarget.String())
+			run, where = targetRunner(cfg.verifyTarget), cfg.verifyTarget.String()
+			listing, sum, streamErr, toolErr = streamToTool(ctx, dumps[i], m.Compression.Codec, run, []string{"--list"}, true)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("verify %s: %w", dir, ctx.Err())
+		}
+		if sum != "" {
+			if err := checksumError(p, sum, nil, ""); err != nil {
+				return nil, fmt.Errorf("verify %s: %w", dir, err)
+			}
+		}
+		if streamErr != nil {
+			return nil, fmt.Errorf("verify %s: %w: decompressing %s (%s): %w; %s", dir, ErrUnreadable, p.File, m.Compression.Codec, streamErr, fixHint)
+		}
+		if toolErr != nil {
+			return nil, fmt.Errorf("verify %s: %w: pg_restore --list (%s) cannot read %s: %w%s", dir, ErrUnreadable, where, p.File, toolErr, versionHint(toolErr, m))
+		}
+		entries := rep.Entries
+		parseListing(listing, rep)
+		if rep.Entries == entries {
+			return nil, fmt.Errorf("verify %s: %w: pg_restore --list found no entries in %s; %s", dir, ErrUnreadable, p.File, fixHint)
 		}
 	}
-	if streamErr != nil {
-		return nil, fmt.Errorf("verify %s: %w: decompressing %s (%s): %w; %s", dir, ErrUnreadable, m.DumpFile, m.Compression.Codec, streamErr, fixHint)
-	}
-	if toolErr != nil {
-		return nil, fmt.Errorf("verify %s: %w: pg_restore --list (%s) cannot read the dump: %w%s", dir, ErrUnreadable, where, toolErr, versionHint(toolErr, m))
-	}
-	parseListing(listing, rep)
-	if rep.Entries == 0 {
-		return nil, fmt.Errorf("verify %s: %w: pg_restore --list found no entries in the dump; %s", dir, ErrUnreadable, fixHint)
-	}
 	if cfg.full {
-		_, _, streamErr, toolErr := streamToTool(ctx, dump, m.Compression.Codec, run, []string{"--file=" + os.DevNull}, false)
-		if err := errors.Join(streamErr, toolErr); err != nil {
-			return nil, fmt.Errorf("verify %s: %w: pg_restore (%s) cannot read every data block of the dump: %w%s", dir, ErrUnreadable, where, err, versionHint(err, m))
+		for i, p := range m.Parts() {
+			_, _, streamErr, toolErr := streamToTool(ctx, dumps[i], m.Compression.Codec, run, []string{"--file=" + os.DevNull}, false)
+			if err := errors.Join(streamErr, toolErr); err != nil {
+				return nil, fmt.Errorf("verify %s: %w: pg_restore (%s) cannot read every data block of %s: %w%s", dir, ErrUnreadable, where, p.File, err, versionHint(err, m))
+			}
 		}
 		rep.Full = true
 	}
-	cfg.logger.Info("backup verified", "dir", dir, "entries", rep.Entries, "tables", len(rep.Tables), "full", rep.Full, "pg_restore", where)
+	cfg.logger.Info("backup verified", "dir", dir, "layout", m.Layout(), "entries", rep.Entries, "tables", len(rep.Tables), "full", rep.Full, "pg_restore", where)
 	return rep, nil
 }
 
-// Checksum checks a backup's dump against its manifest without any PostgreSQL tool: present,
-// of the recorded size, with the recorded sha256 (the whole file is read). Errors wrap
+// Checksum checks a backup's dump against its manifest without any PostgreSQL tool: each file
+// present, of the recorded size, with the recorded sha256 (every file is read). Errors wrap
 // ErrIncomplete, ErrTruncated or ErrChecksum.
 func Checksum(ctx context.Context, dir string) error {
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrIncomplete, err)
 	}
-	dump, err := checkDumpFile(dir, m)
+	dumps, err := checkDumpFiles(dir, m)
 	if err != nil {
 		return err
 	}
-	f, err := openDump(dump)
+	for i, p := range m.Parts() {
+		if err := checksumFile(ctx, dumps[i], p); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+func checksumFile(ctx context.Context, path string, p DumpPart) error {
+	f, err := openDump(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
-		return fmt.Errorf("%s: reading %s: %w", dir, m.DumpFile, err)
+		return fmt.Errorf("reading %s: %w", p.File, err)
 	}
-	if err := checksumError(m, hex.EncodeToString(h.Sum(nil)), nil, ""); err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
-	}
-	return nil
+	return checksumError(p, hex.EncodeToString(h.Sum(nil)), nil, "")
 }
 
 // ctxReader stops a long read when ctx is cancelled.
@@ -147,22 +158,27 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// checkDumpFile returns the dump's path once it exists with the size the manifest recorded.
-func checkDumpFile(dir string, m *Manifest) (string, error) {
-	dump := filepath.Join(dir, m.DumpFile)
-	st, err := os.Stat(dump)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w: dump file missing: %w; %s", dir, ErrIncomplete, err, fixHint)
-	}
-	if st.Size() != m.DumpSize {
-		what := "is truncated"
-		if st.Size() > m.DumpSize {
-			what = "has grown"
+// checkDumpFiles returns the paths of the dump's files once each exists with the size the
+// manifest recorded.
+func checkDumpFiles(dir string, m *Manifest) ([]string, error) {
+	var paths []string
+	for _, p := range m.Parts() {
+		path := filepath.Join(dir, p.File)
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w: dump file missing: %w; %s", dir, ErrIncomplete, err, fixHint)
 		}
-		return "", fmt.Errorf("%s: %w: %s is %d bytes but the manifest recorded %d: the file %s since the backup; %s",
-			dir, ErrTruncated, m.DumpFile, st.Size(), m.DumpSize, what, fixHint)
+		if st.Size() != p.Size {
+			what := "is truncated"
+			if st.Size() > p.Size {
+				what = "has grown"
+			}
+			return nil, fmt.Errorf("%s: %w: %s is %d bytes but the manifest recorded %d: the file %s since the backup; %s",
+				dir, ErrTruncated, p.File, st.Size(), p.Size, what, fixHint)
+		}
+		paths = append(paths, path)
 	}
-	return dump, nil
+	return paths, nil
 }
 
 func isTooOld(err error) bool { return strings.Contains(err.Error(), "unsupported version") }

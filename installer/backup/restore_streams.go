@@ -1,0 +1,215 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Restoring a dump taken in parallel streams (streams.go). The first archive holds the schema
+// and the small tables' data, each other archive the data of its share of the large tables;
+// pg_restore restores one archive per run, so a restore is the first archive's pre-data, then
+// the data of every archive, then the first archive's post-data (indexes, constraints), in
+// one of two ways:
+//
+//   - By swap (a local target): into the new database, the data of all archives at once, one
+//     pg_restore --data-only per stream, each reading its archive as it is decoded (no spool
+//     file but the first archive's, which pg_restore --jobs needs for the indexes). Nothing
+//     touches the target until every archive's sha256 matched and the tables were checked.
+//   - In one transaction: a transaction is one server session, and pg_restore refuses --jobs
+//     with --single-transaction, so the server's side cannot run in parallel there, whatever
+//     the layout. pg_restore turns each archive into SQL (-f -), in restore order, into one
+//     psql session that we open with BEGIN and end with COMMIT only once every archive's sha256
+//     matched; any failure ends the session without it, and the server rolls everything back.
+//     Where the restore can run in parallel, it is done by swap instead.
+
+// pipeTool runs a tool that reads an archive from stdin (the caller's pg_restore).
+type pipeTool func(ctx context.Context, stdin io.Reader, stderr io.Writer) error
+
+// restorePart decodes one archive of the dump into tool and checks the file's sha256 once the
+// tool is done with it. Neither way of restoring commits anything to the target before every
+// archive checked out, so the tool may stop reading early (unlike streamRestore's). A failure is reported as an altered dump when the file's sha256 is not
+// the manifest's, whatever tripped first; after says what state a failure leaves behind.
+func restorePart(ctx context.Context, path string, p DumpPart, codec string, tool pipeTool, after string) error {
+	in, err := openDumpReader(ctx, path, codec, true)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	// An OS pipe: a local pg_restore reads it directly, without a copying goroutine.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	_ = widenPipe(pw)
+	stderr := newTail(8192)
+	done := make(chan error, 1)
+	go func() {
+		err := tool(ctx, pr, stderr)
+		_ = pr.Close() // a write to a tool that stopped early fails instead of blocking
+		done <- err
+	}()
+	out := &writeTracker{w: pw}
+	_, copyErr := io.CopyBuffer(out, onlyReader{in}, make([]byte, 256<<10))
+	_ = pw.Close()
+	toolErr := <-done
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("interrupted; %s: %w", after, ctx.Err())
+	case copyErr != nil && out.err == nil:
+		if aerr := in.altered(p, fmt.Errorf("%s: %w", codec, copyErr), after); aerr != nil {
+			return aerr
+		}
+		return fmt.Errorf("%w: decompressing %s (%s): %w; %s; %s", ErrUnreadable, p.File, codec, copyErr, after, fixHint)
+	case toolErr != nil:
+		if aerr := in.altered(p, withStderr(toolErr, stderr), after); aerr != nil {
+			return aerr
+		}
+		return fmt.Errorf("pg_restore of %s failed: %w; %s", p.File, withStderr(toolErr, stderr), after)
+	}
+	// pg_restore may stop once it has what its sections need (post-data needs only the table
+	// of contents): the rest of the file is hashed all the same, before anything is committed.
+	return in.verified(p, after)
+}
+
+// restoreStreams restores a dump in streams into a new database: the first archive's pre-data
+// from the spool file, then its data and every other stream's at once, then its post-data
+// with --jobs. The restored copy is left for check, as restore leaves it.
+func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dumps []string, m *Manifest, args []string, clock *stepClock) error {
+	if err := s.create(ctx); err != nil {
+		return err
+	}
+	parts := m.Parts()
+	s.log.Info("restoring the streams into a new database", "database", s.scratch, "streams", len(parts), "jobs", s.jobs)
+	scratch := s.target.onDatabase(s.scratch)
+	unchanged := fmt.Sprintf("the new database %s is dropped, %s is unchanged", s.scratch, s.target.conn.Database)
+	base := append([]string{"--exit-on-error", "--no-owner", "--no-password"}, args...)
+	fromSpool := func(ctx context.Context, extra ...string) error {
+		stderr := newTail(8192)
+		if err := scratch.Run(ctx, "pg_restore", append(append(slices.Clone(base), extra...), spoolFile), Stdio{Stderr: stderr}); err != nil {
+			return fmt.Errorf("pg_restore %s into the new database failed: %w; %s", strings.Join(extra, " "), withStderr(err, stderr), unchanged)
+		}
+		return nil
+	}
+	if err := fromSpool(ctx, "--section=pre-data"); err != nil {
+		return err
+	}
+	clock.done("pg_restore the schema (pre-data) into a new database")
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return fromSpool(gctx, "--section=data") })
+	for i, p := range parts[1:] {
+		g.Go(func() error {
+			return restorePart(gctx, dumps[i+1], p, m.Compression.Codec, func(ctx context.Context, stdin io.Reader, stderr io.Writer) error {
+				return scratch.Run(ctx, "pg_restore", append(slices.Clone(base), "--data-only"), Stdio{Stdin: stdin, Stderr: stderr})
+			}, unchanged)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; %s: %w", unchanged, ctx.Err())
+		}
+		return err
+	}
+	clock.done(fmt.Sprintf("pg_restore the data of %d streams at once, checking their sha256s", len(parts)))
+	if err := fromSpool(ctx, "--section=post-data", "--jobs="+strconv.Itoa(s.jobs)); err != nil {
+		return err
+	}
+	clock.done(fmt.Sprintf("pg_restore the indexes and constraints (post-data, --jobs %d)", s.jobs))
+	return nil
+}
+
+// restoreInOneSession restores a dump in streams in one transaction of one psql session (see
+// above). tables are the dump's tables.
+func restoreInOneSession(ctx context.Context, target Target, cfg *config, dumps []string, m *Manifest, tables []string) (err error) {
+	c := *cfg
+	c.verifyTarget = target
+	run, _, err := restoreRunner(&c)
+	if err != nil {
+		return err
+	}
+	// The session's input: what we write, then each pg_restore's SQL, in turn.
+	sqlR, sqlW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	_ = widenPipe(sqlW)
+	psqlErr := newTail(8192)
+	done := make(chan error, 1)
+	go func() {
+		err := target.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-f", "-"), Stdio{Stdin: sqlR, Stdout: io.Discard, Stderr: psqlErr})
+		_ = sqlR.Close() // our writes to a psql that stopped fail instead of blocking
+		done <- err
+	}()
+	// end closes the session's input, with COMMIT when nothing failed, else without: psql then
+	// ends the session with the transaction open, and the server rolls it back. When psql
+	// stopped on an SQL error first, that error is the cause of the failure.
+	end := func(cause error) error {
+		if cause == nil {
+			if _, err := io.WriteString(sqlW, "COMMIT;\n"); err != nil {
+				cause = fmt.Errorf("writing COMMIT: %w", err)
+			}
+		}
+		_ = sqlW.Close()
+		perr := <-done
+		switch {
+		case perr != nil && (cause == nil || (!errors.Is(cause, ErrChecksum) && !errors.Is(cause, ErrUnreadable) && ctx.Err() == nil)):
+			return fmt.Errorf("psql failed; %s: %w", nothingCommitted, withStderr(perr, psqlErr))
+		case cause != nil:
+			return cause
+		}
+		return nil
+	}
+	// pg_restore --clean drops the dump's foreign keys with the rest of post-data, which the
+	// first pass leaves for the end: drop those of the dump's tables first, or dropping a table
+	// another one references would fail (they are created again with post-data).
+	if _, err := io.WriteString(sqlW, "BEGIN;\n"+dropForeignKeysSQL(tables)); err != nil {
+		return end(fmt.Errorf("starting psql: %w; %s", err, nothingCommitted))
+	}
+	parts := m.Parts()
+	type pass struct {
+		part int
+		args []string
+	}
+	passes := []pass{{0, []string{"--clean", "--if-exists", "--section=pre-data", "--section=data"}}}
+	for i := range parts[1:] {
+		passes = append(passes, pass{i + 1, []string{"--data-only"}})
+	}
+	passes = append(passes, pass{0, []string{"--section=post-data"}})
+	for _, ps := range passes {
+		args := append(append([]string{"--file=-", "--no-owner", "--exit-on-error"}, ps.args...), cfg.restoreArgs...)
+		err := restorePart(ctx, dumps[ps.part], parts[ps.part], m.Compression.Codec, func(ctx context.Context, stdin io.Reader, stderr io.Writer) error {
+			return run(ctx, args, stdin, sqlW, stderr)
+		}, nothingCommitted)
+		if err != nil {
+			return end(err)
+		}
+	}
+	return end(nil)
+}
+
+// dropForeignKeysSQL drops the foreign keys of the tables that exist among tables
+// ("schema.name", as pg_restore --list names them), through psql's \gexec.
+func dropForeignKeysSQL(tables []string) string {
+	if len(tables) == 0 {
+		return ""
+	}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		schema, name, _ := strings.Cut(t, ".")
+		names[i] = sqlLiteral(streamTable{Schema: schema, Name: name}.pattern())
+	}
+	return "SET standard_conforming_strings = on;\n" +
+		"SELECT format('ALTER TABLE %s DROP CONSTRAINT %I', c.conrelid::regclass, c.conname) FROM pg_constraint c " +
+		"WHERE c.contype = 'f' AND c.conrelid IN (SELECT to_regclass(n) FROM unnest(ARRAY[" + strings.Join(names, ", ") + "]::text[]) n)\n\\gexec\n"
+}
+
+// sqlLiteral quotes s as an SQL string literal (standard_conforming_strings on).
+func sqlLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -1,0 +1,375 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+)
+
+func TestPlanStreams(t *testing.T) {
+	mib := int64(1 << 20)
+	tables := []streamTable{
+		{"public", "small", mib / 2}, {"public", "a", 40 * mib}, {"public", "b", 30 * mib},
+		{"public", "c", 20 * mib}, {"public", "d", 10 * mib},
+	}
+	// Largest first into the stream with the least data: {a} {b} {c, d}; the first stream
+	// (which also has the schema and the small table) takes a.
+	got := planStreams(tables, 3)
+	names := func(s []streamTable) (out []string) {
+		for _, t := range s {
+			out = append(out, t.Name)
+		}
+		return out
+	}
+	require.Len(t, got, 2)
+	assert.Equal(t, []string{"b"}, names(got[0]))
+	assert.Equal(t, []string{"c", "d"}, names(got[1]))
+	assert.Nil(t, planStreams(tables, 1))
+	assert.Len(t, planStreams(tables[:2], 4), 0, "one large table: nothing to share")
+
+	assert.Equal(t, 1, defaultStreams(cores(8), []streamTable{{"p", "x", 10 * mib}}), "a small database")
+	assert.Equal(t, 2, defaultStreams(cores(8), []streamTable{{"p", "x", 60 * mib}, {"p", "y", 40 * mib}}), "the largest table bounds the streams")
+	assert.Equal(t, 3, defaultStreams(cores(3), []streamTable{{"p", "w", 30 * mib}, {"p", "x", 30 * mib}, {"p", "y", 30 * mib}, {"p", "z", 30 * mib}}), "the cores bound them")
+	assert.Equal(t, 3, defaultStreams(cores(64), tables[1:]), "40 of 100 MiB in one table: 3 streams")
+	five := []streamTable{{"p", "a", 20 * mib}, {"p", "b", 20 * mib}, {"p", "c", 20 * mib}, {"p", "d", 20 * mib}, {"p", "e", 20 * mib}}
+	assert.Equal(t, 4, defaultStreams(cores(64), five), "at most 4")
+}
+
+func cores(n int) func() int { return func() int { return n } }
+
+func TestStreamTablePattern(t *testing.T) {
+	assert.Equal(t, `"public"."runs"`, streamTable{Schema: "public", Name: "runs"}.pattern())
+	assert.Equal(t, `"My Schema"."we""ird.*?"`, streamTable{Schema: "My Schema", Name: `we"ird.*?`}.pattern())
+}
+
+// streamsBackup seeds db on the shared server, with two tables whose names would be patterns
+// but for pg_dump's quotes (one of them referencing runs), and backs it up in three streams.
+func streamsBackup(t *testing.T, db string, opts ...CreateOption) (*pgtest.Server, *Manifest, map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	s, _ := sharedServer(t)
+	require.NoError(t, s.CreateDatabase(ctx, db))
+	require.NoError(t, pgtest.Seed(ctx, s, db, pgtest.SeedSpec{Runs: 6000}))
+	_, err := s.Psql(ctx, db, `CREATE SCHEMA "Odd";
+CREATE TABLE "Odd"."we""ird.*?" (id bigint PRIMARY KEY, run_id bigint REFERENCES public.runs(id), body text);
+INSERT INTO "Odd"."we""ird.*?" SELECT i, i, repeat(md5(i::text), 20) FROM generate_series(1, 4000) i;
+CREATE TABLE "Odd".weird (id bigint);`)
+	require.NoError(t, err)
+	want, err := pgtest.Checksums(ctx, s, db)
+	require.NoError(t, err)
+	m, err := Create(ctx, localTarget(s, db, s.BinDir), append([]CreateOption{WithOutputDir(t.TempDir()), WithDumpJobs(3),
+		WithRelease(ReleaseInfo{Name: "polyaxon", Namespace: "ns1", AppVersion: "2.15.1"})}, opts...)...)
+	require.NoError(t, err)
+	require.Len(t, m.Streams, 3, "three streams: %+v", m.Streams)
+	return s, m, want
+}
+
+// A dump in streams restores both ways to the same contents, verifies, lists and checksums;
+// its manifest says which stream carries which table's data.
+func TestStreamsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s, m, want := streamsBackup(t, "streams_src")
+	assert.Equal(t, formatStreams, m.FormatVersion)
+	assert.Equal(t, "3 parallel streams", m.Layout())
+	assert.Equal(t, m.Streams[0].File, m.DumpFile)
+	var size int64
+	var streamed []string
+	for i, p := range m.Streams {
+		st, err := os.Stat(filepath.Join(m.Dir, p.File))
+		require.NoError(t, err)
+		assert.Equal(t, st.Size(), p.Size)
+		assert.Len(t, p.SHA256, 64)
+		size += p.Size
+		if i > 0 {
+			assert.NotEmpty(t, p.Tables)
+		}
+		streamed = append(streamed, p.Tables...)
+	}
+	assert.Equal(t, size, m.DumpSize)
+	assert.Contains(t, streamed, `Odd.we"ird.*?`)
+	assert.NotContains(t, streamed, "Odd.weird", "an empty table stays in the first stream")
+	onDisk, err := ReadManifest(m.Dir)
+	require.NoError(t, err)
+	assert.Equal(t, m, onDisk)
+	assert.NotEmpty(t, m.Rows)
+
+	rep, err := Verify(ctx, m.Dir, WithToolsDir(s.BinDir), WithFullCheck())
+	require.NoError(t, err)
+	assert.Contains(t, rep.Tables, "public.runs")
+	assert.GreaterOrEqual(t, rep.TableData, len(pgtest.Tables)+1)
+	require.NoError(t, Checksum(ctx, m.Dir))
+	list, err := List(filepath.Dir(m.Dir))
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, "3 parallel streams", list[0].Manifest.Layout())
+
+	require.NoError(t, s.CreateDatabase(ctx, "streams_dst"))
+	target := localTarget(s, "streams_dst", s.BinDir)
+	var logs bytes.Buffer
+	rr, err := Restore(ctx, target, m.Dir, WithToolsDir(s.BinDir), WithLogger(testLogger(&logs)))
+	require.NoError(t, err, logs.String())
+	assert.Equal(t, RestoredBySwap, rr.Way)
+	got, err := pgtest.Checksums(ctx, s, "streams_dst")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	for table, n := range m.Rows {
+		assert.Equal(t, n, rr.Rows[table], table)
+	}
+
+	// Over a changed database, in one transaction: the same contents again.
+	_, err = s.Psql(ctx, "streams_dst", `DELETE FROM metrics WHERE id % 7 = 0; UPDATE runs SET status = 'x' WHERE id < 100; DROP TABLE artifacts;`)
+	require.NoError(t, err)
+	rr, err = Restore(ctx, target, m.Dir, WithToolsDir(s.BinDir), WithJobs(1))
+	require.NoError(t, err)
+	assert.Equal(t, RestoredInOneTransaction, rr.Way)
+	got, err = pgtest.Checksums(ctx, s, "streams_dst")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+}
+
+// An older polyaxon-deploy must not restore the first stream alone: the manifest's version
+// keeps it out, and a manifest that claims one archive while listing streams is refused.
+func TestStreamsManifestVersion(t *testing.T) {
+	_, m, _ := streamsBackup(t, "streams_version")
+	b, err := os.ReadFile(filepath.Join(m.Dir, ManifestFile))
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(b, &doc))
+	assert.EqualValues(t, 2, doc["formatVersion"])
+	doc["formatVersion"] = 1
+	b, err = json.Marshal(doc)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(m.Dir, ManifestFile), b, 0o600))
+	_, err = ReadManifest(m.Dir)
+	require.ErrorContains(t, err, "formatVersion 1 and 3 streams")
+}
+
+// rewriteStreamsManifest makes the manifest agree with damaged stream files, so that only the
+// codec's own checks or pg_restore can catch the damage.
+func rewriteStreamsManifest(t *testing.T, dir string) {
+	t.Helper()
+	m, err := ReadManifest(dir)
+	require.NoError(t, err)
+	for i, p := range m.Streams {
+		b, err := os.ReadFile(filepath.Join(dir, p.File))
+		require.NoError(t, err)
+		sum := sha256.Sum256(b)
+		m.Streams[i].SHA256, m.Streams[i].Size = hex.EncodeToString(sum[:]), int64(len(b))
+	}
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), b, 0o600))
+}
+
+// streamsTarget is a database with other contents than the backup's, and its checksums.
+func streamsTarget(t *testing.T, s *pgtest.Server, db string) (*LocalTarget, map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, s.CreateDatabase(ctx, db))
+	require.NoError(t, pgtest.Seed(ctx, s, db, pgtest.SeedSpec{Runs: 300}))
+	before, err := pgtest.Checksums(ctx, s, db)
+	require.NoError(t, err)
+	return localTarget(s, db, s.BinDir), before
+}
+
+// A digit changed near the end of a data stream, which pg_restore accepts: only the sha256
+// stands in the way, and it is checked before anything is committed, either way.
+func TestStreamsTamperedTailCommitsNothing(t *testing.T) {
+	bothWays(t, func(t *testing.T, name string, way RestoreOption) {
+		ctx := context.Background()
+		s, m, want := streamsBackup(t, "streams_tail_"+name, WithCompression(CodecNone, 0), WithDumpCompression("0"))
+		target, before := streamsTarget(t, s, "streams_tail_dst_"+name)
+		dump := filepath.Join(m.Dir, m.Streams[1].File)
+		b, err := os.ReadFile(dump)
+		require.NoError(t, err)
+		i := len(b) - 1
+		for ; i > len(b)-4096; i-- {
+			if b[i] >= '1' && b[i] <= '8' {
+				break
+			}
+		}
+		require.Greater(t, i, len(b)-4096, "no digit in the last bytes of the stream")
+		b[i]++
+		require.NoError(t, os.WriteFile(dump, b, 0o600))
+
+		sc := &fakeScaler{}
+		_, err = Restore(ctx, target, m.Dir, WithToolsDir(s.BinDir), WithScaler(sc), way)
+		require.ErrorIs(t, err, ErrChecksum)
+		assert.Contains(t, err.Error(), m.Streams[1].File)
+		assert.Regexp(t, "nothing was committed|is unchanged", err.Error())
+		assert.Equal(t, sc.downs, sc.ups, "writers scaled back")
+		got, err := pgtest.Checksums(ctx, s, target.conn.Database)
+		require.NoError(t, err)
+		assert.Equal(t, before, got, "the target database is unchanged")
+		assertNoScratchLeft(t, s, target.conn.Database)
+
+		// With a manifest that agrees, the altered digit is restored: only the sha256 stood
+		// in the way.
+		rewriteStreamsManifest(t, m.Dir)
+		_, err = Restore(ctx, target, m.Dir, WithToolsDir(s.BinDir), way)
+		require.NoError(t, err)
+		got, err = pgtest.Checksums(ctx, s, target.conn.Database)
+		require.NoError(t, err)
+		assert.NotEqual(t, before, got)
+		assert.NotEqual(t, want, got, "the altered digit was restored")
+	})
+}
+
+// A damaged end of a stream, with a manifest that agrees: S2's block checksum catches it, and
+// nothing is committed either way.
+func TestStreamsDamagedCodecTailCommitsNothing(t *testing.T) {
+	bothWays(t, func(t *testing.T, name string, way RestoreOption) {
+		ctx := context.Background()
+		s, m, _ := streamsBackup(t, "streams_codec_"+name)
+		target, before := streamsTarget(t, s, "streams_codec_dst_"+name)
+		last := m.Streams[len(m.Streams)-1]
+		flipByte(t, filepath.Join(m.Dir, last.File), last.Size-2)
+		rewriteStreamsManifest(t, m.Dir)
+		_, err := Restore(ctx, target, m.Dir, WithToolsDir(s.BinDir), way)
+		require.ErrorIs(t, err, ErrUnreadable)
+		assert.Regexp(t, "nothing was committed|is unchanged", err.Error())
+		got, err := pgtest.Checksums(ctx, s, target.conn.Database)
+		require.NoError(t, err)
+		assert.Equal(t, before, got)
+		assertNoScratchLeft(t, s, target.conn.Database)
+	})
+}
+
+// Verify, Checksum and List find damage in any stream: a flipped byte, a truncated file, a
+// missing one.
+func TestStreamsVerifyRejectsDamage(t *testing.T) {
+	ctx := context.Background()
+	s, m, _ := streamsBackup(t, "streams_damage")
+	last := m.Streams[2]
+	t.Run("flipped byte", func(t *testing.T) {
+		dir := copyBackup(t, m.Dir)
+		flipByte(t, filepath.Join(dir, last.File), last.Size/2)
+		_, err := Verify(ctx, dir, WithToolsDir(s.BinDir))
+		require.ErrorIs(t, err, ErrChecksum)
+		assert.Contains(t, err.Error(), last.File)
+		require.ErrorIs(t, Checksum(ctx, dir), ErrChecksum)
+	})
+	t.Run("truncated", func(t *testing.T) {
+		dir := copyBackup(t, m.Dir)
+		require.NoError(t, os.Truncate(filepath.Join(dir, last.File), last.Size/2))
+		_, err := Verify(ctx, dir, WithToolsDir(s.BinDir))
+		require.ErrorIs(t, err, ErrTruncated)
+		require.ErrorIs(t, Checksum(ctx, dir), ErrTruncated)
+	})
+	t.Run("truncated with a matching manifest", func(t *testing.T) {
+		dir := copyBackup(t, m.Dir)
+		require.NoError(t, os.Truncate(filepath.Join(dir, last.File), last.Size-1000))
+		rewriteStreamsManifest(t, dir)
+		_, err := Verify(ctx, dir, WithToolsDir(s.BinDir), WithFullCheck())
+		require.ErrorIs(t, err, ErrUnreadable)
+	})
+	t.Run("missing", func(t *testing.T) {
+		dir := copyBackup(t, m.Dir)
+		require.NoError(t, os.Remove(filepath.Join(dir, last.File)))
+		_, err := Verify(ctx, dir, WithToolsDir(s.BinDir))
+		require.ErrorIs(t, err, ErrIncomplete)
+		require.ErrorIs(t, Checksum(ctx, dir), ErrIncomplete)
+	})
+}
+
+// A backup in streams cancelled mid-way leaves nothing; a restore cancelled while the streams'
+// data goes in leaves the target as it was and no new database behind.
+func TestStreamsKilledMidway(t *testing.T) {
+	ctx := context.Background()
+	s, m, _ := streamsBackup(t, "streams_kill")
+	t.Run("backup", func(t *testing.T) {
+		out := t.TempDir()
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var once atomic.Bool
+		_, err := Create(cctx, localTarget(s, "streams_kill", s.BinDir), WithOutputDir(out), WithDumpJobs(3), WithSecrets(fakeSecrets),
+			WithProgress(func(n int64) {
+				if n > 256<<10 && once.CompareAndSwap(false, true) {
+					assert.Len(t, entries(t, out), 1, "the backup directory exists mid-dump")
+					cancel()
+				}
+			}))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "no backup was kept")
+		assert.Empty(t, entries(t, out))
+	})
+	t.Run("restore", func(t *testing.T) {
+		target, before := streamsTarget(t, s, "streams_kill_dst")
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		// Cancelled as soon as a stream's data starts going in.
+		orig := openDump
+		var opened atomic.Int32
+		openDump = func(path string) (io.ReadCloser, error) {
+			f, err := orig(path)
+			if err == nil && strings.Contains(filepath.Base(path), "-") && opened.Add(1) > 2 {
+				cancel()
+			}
+			return f, err
+		}
+		t.Cleanup(func() { openDump = orig })
+		sc := &fakeScaler{}
+		_, err := Restore(cctx, target, m.Dir, WithToolsDir(s.BinDir), WithScaler(sc))
+		require.Error(t, err)
+		assert.Equal(t, sc.downs, sc.ups, "writers scaled back")
+		got, err := pgtest.Checksums(ctx, s, target.conn.Database)
+		require.NoError(t, err)
+		assert.Equal(t, before, got)
+		assertNoScratchLeft(t, s, target.conn.Database)
+	})
+}
+
+// assertNoScratchLeft: no database of a restore by swap is left beside db.
+func assertNoScratchLeft(t *testing.T, s *pgtest.Server, db string) {
+	t.Helper()
+	out, err := s.Psql(context.Background(), "postgres", "SELECT string_agg(datname, ',') FROM pg_database WHERE datname LIKE '"+db+"\\_%'")
+	require.NoError(t, err)
+	assert.Empty(t, strings.TrimSpace(out), "databases left beside %s", db)
+}
+
+// Streams come out of the database pod as a dump in one archive does (each pg_dump's stdout
+// through its own exec), and a pod's target restores them in one transaction: psql in the pod,
+// fed the SQL of every stream in turn.
+func TestStreamsFromAndIntoAPod(t *testing.T) {
+	ctx := context.Background()
+	s, _ := sharedServer(t)
+	_, _, want := streamsBackup(t, "streams_pod")
+	bin, argvLog := toolWrappers(t, s)
+	containerEnv := func(db string) []string {
+		return []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "PGHOST=" + s.Host, "PGPORT=" + strconv.Itoa(s.Port),
+			"POSTGRES_USER=" + s.User, "POSTGRES_DB=" + db, "POSTGRES_PASSWORD=" + s.Password(), "PGPASSWORD="}
+	}
+	src := NewPodTarget(&localExecer{env: containerEnv("streams_pod")}, "ns1", "polyaxon-postgresql-0", PostgresContainer, SourceInCluster)
+	m, err := Create(ctx, src, WithOutputDir(t.TempDir()), WithDumpJobs(3))
+	require.NoError(t, err)
+	require.Len(t, m.Streams, 3)
+
+	_, before := streamsTarget(t, s, "streams_pod_dst")
+	require.NotEqual(t, want, before)
+	dst := NewPodTarget(&localExecer{env: containerEnv("streams_pod_dst")}, "ns1", "polyaxon-postgresql-0", PostgresContainer, SourceInCluster)
+	rr, err := Restore(ctx, dst, m.Dir, WithToolsDir(s.BinDir))
+	require.NoError(t, err)
+	assert.Equal(t, RestoredInOneTransaction, rr.Way)
+	got, err := pgtest.Checksums(ctx, s, "streams_pod_dst")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	argv, err := os.ReadFile(argvLog)
+	require.NoError(t, err)
+	assert.Equal(t, 3, strings.Count(string(argv), "pg_dump -U polyaxon -d streams_pod --format=custom"), "three pg_dump streams")
+	assert.Contains(t, string(argv), "--data-only --strict-names --table=")
+	assert.NotContains(t, string(argv), s.Password())
+}
