@@ -109,7 +109,9 @@ func parseCheck(t *testing.T, out string) (checkDoc, map[string]string) {
 }
 
 func TestCheckPreProductionClusterPasses(t *testing.T) {
-	r := runCLI(t, productionCluster(t), "check", "--pre", "-o", "json")
+	// The production guide's artifacts store: one NFS export for the gateway and the runs.
+	r := runCLI(t, productionCluster(t), "check", "--pre", "-o", "json",
+		"--set", "artifactsStore.persistence.sharedVolume.nfs.server=files.internal", "--set", "artifactsStore.persistence.sharedVolume.nfs.path=/polyaxon")
 	doc, st := parseCheck(t, r.stdout)
 	require.Equal(t, ExitOK, r.code, "stderr:\n%s", r.stderr)
 	assert.Equal(t, "check", doc.Command)

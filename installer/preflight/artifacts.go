@@ -56,7 +56,21 @@ func (e *Env) checkArtifactsStore(ctx context.Context) (string, error) {
 		}
 		return "", fmt.Errorf("the artifacts store's claim %s is %s, but %s: a run could not mount it where the gateway does; %s", store.Schema.VolumeClaim, modeText(modes), apart, sharedStoreFix)
 	}
+	if pv := e.renderedVolumeOf(store.Schema.VolumeClaim); pv != "" {
+		return fmt.Sprintf("claim %s (%s) is bound to volume %s, named by the release", store.Schema.VolumeClaim, modeText(modes), pv), nil
+	}
 	return e.sharedClassCan(ctx, class, size, store.Schema.VolumeClaim)
+}
+
+// renderedVolumeOf: the volume the release's own claim of that name is pre-bound to, if any
+// (no class provisions it).
+func (e *Env) renderedVolumeOf(claim string) string {
+	for _, o := range e.objects() {
+		if pvc, ok := o.(*corev1.PersistentVolumeClaim); ok && pvc.Name == claim && pvc.Namespace == e.Namespace {
+			return pvc.Spec.VolumeName
+		}
+	}
+	return ""
 }
 
 type storeConnection struct {

@@ -122,3 +122,66 @@ func TestArtifactsStoreShared(t *testing.T) {
 		})
 	}
 }
+
+// sharingCheck runs artifacts-sharing on the production profile (runs in polyaxon-runs).
+func sharingCheck(t *testing.T, vals map[string]any, objs ...runtime.Object) check.Result {
+	t.Helper()
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	p, err := profile.Load("production")
+	require.NoError(t, err)
+	res, err := render.Render(ch, values.Merge(p.Values, vals), render.Options{ReleaseName: "polyaxon", Namespace: ns})
+	require.NoError(t, err)
+	e := &preflight.Env{Release: "polyaxon", Namespace: ns, Chart: ch, Rendered: res, Clients: &clients{cs: fake.NewClientset(objs...)}}
+	for _, c := range preflight.Checks(e) {
+		if c.ID == "artifacts-sharing" {
+			return check.NewRunner([]check.Check{c}).Run(context.Background()).Results[0]
+		}
+	}
+	t.Fatal("no artifacts-sharing check")
+	return check.Result{}
+}
+
+func TestArtifactsSharedBetweenNamespaces(t *testing.T) {
+	persistence := func(p map[string]any) map[string]any {
+		return map[string]any{"artifactsStore": map[string]any{"persistence": p}}
+	}
+	nfsVolume := func(name, path string) *corev1.PersistentVolume {
+		pv := volume(name, "", "100Gi", corev1.ReadWriteMany)
+		pv.Spec.NFS = &corev1.NFSVolumeSource{Server: "files.internal", Path: path}
+		return pv
+	}
+	boundClaim := func(namespace, volume string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "team-store", Namespace: namespace}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: volume}}
+	}
+	cases := []struct {
+		name   string
+		vals   map[string]any
+		objs   []runtime.Object
+		status check.Status
+		detail string
+	}{
+		{"the chart's volumes on one shared filesystem", persistence(map[string]any{"sharedVolume": map[string]any{"nfs": map[string]any{"server": "files.internal", "path": "/polyaxon"}}}),
+			nil, check.Passed, "claim polyaxon-artifacts in polyaxon and in polyaxon-runs: volumes polyaxon-polyaxon-artifacts and polyaxon-runs-polyaxon-artifacts on one source"},
+		{"two provisioned volumes", nil, nil, check.Warned,
+			"claim polyaxon-artifacts in namespace polyaxon names no volume, so a provisioner makes it one of its own: what runs write in polyaxon-runs would not reach the gateway"},
+		{"pre-bound to volumes of one export", persistence(map[string]any{"volumeName": "pv-a", "runsVolumeName": "pv-b"}),
+			[]runtime.Object{nfsVolume("pv-a", "/polyaxon"), nfsVolume("pv-b", "/polyaxon")}, check.Passed, "volumes pv-a and pv-b on one source"},
+		{"pre-bound to volumes of two exports", persistence(map[string]any{"volumeName": "pv-a", "runsVolumeName": "pv-b"}),
+			[]runtime.Object{nfsVolume("pv-a", "/polyaxon"), nfsVolume("pv-b", "/elsewhere")}, check.Failed, "bound to volume pv-a in namespace polyaxon and to volume pv-b in polyaxon-runs, on different storage"},
+		{"pre-bound to a volume not made yet", persistence(map[string]any{"volumeName": "pv-a", "runsVolumeName": "pv-b"}),
+			[]runtime.Object{nfsVolume("pv-a", "/polyaxon")}, check.Warned, "names volume pv-b, which does not exist"},
+		{"existing claims on one export", persistence(map[string]any{"existingClaim": "team-store"}),
+			[]runtime.Object{boundClaim(ns, "pv-a"), boundClaim("polyaxon-runs", "pv-b"), nfsVolume("pv-a", "/polyaxon"), nfsVolume("pv-b", "/polyaxon")}, check.Passed, "on one source"},
+		{"an existing claim missing in the runs' namespace", persistence(map[string]any{"existingClaim": "team-store"}),
+			[]runtime.Object{boundClaim(ns, "pv-a"), nfsVolume("pv-a", "/polyaxon")}, check.Failed, "claim team-store not found in namespace polyaxon-runs"},
+		{"a bucket", map[string]any{"artifactsStore": map[string]any{"kind": "s3", "bucket": "s3://b", "secret": map[string]any{"name": "creds"}}}, nil, check.Skipped, "s3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sharingCheck(t, tc.vals, tc.objs...)
+			assert.Equal(t, tc.status, r.Status, r.Detail)
+			assert.Contains(t, r.Detail, tc.detail)
+		})
+	}
+}

@@ -19,6 +19,7 @@
 //	gpu-capacity             Ready nodes offer the GPUs the values ask for
 //	storage-class            persistent volumes have a (default) StorageClass
 //	artifacts-store          runs and the gateway can share the artifacts store (ReadWriteMany when apart)
+//	artifacts-sharing        runs in their own namespace and the gateway mount claims on one store
 //	ingress-class            the Ingress's class exists
 //	gateway-sources          the gateway's NetworkPolicy names its sources, and a namespace matches them (warning)
 //	gateway-replicas         gateway.replicas meets the profile's minimum
@@ -160,6 +161,9 @@ func Checks(env *Env) []check.Check {
 		check.Check{ID: "artifacts-store", Category: "storage", Description: "runs and the gateway can share the artifacts store", Severity: check.Error,
 			Hint: sharedStoreFix,
 			Run:  env.checkArtifactsStore},
+		check.Check{ID: "artifacts-sharing", Category: "storage", Description: "with runs in a namespace of their own, the gateway's and the runs' claims are one store", Severity: check.Error,
+			Hint: sharingFix,
+			Run:  env.checkArtifactsSharing},
 		check.Check{ID: "ingress-class", Category: "network", Description: "the Ingress class exists", Severity: check.Error,
 			Hint: "install an ingress controller, or set ingress.className to an existing IngressClass (kubectl get ingressclass)",
 			Run:  env.checkIngressClass},

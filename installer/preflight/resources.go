@@ -74,17 +74,18 @@ func isDefaultClass(sc storagev1.StorageClass) bool {
 // StorageClass, or there is a default one for those that name none.
 func (e *Env) checkStorageClass(ctx context.Context) (string, error) {
 	type claim struct {
-		what  string
-		class *string
+		what   string
+		class  *string
+		volume string // a pre-bound claim's volume: no class provisions it
 	}
 	var claims []claim
 	for _, o := range e.objects() {
 		switch t := o.(type) {
 		case *corev1.PersistentVolumeClaim:
-			claims = append(claims, claim{"PersistentVolumeClaim " + t.Name, t.Spec.StorageClassName})
+			claims = append(claims, claim{"PersistentVolumeClaim " + t.Name, t.Spec.StorageClassName, t.Spec.VolumeName})
 		case *appsv1.StatefulSet:
 			for _, vct := range t.Spec.VolumeClaimTemplates {
-				claims = append(claims, claim{fmt.Sprintf("StatefulSet %s claim %s", t.Name, vct.Name), vct.Spec.StorageClassName})
+				claims = append(claims, claim{fmt.Sprintf("StatefulSet %s claim %s", t.Name, vct.Name), vct.Spec.StorageClassName, vct.Spec.VolumeName})
 			}
 		}
 	}
@@ -113,6 +114,8 @@ func (e *Env) checkStorageClass(ctx context.Context) (string, error) {
 			} else {
 				used = append(used, defaults[len(defaults)-1]+" (default)")
 			}
+		case *c.class == "" && c.volume != "":
+			used = append(used, "volume "+c.volume)
 		case *c.class == "":
 			warnings = append(warnings, c.what+` has storageClassName "" (no dynamic provisioning): it binds only to a pre-created PersistentVolume`)
 		case !existing[*c.class]:

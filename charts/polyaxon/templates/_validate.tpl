@@ -137,6 +137,15 @@ is not looked in: nothing can be in it yet.
 {{- else if ne $s.kind "volume_claim" -}}
 {{- fail (printf "values: artifactsStore.kind: %q is not a store kind: use volume_claim, host_path, s3, gcs or wasb" $s.kind) -}}
 {{- end -}}
+{{- $p := $s.persistence -}}
+{{- if $p.sharedVolume -}}
+{{- if $p.existingClaim -}}
+{{- fail "values: artifactsStore.persistence.sharedVolume and existingClaim are both set: the chart makes volumes on sharedVolume for the claims it creates; leave existingClaim empty, or bind your own claims and drop sharedVolume" -}}
+{{- end -}}
+{{- if or $p.volumeName $p.runsVolumeName -}}
+{{- fail "values: artifactsStore.persistence.sharedVolume and volumeName/runsVolumeName are both set: with sharedVolume the chart makes and names the volumes; set one or the other" -}}
+{{- end -}}
+{{- end -}}
 {{- if include "polyaxon.artifactsStore.isVolume" . -}}
 {{- include "polyaxon.validate.absolutePath" (dict "path" $s.mountPath "at" "artifactsStore.mountPath") -}}
 {{- end -}}

@@ -1,0 +1,63 @@
+package charts_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// With runs in their own namespace, the gateway and the runs mount two claims of one name; the
+// store is one only when both are bound to volumes of one filesystem.
+func TestArtifactsClaimsShareOneFilesystem(t *testing.T) {
+	nfs := map[string]any{"nfs": map[string]any{"server": "files.internal", "path": "/exports/polyaxon"}}
+	shared := map[string]any{"artifactsStore": map[string]any{"persistence": map[string]any{"sharedVolume": nfs, "mountOptions": []any{"nfsvers=4.1"}}}}
+	r := render(t, profileValues(t, "production"), shared)
+
+	claims := map[string]corev1.PersistentVolumeClaim{}
+	for _, o := range r.byKind("PersistentVolumeClaim") {
+		var c corev1.PersistentVolumeClaim
+		decodeStrict(t, o, &c)
+		claims[c.Namespace] = c
+	}
+	require.Len(t, claims, 2, "the gateway's claim and the runs'")
+	volumes := map[string]corev1.PersistentVolume{}
+	for _, o := range r.byKind("PersistentVolume") {
+		var v corev1.PersistentVolume
+		decodeStrict(t, o, &v)
+		volumes[v.Name] = v
+	}
+	require.Len(t, volumes, 2, "a volume for each claim")
+	for ns, c := range claims {
+		assert.Equal(t, "polyaxon-artifacts", c.Name)
+		require.NotNil(t, c.Spec.StorageClassName, ns)
+		assert.Empty(t, *c.Spec.StorageClassName, "%s: no class, so nothing is provisioned and a WaitForFirstConsumer class never holds it", ns)
+		v, ok := volumes[c.Spec.VolumeName]
+		require.True(t, ok, "%s: its claim names the chart's volume %q", ns, c.Spec.VolumeName)
+		assert.Equal(t, ns, v.Spec.ClaimRef.Namespace)
+		assert.Equal(t, c.Name, v.Spec.ClaimRef.Name)
+		assert.Equal(t, corev1.PersistentVolumeReclaimRetain, v.Spec.PersistentVolumeReclaimPolicy)
+		assert.Equal(t, &corev1.NFSVolumeSource{Server: "files.internal", Path: "/exports/polyaxon"}, v.Spec.NFS, ns)
+		assert.Equal(t, []string{"nfsvers=4.1"}, v.Spec.MountOptions)
+		assert.Equal(t, c.Spec.AccessModes, v.Spec.AccessModes)
+	}
+	assert.NotContains(t, r.notes, "provisioned apart")
+
+	// Without a shared filesystem the two claims are two volumes: the NOTES say what that costs.
+	apart := render(t, profileValues(t, "production"))
+	assert.Empty(t, apart.byKind("PersistentVolume"))
+	assert.Contains(t, apart.notes, "the artifacts store's claims in polyaxon and polyaxon-runs are provisioned apart, as two volumes: the UI will not show what runs write")
+	prebound := render(t, profileValues(t, "production"), map[string]any{"artifactsStore": map[string]any{"persistence": map[string]any{"volumeName": "a", "runsVolumeName": "b"}}})
+	assert.NotContains(t, prebound.notes, "provisioned apart")
+
+	// One way at a time.
+	for name, bad := range map[string]map[string]any{
+		"existingClaim are both set: the chart makes volumes on sharedVolume for the claims it creates": {"existingClaim": "mine"},
+		"volumeName/runsVolumeName are both set":                                                        {"runsVolumeName": "pv-1"},
+	} {
+		_, err := renderWith(loadChart(t), mergeValues(profileValues(t, "production"), shared, map[string]any{"artifactsStore": map[string]any{"persistence": bad}}), false, nil)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "values: artifactsStore.persistence.sharedVolume and "+name)
+	}
+}
