@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -74,4 +75,21 @@ func (c *criLogWriter) record(tag string, line []byte) error {
 	rec = append(rec, '\n')
 	_, err := c.w.Write(rec)
 	return err
+}
+
+// criText is the text of CRI log records, without their time, stream and tag: what
+// `kubectl logs` prints (a container's termination message taken from its log).
+func criText(records string) string {
+	var b strings.Builder
+	for _, rec := range strings.Split(strings.TrimRight(records, "\n"), "\n") {
+		parts := strings.SplitN(rec, " ", 4)
+		if len(parts) < 4 {
+			continue // a record cut by the tail, or none at all
+		}
+		b.WriteString(parts[3])
+		if parts[2] != "P" {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }

@@ -154,6 +154,8 @@ func TestCRILogWriter(t *testing.T) {
 		"2026-01-02T03:04:05.000000006Z stderr F err\n"+
 		"2026-01-02T03:04:05.000000006Z stdout F two\n"+
 		"2026-01-02T03:04:05.000000006Z stdout F three\n", buf.String())
+	assert.Equal(t, "one\nerr\ntwo\nthree\n", criText(buf.String()), "the text, as kubectl logs prints it")
+	assert.Equal(t, "a long line\n", criText("t stdout P a long\nt stdout F  line\n"), "a partial record continues")
 }
 
 func TestImageRepository(t *testing.T) {

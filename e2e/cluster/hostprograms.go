@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -232,12 +231,6 @@ type hostRunner struct {
 	running map[types.UID]*hostPod
 }
 
-type hostPod struct {
-	proc   *HostProcess
-	cancel context.CancelFunc
-	grace  time.Duration
-}
-
 func newHostRunner(c *Cluster, dir string, programs []Program, backends []HostBackend) (*hostRunner, error) {
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	if err != nil {
@@ -275,7 +268,7 @@ func (r *hostRunner) run(ctx context.Context) {
 				obj = t.Obj
 			}
 			if p, ok := obj.(*corev1.Pod); ok {
-				r.stop(p.UID)
+				r.stop(p)
 			}
 		},
 	})
@@ -285,15 +278,14 @@ func (r *hostRunner) run(ctx context.Context) {
 	r.mu.Lock()
 	pods := make([]*hostPod, 0, len(r.running))
 	for _, hp := range r.running {
-		if hp != nil { // nil: claimed, its start not done (or failed)
-			pods = append(pods, hp)
-		}
+		pods = append(pods, hp)
 	}
 	r.mu.Unlock()
+	// As a node that stops: each container gets its pod's grace period, and its exit is
+	// written to the pod (a runner started later starts it again).
 	var wg sync.WaitGroup
 	for _, hp := range pods {
-		wg.Add(1)
-		go func() { defer wg.Done(); hp.cancel(); hp.proc.Stop(hp.grace) }()
+		wg.Go(func() { hp.halt(hp.grace, false); <-hp.done })
 	}
 	wg.Wait()
 	r.proxy.Close()
@@ -305,7 +297,7 @@ func (r *hostRunner) observe(ctx context.Context, obj any) {
 		return
 	}
 	if p.DeletionTimestamp != nil {
-		r.stop(p.UID)
+		r.stop(p)
 		return
 	}
 	prog, ok := r.programs[imageRepository(p.Spec.Containers[0].Image)]
@@ -314,50 +306,61 @@ func (r *hostRunner) observe(ctx context.Context, obj any) {
 	}
 	r.mu.Lock()
 	_, seen := r.running[p.UID]
+	var hp *hostPod
 	if !seen {
-		r.running[p.UID] = nil // claimed: started below
+		hctx, cancel := context.WithCancel(ctx)
+		hp = &hostPod{ctx: hctx, cancel: cancel, done: make(chan struct{}), grace: terminationGrace(p)}
+		r.running[p.UID] = hp
 	}
 	r.mu.Unlock()
 	if seen {
 		return
 	}
 	go func(p *corev1.Pod) {
-		if err := r.start(ctx, p, prog); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(os.Stderr, "host program for %s/%s: %v\n", p.Namespace, p.Name, err)
-			r.fail(ctx, p, err)
+		name := p.Spec.Containers[0].Name
+		if err := r.serveLogs(ctx, p, name, r.containerLog(p, name)); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "host program for %s/%s: logs: %v\n", p.Namespace, p.Name, err)
 		}
+		r.supervise(ctx, hp, p, prog)
 	}(p.DeepCopy())
 }
 
-// stop ends a pod's process (its pod was deleted).
-func (r *hostRunner) stop(uid types.UID) {
+// stop ends a pod's process, for good: its pod is being deleted. The process gets the
+// deletion's grace period between SIGTERM and SIGKILL.
+func (r *hostRunner) stop(p *corev1.Pod) {
 	r.mu.Lock()
-	hp := r.running[uid]
+	hp := r.running[p.UID]
 	r.mu.Unlock()
 	if hp != nil {
-		go func() { hp.proc.Stop(hp.grace); hp.cancel() }()
+		go hp.halt(terminationGrace(p), true)
 	}
 }
 
-// fail ends a pod whose program could not start, as a container that cannot start.
-func (r *hostRunner) fail(ctx context.Context, p *corev1.Pod, err error) {
-	_ = endPod(ctx, r.c, p.Namespace, p.Name, p.Spec.Containers[0].Name, 128, err.Error(), metav1.Now())
+// podDir is the directory of a pod's files on this machine: its volumes, home and logs.
+func (r *hostRunner) podDir(p *corev1.Pod) string {
+	return filepath.Join(r.dir, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, string(p.UID)[:8]))
 }
 
-// start prepares the pod's directory and environment, starts its program and follows it.
-func (r *hostRunner) start(ctx context.Context, p *corev1.Pod, prog Program) error {
+// containerLog is the file a container's process writes its output to, in the CRI log format.
+func (r *hostRunner) containerLog(p *corev1.Pod, container string) string {
+	return filepath.Join(r.podDir(p), container+".log")
+}
+
+// prepare makes what one start of the pod's program needs, as the kubelet does for each start
+// of a container: its volumes written, its environment computed, its ports chosen.
+func (r *hostRunner) prepare(ctx context.Context, p *corev1.Pod, prog Program) (*HostProcess, ProgramContainer, error) {
 	c := &p.Spec.Containers[0]
-	dir := filepath.Join(r.dir, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, string(p.UID)[:8]))
+	dir := r.podDir(p)
 	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o755); err != nil {
-		return err
+		return nil, ProgramContainer{}, err
 	}
 	mounts, kubeconfig, err := prepareMounts(ctx, r.c, p, c, dir)
 	if err != nil {
-		return err
+		return nil, ProgramContainer{}, err
 	}
 	podEnv, err := ContainerEnv(ctx, r.c.Clientset, p, c)
 	if err != nil {
-		return err
+		return nil, ProgramContainer{}, err
 	}
 	env := envList{}
 	for _, e := range prog.ImageEnv {
@@ -368,12 +371,12 @@ func (r *hostRunner) start(ctx context.Context, p *corev1.Pod, prog Program) err
 	}
 	services, err := r.c.Clientset.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return nil, ProgramContainer{}, err
 	}
 	rw := newRewriter(p.Namespace, services.Items, r.proxy.Address, mounts)
 	vars, err := rw.apply(env.vars)
 	if err != nil {
-		return err
+		return nil, ProgramContainer{}, err
 	}
 	env = envList{}
 	for _, e := range vars {
@@ -393,7 +396,7 @@ func (r *hostRunner) start(ctx context.Context, p *corev1.Pod, prog Program) err
 	for _, port := range c.Ports {
 		hp, err := freeLoopbackPort()
 		if err != nil {
-			return err
+			return nil, pc, err
 		}
 		pc.Ports[port.ContainerPort] = hp
 	}
@@ -401,44 +404,14 @@ func (r *hostRunner) start(ctx context.Context, p *corev1.Pod, prog Program) err
 	pc.Args = expandAll(c.Args, env.lookup)
 	argv, err := prog.Command(pc)
 	if err != nil {
-		return err
+		return nil, pc, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "rewrites.txt"), []byte(strings.Join(rw.log, "\n")+"\n"), 0o644); err != nil {
-		return err
+		return nil, pc, err
 	}
 	proc := &HostProcess{Path: argv[0], Args: argv[1:], Env: processEnv(env.vars), Dir: filepath.Join(dir, "home"),
-		LogPath: filepath.Join(dir, c.Name+".log")}
-	pctx, cancel := context.WithCancel(ctx)
-	grace := 10 * time.Second
-	if g := p.Spec.TerminationGracePeriodSeconds; g != nil && time.Duration(*g)*time.Second < grace {
-		grace = time.Duration(*g) * time.Second
-	}
-	if err := proc.Start(); err != nil {
-		cancel()
-		return err
-	}
-	r.mu.Lock()
-	r.running[p.UID] = &hostPod{proc: proc, cancel: cancel, grace: grace}
-	r.mu.Unlock()
-	for port, hp := range pc.Ports {
-		r.backends.set(p.Namespace, p.Name, port, fmt.Sprintf("127.0.0.1:%d", hp))
-	}
-	if err := r.serveLogs(ctx, p, c.Name, proc.LogPath); err != nil {
-		fmt.Fprintf(os.Stderr, "host program for %s/%s: logs: %v\n", p.Namespace, p.Name, err)
-	}
-	go r.probe(pctx, p, c, prog, pc, proc)
-	<-proc.Done()
-	cancel()
-	r.backends.removePod(p.Namespace, p.Name)
-	msg := logTail(proc.LogPath, 20)
-	if len(msg) > 2048 {
-		msg = "..." + msg[len(msg)-2048:]
-	}
-	err = endPod(context.WithoutCancel(ctx), r.c, p.Namespace, p.Name, c.Name, proc.ExitCode(), msg, metav1.Now())
-	if err != nil && ctx.Err() == nil && !strings.Contains(err.Error(), "deleted") {
-		return err
-	}
-	return nil
+		LogPath: r.containerLog(p, c.Name)}
+	return proc, pc, nil
 }
 
 // logsGVR is kwok's Logs resource (served as a CRD: the local provider enables it).
@@ -458,8 +431,9 @@ func (r *hostRunner) serveLogs(ctx context.Context, p *corev1.Pod, container, pa
 			}},
 		},
 		"spec": map[string]any{"logs": []any{map[string]any{
-			"containers": []any{container},
-			"logsFile":   path,
+			"containers":       []any{container},
+			"logsFile":         path,
+			"previousLogsFile": previousLog(path),
 		}}},
 	}}
 	_, err := r.dyn.Resource(logsGVR).Namespace(p.Namespace).Create(ctx, obj, metav1.CreateOptions{})

@@ -76,7 +76,8 @@ func sharedCluster(t *testing.T) *Cluster {
 				Pods:       []string{execPod},
 				Env:        map[string]string{"FOO": execFoo, "PGHOST": "127.0.0.1", "PGPORT": "5432"},
 			}, podCommandsExec(shared.workDir)),
-			WithPodCommands())
+			WithPodCommands(),
+			WithHostPrograms(shellProgram))
 		if shared.err == nil {
 			fmt.Printf("local cluster %s (5 nodes, 32 volumes) ready in %s\n", name, time.Since(start).Round(time.Millisecond))
 		}
