@@ -95,7 +95,7 @@ func Create(ctx context.Context, src Target, opts ...CreateOption) (_ *Manifest,
 	}
 
 	m := &Manifest{
-		FormatVersion:    formatOneArchive,
+		FormatVersion:    FormatVersion,
 		Release:          cfg.release.Name,
 		Namespace:        cfg.release.Namespace,
 		Revision:         cfg.release.Revision,
@@ -275,7 +275,7 @@ func dumpStreams(ctx context.Context, src Target, cfg *config, dir string, m *Ma
 		m.DumpFile, m.DumpSize, m.RawSize, m.SHA256 = parts[0].File, parts[0].Size, parts[0].RawSize, parts[0].SHA256
 		return nil
 	}
-	m.FormatVersion, m.Streams, m.DumpFile = formatStreams, parts, parts[0].File
+	m.FormatVersion, m.Streams, m.DumpFile = FormatVersionStreams, parts, parts[0].File
 	for _, p := range parts {
 		m.DumpSize += p.Size
 		m.RawSize += p.RawSize

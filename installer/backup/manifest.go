@@ -32,16 +32,13 @@ const (
 	partialExt   = ".partial"
 )
 
-// FormatVersion is the newest manifest layout this package reads. A dump in one archive is
-// written as version 1, which older polyaxon-deploy read too; a dump in parallel streams is
-// version 2, so that an older polyaxon-deploy refuses it instead of restoring its first stream
-// alone.
-const FormatVersion = 2
-
-// Manifest layout versions.
+// Manifest layout versions. A dump in one archive is written as FormatVersion, which older
+// polyaxon-deploy read too; a dump in parallel streams as FormatVersionStreams, so that an
+// older polyaxon-deploy refuses it instead of restoring its first stream alone.
 const (
-	formatOneArchive = 1
-	formatStreams    = 2
+	FormatVersion        = 1
+	FormatVersionStreams = 2
+	newestFormat         = FormatVersionStreams
 )
 
 // Source kinds recorded in the manifest.
@@ -150,11 +147,11 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("backup %s: %s is not valid JSON: %w", dir, ManifestFile, err)
 	}
-	if m.FormatVersion < 1 || m.FormatVersion > FormatVersion {
-		return nil, fmt.Errorf("backup %s: %s has formatVersion %d, this polyaxon-deploy reads 1..%d: use a newer polyaxon-deploy", dir, ManifestFile, m.FormatVersion, FormatVersion)
+	if m.FormatVersion < 1 || m.FormatVersion > newestFormat {
+		return nil, fmt.Errorf("backup %s: %s has formatVersion %d, this polyaxon-deploy reads 1..%d: use a newer polyaxon-deploy", dir, ManifestFile, m.FormatVersion, newestFormat)
 	}
-	if (m.FormatVersion == formatStreams) != (len(m.Streams) > 0) {
-		return nil, fmt.Errorf("backup %s: %s has formatVersion %d and %d streams: a dump in streams is formatVersion %d, and only it", dir, ManifestFile, m.FormatVersion, len(m.Streams), formatStreams)
+	if (m.FormatVersion == FormatVersionStreams) != (len(m.Streams) > 0) {
+		return nil, fmt.Errorf("backup %s: %s has formatVersion %d and %d streams: a dump in streams is formatVersion %d, and only it", dir, ManifestFile, m.FormatVersion, len(m.Streams), FormatVersionStreams)
 	}
 	for _, p := range m.Parts() {
 		if p.File == "" || filepath.Base(p.File) != p.File || p.File == ManifestFile || p.File == SecretsFile {

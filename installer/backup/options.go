@@ -185,9 +185,10 @@ func WithJobs(n int) RestoreOnly {
 	return RestoreOnly{setter: func(c *config) { c.jobs = n }}
 }
 
-// WithDumpJobs is how many parallel streams a backup dumps in (streams.go; default: one per
-// core of the server, at most 4, as many as the tables' sizes let help, and one for a database
-// under 64 MiB). 1 writes a dump in one archive, which older polyaxon-deploy read too.
+// WithDumpJobs is how many parallel streams carry the large tables' data, beside the stream
+// with the schema (streams.go; default: one per core of the server, at most 4, as many as the
+// tables' sizes let help, and none for a database under 64 MiB). 1 writes a dump in one
+// archive, which older polyaxon-deploy read too.
 func WithDumpJobs(n int) CreateOnly {
 	return CreateOnly{setter: func(c *config) { c.dumpJobs = n }}
 }

@@ -26,8 +26,8 @@ func TestPlanStreams(t *testing.T) {
 		{"public", "small", mib / 2}, {"public", "a", 40 * mib}, {"public", "b", 30 * mib},
 		{"public", "c", 20 * mib}, {"public", "d", 10 * mib},
 	}
-	// Largest first into the stream with the least data: {a} {b} {c, d}; the first stream
-	// (which also has the schema and the small table) takes a.
+	// Largest first into the stream with the least data: {a} {b} {c, d}; the small table stays
+	// with the schema.
 	got := planStreams(tables, 3)
 	names := func(s []streamTable) (out []string) {
 		for _, t := range s {
@@ -35,18 +35,17 @@ func TestPlanStreams(t *testing.T) {
 		}
 		return out
 	}
-	require.Len(t, got, 2)
-	assert.Equal(t, []string{"b"}, names(got[0]))
-	assert.Equal(t, []string{"c", "d"}, names(got[1]))
+	require.Len(t, got, 3)
+	assert.Equal(t, []string{"a"}, names(got[0]))
+	assert.Equal(t, []string{"b"}, names(got[1]))
+	assert.Equal(t, []string{"c", "d"}, names(got[2]))
 	assert.Nil(t, planStreams(tables, 1))
-	assert.Len(t, planStreams(tables[:2], 4), 0, "one large table: nothing to share")
+	assert.Len(t, planStreams(tables[:2], 4), 1, "one large table: one stream of its own")
 
 	assert.Equal(t, 1, defaultStreams(cores(8), []streamTable{{"p", "x", 10 * mib}}), "a small database")
-	assert.Equal(t, 2, defaultStreams(cores(8), []streamTable{{"p", "x", 60 * mib}, {"p", "y", 40 * mib}}), "the largest table bounds the streams")
-	assert.Equal(t, 3, defaultStreams(cores(3), []streamTable{{"p", "w", 30 * mib}, {"p", "x", 30 * mib}, {"p", "y", 30 * mib}, {"p", "z", 30 * mib}}), "the cores bound them")
-	assert.Equal(t, 3, defaultStreams(cores(64), tables[1:]), "40 of 100 MiB in one table: 3 streams")
-	five := []streamTable{{"p", "a", 20 * mib}, {"p", "b", 20 * mib}, {"p", "c", 20 * mib}, {"p", "d", 20 * mib}, {"p", "e", 20 * mib}}
-	assert.Equal(t, 4, defaultStreams(cores(64), five), "at most 4")
+	assert.Equal(t, 2, defaultStreams(cores(1), tables[1:]), "twice the cores")
+	assert.Equal(t, 4, defaultStreams(cores(2), tables[1:]))
+	assert.Equal(t, 4, defaultStreams(cores(64), tables[1:]), "at most 4")
 }
 
 func cores(n int) func() int { return func() int { return n } }
@@ -57,7 +56,8 @@ func TestStreamTablePattern(t *testing.T) {
 }
 
 // streamsBackup seeds db on the shared server, with two tables whose names would be patterns
-// but for pg_dump's quotes (one of them referencing runs), and backs it up in three streams.
+// but for pg_dump's quotes (one of them referencing runs), and backs it up in three streams of
+// data beside the schema's.
 func streamsBackup(t *testing.T, db string, opts ...CreateOption) (*pgtest.Server, *Manifest, map[string]string) {
 	t.Helper()
 	ctx := context.Background()
@@ -74,7 +74,7 @@ CREATE TABLE "Odd".weird (id bigint);`)
 	m, err := Create(ctx, localTarget(s, db, s.BinDir), append([]CreateOption{WithOutputDir(t.TempDir()), WithDumpJobs(3),
 		WithRelease(ReleaseInfo{Name: "polyaxon", Namespace: "ns1", AppVersion: "2.15.1"})}, opts...)...)
 	require.NoError(t, err)
-	require.Len(t, m.Streams, 3, "three streams: %+v", m.Streams)
+	require.Len(t, m.Streams, 4, "the schema's stream and three of data: %+v", m.Streams)
 	return s, m, want
 }
 
@@ -83,8 +83,8 @@ CREATE TABLE "Odd".weird (id bigint);`)
 func TestStreamsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	s, m, want := streamsBackup(t, "streams_src")
-	assert.Equal(t, formatStreams, m.FormatVersion)
-	assert.Equal(t, "3 parallel streams", m.Layout())
+	assert.Equal(t, FormatVersionStreams, m.FormatVersion)
+	assert.Equal(t, "4 parallel streams", m.Layout())
 	assert.Equal(t, m.Streams[0].File, m.DumpFile)
 	var size int64
 	var streamed []string
@@ -115,7 +115,7 @@ func TestStreamsRoundTrip(t *testing.T) {
 	list, err := List(filepath.Dir(m.Dir))
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	assert.Equal(t, "3 parallel streams", list[0].Manifest.Layout())
+	assert.Equal(t, "4 parallel streams", list[0].Manifest.Layout())
 
 	require.NoError(t, s.CreateDatabase(ctx, "streams_dst"))
 	target := localTarget(s, "streams_dst", s.BinDir)
@@ -155,7 +155,7 @@ func TestStreamsManifestVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(m.Dir, ManifestFile), b, 0o600))
 	_, err = ReadManifest(m.Dir)
-	require.ErrorContains(t, err, "formatVersion 1 and 3 streams")
+	require.ErrorContains(t, err, "formatVersion 1 and 4 streams")
 }
 
 // rewriteStreamsManifest makes the manifest agree with damaged stream files, so that only the
@@ -254,7 +254,7 @@ func TestStreamsDamagedCodecTailCommitsNothing(t *testing.T) {
 func TestStreamsVerifyRejectsDamage(t *testing.T) {
 	ctx := context.Background()
 	s, m, _ := streamsBackup(t, "streams_damage")
-	last := m.Streams[2]
+	last := m.Streams[3]
 	t.Run("flipped byte", func(t *testing.T) {
 		dir := copyBackup(t, m.Dir)
 		flipByte(t, filepath.Join(dir, last.File), last.Size/2)
@@ -311,12 +311,13 @@ func TestStreamsKilledMidway(t *testing.T) {
 		target, before := streamsTarget(t, s, "streams_kill_dst")
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		// Cancelled as soon as a stream's data starts going in.
+		// Cancelled as soon as a stream's data starts going in (after each stream's table of
+		// contents was read).
 		orig := openDump
 		var opened atomic.Int32
 		openDump = func(path string) (io.ReadCloser, error) {
 			f, err := orig(path)
-			if err == nil && strings.Contains(filepath.Base(path), "-") && opened.Add(1) > 2 {
+			if err == nil && strings.Contains(filepath.Base(path), "-") && opened.Add(1) > int32(len(m.Streams)-1) {
 				cancel()
 			}
 			return f, err
@@ -356,7 +357,7 @@ func TestStreamsFromAndIntoAPod(t *testing.T) {
 	src := NewPodTarget(&localExecer{env: containerEnv("streams_pod")}, "ns1", "polyaxon-postgresql-0", PostgresContainer, SourceInCluster)
 	m, err := Create(ctx, src, WithOutputDir(t.TempDir()), WithDumpJobs(3))
 	require.NoError(t, err)
-	require.Len(t, m.Streams, 3)
+	require.Len(t, m.Streams, 4)
 
 	_, before := streamsTarget(t, s, "streams_pod_dst")
 	require.NotEqual(t, want, before)
@@ -369,7 +370,7 @@ func TestStreamsFromAndIntoAPod(t *testing.T) {
 	assert.Equal(t, want, got)
 	argv, err := os.ReadFile(argvLog)
 	require.NoError(t, err)
-	assert.Equal(t, 3, strings.Count(string(argv), "pg_dump -U polyaxon -d streams_pod --format=custom"), "three pg_dump streams")
+	assert.Equal(t, 4, strings.Count(string(argv), "pg_dump -U polyaxon -d streams_pod --format=custom"), "four pg_dump streams")
 	assert.Contains(t, string(argv), "--data-only --strict-names --table=")
 	assert.NotContains(t, string(argv), s.Password())
 }
