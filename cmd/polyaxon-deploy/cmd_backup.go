@@ -72,7 +72,7 @@ func (d BackupData) Table() ([]string, [][]string) {
 		{"chart / app version", m.ChartVersion + " / " + m.AppVersion},
 		{"source", m.Source + ": " + m.Origin},
 		{"database", fmt.Sprintf("%s (PostgreSQL %s, %s)", m.Database, m.ServerVersion, output.HumanBytes(m.DatabaseSize))},
-		{"dump", fmt.Sprintf("%s, %s (%s before %s)", m.DumpFile, output.HumanBytes(m.DumpSize), output.HumanBytes(m.RawSize), m.Compression.Codec)},
+		{"dump", fmt.Sprintf("%s, %s, %s (%s before %s)", m.DumpFile, m.Layout(), output.HumanBytes(m.DumpSize), output.HumanBytes(m.RawSize), m.Compression.Codec)},
 		{"sha256", m.SHA256},
 		{"started", m.StartedAt.Format(time.RFC3339)},
 		{"took", m.Duration().Round(time.Millisecond).String()},
@@ -102,13 +102,13 @@ func (d BackupListData) Table() ([]string, [][]string) {
 			action.BackupIncomplete:  "INCOMPLETE: " + action.FirstLine(e.Problem),
 		}[e.Status]
 		if e.Manifest == nil {
-			rows = append(rows, []string{e.Path, "-", "-", "-", "-", status})
+			rows = append(rows, []string{e.Path, "-", "-", "-", "-", "-", status})
 			continue
 		}
 		m := e.Manifest
-		rows = append(rows, []string{e.Path, m.StartedAt.Format(time.RFC3339), m.Release, m.AppVersion, output.HumanBytes(m.DumpSize), status})
+		rows = append(rows, []string{e.Path, m.StartedAt.Format(time.RFC3339), m.Release, m.AppVersion, output.HumanBytes(m.DumpSize), m.Layout(), status})
 	}
-	return []string{"PATH", "STARTED", "RELEASE", "APP VERSION", "SIZE", "STATUS"}, rows
+	return []string{"PATH", "STARTED", "RELEASE", "APP VERSION", "SIZE", "LAYOUT", "STATUS"}, rows
 }
 
 func runBackupCreate(c *cli.Context) error {
