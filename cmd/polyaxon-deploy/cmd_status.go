@@ -43,7 +43,7 @@ type statusData struct {
 	Pods []release.PodPlacement `json:"pods"`
 }
 
-var placementHeader = []string{"POD", "COMPONENT", "NODE", "POOL", "STATE"}
+var placementHeader = []string{"POD", "COMPONENT", "NODE", "POOL", "STATE", "RESTARTS"}
 
 func (d statusData) Table() ([]string, [][]string) {
 	s := d.Status

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,8 @@ type PodPlacement struct {
 	Pool  string `json:"pool,omitempty"`
 	Phase string `json:"phase"`
 	Ready bool   `json:"ready"`
+	// Restarts is the sum of the pod's containers' restart counts (kubectl's RESTARTS).
+	Restarts int32 `json:"restarts"`
 }
 
 // Placement lists the release's pods (those carrying its names' labels: Client.Names) with
@@ -58,6 +61,7 @@ func (c *Client) Placement(ctx context.Context, names render.Names) ([]PodPlacem
 		out = append(out, PodPlacement{
 			Pod: p.Name, Component: p.Labels[render.LabelComponent], Node: p.Spec.NodeName,
 			Pool: pools[p.Spec.NodeName], Phase: string(p.Status.Phase), Ready: podutil.IsPodReady(p),
+			Restarts: restarts(p),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -69,7 +73,16 @@ func (c *Client) Placement(ctx context.Context, names render.Names) ([]PodPlacem
 	return out, nil
 }
 
-// PlacementRows renders placements as table rows (POD, COMPONENT, NODE, POOL, STATE).
+// restarts sums the restart counts of the pod's containers.
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, cs := range p.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
+}
+
+// PlacementRows renders placements as table rows (POD, COMPONENT, NODE, POOL, STATE, RESTARTS).
 func PlacementRows(pods []PodPlacement) [][]string {
 	rows := make([][]string, 0, len(pods))
 	for _, p := range pods {
@@ -87,7 +100,7 @@ func PlacementRows(pods []PodPlacement) [][]string {
 		} else if p.Phase != string(corev1.PodSucceeded) {
 			state += ", not ready"
 		}
-		rows = append(rows, []string{p.Pod, p.Component, node, pool, state})
+		rows = append(rows, []string{p.Pod, p.Component, node, pool, state, strconv.Itoa(int(p.Restarts))})
 	}
 	return rows
 }

@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,7 +37,7 @@ func TestPlacementListsTheReleasePodsWithTheirPool(t *testing.T) {
 	cs := fake.NewClientset(
 		node("core-0", "core"), node("core-1", "core"),
 		pod("polyaxon-gateway-a", "gateway", "core-0", true, "polyaxon"),
-		pod("polyaxon-postgresql-0", "postgresql", "core-1", false, "polyaxon"),
+		withRestarts(pod("polyaxon-postgresql-0", "postgresql", "core-1", false, "polyaxon"), 2, 1),
 		pod("pending", "agent", "", false, "polyaxon"),
 		pod("other-gateway-a", "gateway", "core-0", true, "other"),
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "default-name-a", Namespace: "polyaxon", Labels: map[string]string{
@@ -49,8 +50,16 @@ func TestPlacementListsTheReleasePodsWithTheirPool(t *testing.T) {
 	assert.Equal(t, PodPlacement{Pod: "pending", Component: "agent", Phase: "Running"}, got[0])
 	assert.Equal(t, PodPlacement{Pod: "polyaxon-gateway-a", Component: "gateway", Node: "core-0", Pool: "core", Phase: "Running", Ready: true}, got[1])
 	assert.Equal(t, [][]string{
-		{"pending", "agent", "-", "-", "Running, not ready"},
-		{"polyaxon-gateway-a", "gateway", "core-0", "polyaxon=core", "Running, ready"},
-		{"polyaxon-postgresql-0", "postgresql", "core-1", "polyaxon=core", "Running, not ready"},
+		{"pending", "agent", "-", "-", "Running, not ready", "0"},
+		{"polyaxon-gateway-a", "gateway", "core-0", "polyaxon=core", "Running, ready", "0"},
+		{"polyaxon-postgresql-0", "postgresql", "core-1", "polyaxon=core", "Running, not ready", "3"},
 	}, PlacementRows(got))
+}
+
+// withRestarts gives p a container per count, restarted that many times.
+func withRestarts(p *corev1.Pod, counts ...int32) *corev1.Pod {
+	for i, n := range counts {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: fmt.Sprintf("c%d", i), RestartCount: n})
+	}
+	return p
 }
