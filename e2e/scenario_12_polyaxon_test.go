@@ -52,8 +52,23 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 		"--set", "scheduler.enabled=false", "--set", "redis.enabled=false",
 		"--set", "operators.tfjob=true", "--set", "auth.enabled=true",
 		"-f", filepath.Join(files, "connections-values.yaml"),
+		// One store for the gateway and the runs: a directory here stands for an NFS export.
+		"--set", "artifactsStore.persistence.sharedVolume.hostPath.path="+t.TempDir(),
 	).requireExit(t, 0)
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
+	t.Run("the gateway's and the runs' artifacts claims are bound to one store", func(t *testing.T) {
+		paths := map[string]string{}
+		for _, n := range []string{ns, runsNS} {
+			pvc, err := c.Clientset.CoreV1().PersistentVolumeClaims(n).Get(ctxT(t, time.Minute), "polyaxon-artifacts", metav1.GetOptions{})
+			require.NoError(t, err)
+			require.Equalf(t, corev1.ClaimBound, pvc.Status.Phase, "claim polyaxon-artifacts in %s", n)
+			pv, err := c.Clientset.CoreV1().PersistentVolumes().Get(ctxT(t, time.Minute), pvc.Spec.VolumeName, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.NotNil(t, pv.Spec.HostPath, pv.Name)
+			paths[n] = pv.Spec.HostPath.Path
+		}
+		assert.Equal(t, paths[ns], paths[runsNS], "both volumes are the one directory")
+	})
 	// The connection's Secret, where the runs are (the install's NOTES: kubectl -n polyaxon-runs
 	// create secret ...), and the training operator, watching them.
 	_, err = c.Clientset.CoreV1().Secrets(runsNS).Create(ctxT(t, time.Minute), &corev1.Secret{

@@ -58,8 +58,11 @@ up() {
   # inline in the API, so the scheduler, RabbitMQ and Redis are left out.
   local values=()
   if [ "$provider" = local ]; then
+    # One artifacts store for the gateway and the runs' namespace: a directory beside the
+    # cluster's files stands for the NFS export a production cluster would name.
     values=(--set-file "postgresql.auth.password=$postgres_password_file"
-      --set scheduler.enabled=false --set rabbitmq.enabled=false --set redis.enabled=false)
+      --set scheduler.enabled=false --set rabbitmq.enabled=false --set redis.enabled=false
+      --set "artifactsStore.persistence.sharedVolume.hostPath.path=${kc%/*}/artifacts")
   fi
   if "$BIN" status --kubeconfig "$kc" -n "$NAMESPACE" >/dev/null 2>&1; then
     say "Release polyaxon is already installed in this cluster: skipping the install"

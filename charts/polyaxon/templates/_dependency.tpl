@@ -82,7 +82,10 @@ CSI volumes only); else ReadWriteOnce. Offline renders see no cluster: ReadWrite
 {{- if eq (dig "metadata" "annotations" "storageclass.kubernetes.io/is-default-class" "" .) "true" }}{{ $class = . }}{{ end -}}
 {{- end -}}
 {{- end -}}
-{{- if and $class.provisioner (lookup "storage.k8s.io/v1" "CSIDriver" "" (toString $class.provisioner)) -}}
+{{- /* A CSI driver's name has no "/" (in-tree and external provisioners' names do, and the API
+refuses to look them up as CSIDrivers). */ -}}
+{{- $provisioner := toString ($class.provisioner | default "") -}}
+{{- if and $provisioner (not (contains "/" $provisioner)) (lookup "storage.k8s.io/v1" "CSIDriver" "" $provisioner) -}}
 {{- $modes = list "ReadWriteOncePod" -}}
 {{- else -}}
 {{- $modes = list "ReadWriteOnce" -}}
