@@ -56,6 +56,28 @@ func TestScenario13RunsLocked(t *testing.T) {
 		" by their labels, and a hostname, another label or no nodeSelector may land it there: name a run pool in the run's environment.nodeSelector" +
 		" (polyaxon=experiments or polyaxon=builds); a run that names none gets its category's (chart values nodeSelectors.<category>, runs.protectedCategories)"
 
+	t.Run("no account of the release has a right in the platform's namespace; the runs' reads no Secret", func(t *testing.T) {
+		for _, sa := range []string{"agent", "operator", "gateway", "runs"} {
+			account := releaseName + "-" + sa
+			saNS := ns
+			if sa == "runs" {
+				saNS = runs
+			}
+			for _, where := range []string{ns, runs} {
+				rights := rightsOf(t, c, saNS, account, where)
+				t.Logf("kubectl auth can-i --list --as system:serviceaccount:%s:%s -n %s:\n  %s", saNS, account, where, strings.Join(rights, "\n  "))
+				if where == ns {
+					assert.Emptyf(t, rights, "%s has rights in the platform's namespace %s", account, ns)
+				}
+				if sa == "runs" {
+					for _, r := range rights {
+						assert.NotContainsf(t, r, "secrets", "the runs' account reads Secrets in %s: %s", where, r)
+					}
+				}
+			}
+		}
+	})
+
 	t.Run("every escape is refused by the API server with the reason, as predicted", func(t *testing.T) {
 		refusals := []struct {
 			name    string
