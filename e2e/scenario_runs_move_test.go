@@ -46,8 +46,10 @@ func TestScenarioRunsMoveToTheirNamespace(t *testing.T) {
 	waitRunPods(t, c, cli, ns, running, 1)
 	cli.waitStatus(t, ctx, "demo", running, "running")
 
-	// The upgrade to the production layout warns of the run left behind, and goes ahead.
-	up := c.deploy(t, append([]string{"upgrade", "--profile", "production"}, common...)...).requireExit(t, 0)
+	// The upgrade to the production layout (the install's runs.namespace stands for a release
+	// made before that value, so this run sets the profile's) warns of the run left behind, and
+	// goes ahead.
+	up := c.deploy(t, append([]string{"upgrade", "--profile", "production", "--set", "runs.namespace=" + runsNS}, common...)...).requireExit(t, 0)
 	assert.Contains(t, up.Stderr, "run object(s) in namespace "+ns+" were made before runs.namespace: new runs go to "+runsNS,
 		"the upgrade names the run left behind")
 	t.Logf("upgrade's output:\n%s", lastLines(up.Stderr, 40))
