@@ -1,13 +1,18 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
@@ -71,11 +76,33 @@ func TestScenarioRunsMoveToTheirNamespace(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, pods.Items, 1, "the running run's pod stays in %s", ns)
 		t.Logf("the run that was running: status %q in the API (%s), %d pod(s) left in %s", st, conds, len(pods.Items), ns)
+		assert.Equal(t, "running", st, "nothing watches it any more: the API keeps its last status")
+
+		// Stopped now, the run ends in the API, but the agent looks for it in the runs'
+		// namespace: its pod stays.
 		out, err := cli.run(ctx, "ops", "stop", "-p", "demo", "-uid", running, "--yes")
-		t.Logf("polyaxon ops stop: err=%v\n%s", err, out)
-		time.Sleep(20 * time.Second)
-		st, conds, _ = cli.statuses(ctx, "demo", running)
-		pods, _ = c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + running})
-		t.Logf("after stop: status %q (%s), %d pod(s) left in %s", st, conds, len(pods.Items), ns)
+		require.NoError(t, err, out)
+		cli.waitStatus(t, ctx, "demo", running, "stopped")
+		pods, err = c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + running})
+		require.NoError(t, err)
+		assert.Len(t, pods.Items, 1, "the stopped run's pod is left in %s", ns)
+
+		// Deleting its polyaxon.com object (what the warning tells) takes its pod with it.
+		gvr := schema.GroupVersionResource{Group: "polyaxon.com", Version: "v1", Resource: "services"}
+		dyn := dynamic.NewForConfigOrDie(c.RESTConfig)
+		objs, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, objs.Items, 1, "the notebook's Service object")
+		name := objs.Items[0].GetName()
+		t.Logf("the leftover: services.polyaxon.com/%s (finalizers %v)", name, objs.Items[0].GetFinalizers())
+		require.NoError(t, dyn.Resource(gvr).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+		waitFor(t, 2*time.Minute, "the leftover run's pod gone", func(ctx context.Context) (bool, string, error) {
+			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + running})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			_, getErr := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			return len(pods.Items) == 0 && apierrors.IsNotFound(getErr), fmt.Sprintf("%d pod(s), object: %v", len(pods.Items), getErr), nil
+		})
 	})
 }
