@@ -346,10 +346,10 @@ func (r *hostRunner) containerLog(p *corev1.Pod, container string) string {
 	return filepath.Join(r.podDir(p), container+".log")
 }
 
-// prepare makes what one start of the pod's program needs, as the kubelet does for each start
-// of a container: its volumes written, its environment computed, its ports chosen.
-func (r *hostRunner) prepare(ctx context.Context, p *corev1.Pod, prog Program) (*HostProcess, ProgramContainer, error) {
-	c := &p.Spec.Containers[0]
+// prepare makes what one start of container c of the pod (its first container, or an init
+// container) needs, as the kubelet does for each start of a container: its volumes written, its
+// environment computed, its ports chosen.
+func (r *hostRunner) prepare(ctx context.Context, p *corev1.Pod, c *corev1.Container, prog Program) (*HostProcess, ProgramContainer, error) {
 	dir := r.podDir(p)
 	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o755); err != nil {
 		return nil, ProgramContainer{}, err

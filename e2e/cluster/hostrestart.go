@@ -136,13 +136,16 @@ func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, 
 	defer close(hp.done)
 	c := &p.Spec.Containers[0]
 	restarts, last := r.adopt(p, c.Name)
+	if !r.runInitContainers(ctx, hp, p) {
+		return
+	}
 	backOff := newCrashBackOff()
 	for attempt := 0; ; attempt++ {
 		started := metav1.Now()
 		if attempt > 0 || last != nil {
 			keepPreviousLog(r.containerLog(p, c.Name))
 		}
-		proc, pc, err := r.prepare(hp.ctx, p, prog)
+		proc, pc, err := r.prepare(hp.ctx, p, c, prog)
 		if err == nil {
 			var ok bool
 			if ok, err = hp.start(proc); !ok {
@@ -204,6 +207,65 @@ func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, 
 			}
 		}
 	}
+}
+
+// runInitContainers runs the pod's init containers whose image has a program, in order, each
+// until it succeeds, before the first container starts, as the kubelet does (kwok reports the
+// pod Initialized at once, and init containers of other images are not run). A failed one
+// starts again after the back-off, unless the pod's restartPolicy is Never: the pod then fails.
+// It runs them again for a pod another runner started (they are waits). It returns false when
+// the pod ended or is going.
+func (r *hostRunner) runInitContainers(ctx context.Context, hp *hostPod, p *corev1.Pod) bool {
+	for i := range p.Spec.InitContainers {
+		ic := &p.Spec.InitContainers[i]
+		prog, ok := r.programs[imageRepository(ic.Image)]
+		if !ok {
+			continue
+		}
+		backOff := newCrashBackOff()
+		for {
+			started := metav1.Now()
+			keepPreviousLog(r.containerLog(p, ic.Name))
+			proc, _, err := r.prepare(hp.ctx, p, ic, prog)
+			if err == nil {
+				var ok bool
+				if ok, err = hp.start(proc); !ok {
+					return false
+				}
+			}
+			code, msg := 128, ""
+			if err == nil {
+				<-proc.Done()
+				code = proc.ExitCode()
+				msg = strings.TrimRight(criText(logTail(proc.LogPath, 20)), "\n")
+			} else {
+				msg = err.Error()
+			}
+			if hp.ctx.Err() != nil || hp.wasDeleted() {
+				return false
+			}
+			if code == 0 {
+				break
+			}
+			fmt.Fprintf(os.Stderr, "host program for %s/%s: init container %s exited %d: %s\n", p.Namespace, p.Name, ic.Name, code, msg)
+			if p.Spec.RestartPolicy == corev1.RestartPolicyNever {
+				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				if err := endPod(wctx, r.c, p.Namespace, p.Name, p.Spec.Containers[0].Name, code, "init container "+ic.Name+": "+msg, started); err != nil && ctx.Err() == nil {
+					fmt.Fprintf(os.Stderr, "host program for %s/%s: %v\n", p.Namespace, p.Name, err)
+				}
+				return false
+			}
+			t := time.NewTimer(backOff.next(time.Since(started.Time)))
+			select {
+			case <-hp.ctx.Done():
+				t.Stop()
+				return false
+			case <-t.C:
+			}
+		}
+	}
+	return true
 }
 
 // adopt reads the container's restart count and state from the pod as the runner finds it: a

@@ -23,9 +23,10 @@ const (
 
 // PolyaxonProgramTable is PolyaxonPrograms as the README shows it (a test keeps them equal).
 var PolyaxonProgramTable = []PolyaxonProgram{
-	{APIImage, "gateway", "`haupt server --host 127.0.0.1 --port <port> --workers 1`", "`POLYAXON_SERVICE=api`: without it the migrations `haupt server` runs first fail"},
-	{APIImage, "migrations, admin user (args `migrate`, `shell -- --command <createuser call>`)", "`haupt manage -c <args>`", "`POLYAXON_SERVICE=api`"},
-	{AgentImage, "agent (args `start`)", "`polyaxon agent start`; its probe `./entrypoint.sh healthz` is `polyaxon agent healthz`", "`POLYAXON_SERVICE=agent`: the `agent` command exists only then"},
+	{APIImage, "gateway (command `python -c <start>`, args `<host> <port>`: haupt's start_app without migrations)", "the venv's `python -c <start> 127.0.0.1 <port> 1` (one worker)", "`POLYAXON_SERVICE=api`"},
+	{APIImage, "a container with neither command nor args (another chart's API)", "`haupt server --host 127.0.0.1 --port <port> --workers 1`, which migrates first", "`POLYAXON_SERVICE=api`: without it those migrations fail"},
+	{APIImage, "migrations, admin user (args `migrate`, `shell -- --command <createuser call>`); the migration Job's init container `wait-for-database` (command `python -c <wait>`)", "`haupt manage -c <args>`; a `python` command is the venv's `python` with the same arguments", "`POLYAXON_SERVICE=api`"},
+	{AgentImage, "agent (args `start`); the init container `wait-for-api` of the agent and operator pods (command `python -c <wait>`)", "`polyaxon agent start`; its probe `./entrypoint.sh healthz` is `polyaxon agent healthz`; a `python` command is the venv's `python` with the same arguments", "`POLYAXON_SERVICE=agent`: the `agent` command exists only then"},
 	{OperatorImage, "operator", "our stand-in (`e2e/cmd/polyaxon-operator`): the operator's 2.12+ source and binary are not published", ""},
 }
 
@@ -60,9 +61,26 @@ func PolyaxonPrograms(venvs Venvs, operator string) []Program {
 				if err != nil {
 					return nil, err
 				}
+				if isPython(c.Command) {
+					python := filepath.Join(filepath.Dir(haupt), "python")
+					args := c.Args
+					if port := c.Port(8000); port != 0 {
+						// The gateway's start: HOST PORT [WORKERS] (the chart's gateway/_start.tpl).
+						if len(c.Args) != 2 {
+							return nil, fmt.Errorf("%s: the gateway's args %q: want HOST PORT", APIImage, c.Args)
+						}
+						args = []string{"127.0.0.1", strconv.Itoa(port), "1"}
+					}
+					return append(append([]string{python}, c.Command[1:]...), args...), nil
+				}
+				if len(c.Command) > 0 {
+					return nil, fmt.Errorf("%s: command %q: only `python ...` is known", APIImage, c.Command)
+				}
 				if len(c.Args) > 0 {
 					return append([]string{haupt, "manage", "-c"}, c.Args...), nil
 				}
+				// Neither: the image's own start, `haupt server`, which migrates first (a chart
+				// other than ours, e.g. Polyaxon's own).
 				port := c.Port(8000)
 				if port == 0 {
 					return nil, fmt.Errorf("%s: the container does not declare port 8000", APIImage)
@@ -75,6 +93,10 @@ func PolyaxonPrograms(venvs Venvs, operator string) []Program {
 			ImageEnv:     []EnvVar{{"POLYAXON_SERVICE", "agent"}},
 			EnvOverrides: map[string]string{"POLYAXON_K8S_IN_CLUSTER": "false"},
 			Command: func(c ProgramContainer) ([]string, error) {
+				if isPython(c.Command) {
+					python, err := bin(c, "python")
+					return append(append([]string{python}, c.Command[1:]...), c.Args...), err
+				}
 				if len(c.Args) != 1 || c.Args[0] != "start" {
 					return nil, fmt.Errorf("%s: args %q: only `start` is known", AgentImage, c.Args)
 				}
@@ -96,6 +118,12 @@ func PolyaxonPrograms(venvs Venvs, operator string) []Program {
 			},
 		},
 	}
+}
+
+// isPython says whether a container's command runs the image's Python (`python ...`,
+// `python3 ...`): here it is the venv's, with the same arguments.
+func isPython(command []string) bool {
+	return len(command) > 0 && (command[0] == "python" || command[0] == "python3")
 }
 
 // PolyaxonVenv is where e2e/scripts/install-polyaxon.sh installs Polyaxon version's programs.
