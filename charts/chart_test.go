@@ -93,7 +93,7 @@ func TestEveryComponentRenders(t *testing.T) {
 	// Celery components need a broker: without one they are not rendered at all.
 	r = render(t)
 	for _, p := range r.pods(t) {
-		assert.NotContains(t, []string{"scheduler", "worker", "beat", "rabbitmq", "redis", "migrations"}, p.component)
+		assert.NotContains(t, []string{"scheduler", "worker", "beat", "rabbitmq", "redis"}, p.component)
 	}
 }
 
@@ -461,13 +461,28 @@ func TestExternalServices(t *testing.T) {
 }
 
 func TestMigrationJob(t *testing.T) {
-	assert.Empty(t, render(t).byKind("Job"), "by default the installer runs migrations itself")
-
 	appVersion := loadChart(t).Metadata.AppVersion
-	hook := render(t, map[string]any{"migrations": map[string]any{"useHelmHooks": true}}).byKind("Job")
+	name := "polyaxon-migrate-" + strings.ReplaceAll(appVersion, ".", "-")
+	upgrade := func(vals map[string]any) rendered {
+		r, err := renderWith(loadChart(t), vals, true, nil)
+		require.NoError(t, err)
+		return r
+	}
+	// A first install migrates in a Job of the release (no hook: the gateway waits for it, and
+	// `helm install --wait` runs post-install hooks only once the gateway is Ready).
+	for what, vals := range map[string]map[string]any{"defaults": nil, "hooks": {"migrations": map[string]any{"useHelmHooks": true}}} {
+		install := render(t, vals).byKind("Job")
+		require.Lenf(t, install, 1, "install, %s", what)
+		assert.Equal(t, name, install[0].GetName())
+		assert.NotContainsf(t, install[0].GetAnnotations(), "helm.sh/hook", "install, %s", what)
+	}
+	// Upgrades: polyaxon-deploy runs its own Job before Helm (no Job in the release), plain
+	// Helm a pre-upgrade hook.
+	assert.Empty(t, upgrade(nil).byKind("Job"), "by default the installer runs an upgrade's migrations itself")
+	hook := upgrade(map[string]any{"migrations": map[string]any{"useHelmHooks": true}}).byKind("Job")
 	require.Len(t, hook, 1)
-	assert.Equal(t, "polyaxon-migrate-"+strings.ReplaceAll(appVersion, ".", "-"), hook[0].GetName())
-	assert.Equal(t, "post-install,pre-upgrade", hook[0].GetAnnotations()["helm.sh/hook"])
+	assert.Equal(t, name, hook[0].GetName())
+	assert.Equal(t, "pre-upgrade", hook[0].GetAnnotations()["helm.sh/hook"])
 
 	own := render(t, map[string]any{"migrations": map[string]any{"renderJob": true}}).byKind("Job")
 	require.Len(t, own, 1)

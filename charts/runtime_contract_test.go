@@ -48,6 +48,10 @@ var imageReaders = map[string][]string{
 
 // processOf names a container's process as required.tsv does.
 func processOf(component, container string) string {
+	// The init containers that wait for the database or the API before a process starts.
+	if strings.HasPrefix(container, "wait-for-") {
+		return container
+	}
 	if component == "gateway" {
 		return "api"
 	}

@@ -67,11 +67,22 @@ func TestEmbeddedChartMigrationsJob(t *testing.T) {
 	assert.False(t, ms[0].IsHook(), "renderJob yields a plain object the installer runs itself")
 	assert.Equal(t, "migrate", job.Spec.Template.Spec.Containers[0].Name)
 
-	res, err := render.Render(ch, nil, render.Options{})
-	require.NoError(t, err)
-	for _, m := range res.All() {
-		assert.NotEqual(t, "Job", m.Kind(), "no migrations Job in a default release")
+	// A first install migrates in a Job of the release (the gateway waits for it); an
+	// upgrade's release has none: the installer runs the Job itself before upgrading.
+	jobs := func(opts render.Options) []string {
+		res, err := render.Render(ch, nil, opts)
+		require.NoError(t, err)
+		var names []string
+		for _, m := range res.All() {
+			if m.Kind() == "Job" {
+				assert.False(t, m.IsHook(), "the install's migration Job is no hook")
+				names = append(names, m.Name())
+			}
+		}
+		return names
 	}
+	assert.Equal(t, []string{job.Name}, jobs(render.Options{}), "a first install migrates in a Job of the release")
+	assert.Empty(t, jobs(render.Options{IsUpgrade: true}), "no migrations Job in an upgraded release")
 }
 
 func TestEmbeddedChartSchemaErrorPath(t *testing.T) {
