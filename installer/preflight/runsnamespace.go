@@ -149,6 +149,6 @@ func (e *Env) runsLeftBehind(ctx context.Context) (string, error) {
 	if n == 0 {
 		return "", nil
 	}
-	return fmt.Sprintf("%d run object(s) in namespace %s were made before runs.namespace: new runs go to %s, and the operator no longer watches these, so a run still running there finishes unwatched and stays running in the API (stop it with `polyaxon ops stop` first, or let it finish); finished runs stay visible in the API",
-		n, e.Namespace, plan.RunsNamespace(e.objects(), e.Namespace)), nil
+	return fmt.Sprintf("%d run object(s) in namespace %s were made before runs.namespace: new runs go to %s; finished runs stay visible in the API, but no runner watches these any more, so a run still running there stays running in the API whatever it does; stop it (`polyaxon ops stop`) or let it finish before the upgrade. Stopped after it, the run ends in the API but its pods stay until its object is deleted (kubectl -n %s delete jobs.polyaxon.com,services.polyaxon.com,kfjobs.polyaxon.com,clusters.polyaxon.com NAME)",
+		n, e.Namespace, plan.RunsNamespace(e.objects(), e.Namespace), e.Namespace), nil
 }

@@ -86,5 +86,5 @@ func TestRunsNamespaceWarnsOfRunsLeftBehind(t *testing.T) {
 	c.crds = append(c.crds, run)
 	res := runsNamespaceCheckIn(t, renderProduction(t, render.Options{}), c)
 	assert.Equal(t, check.Warned, res.Status)
-	assert.Equal(t, "1 run object(s) in namespace polyaxon were made before runs.namespace: new runs go to polyaxon-runs, and the operator no longer watches these, so a run still running there finishes unwatched and stays running in the API (stop it with `polyaxon ops stop` first, or let it finish); finished runs stay visible in the API", res.Detail)
+	assert.Equal(t, "1 run object(s) in namespace polyaxon were made before runs.namespace: new runs go to polyaxon-runs; finished runs stay visible in the API, but no runner watches these any more, so a run still running there stays running in the API whatever it does; stop it (`polyaxon ops stop`) or let it finish before the upgrade. Stopped after it, the run ends in the API but its pods stay until its object is deleted (kubectl -n polyaxon delete jobs.polyaxon.com,services.polyaxon.com,kfjobs.polyaxon.com,clusters.polyaxon.com NAME)", res.Detail)
 }
