@@ -188,7 +188,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 		}
 		clock.done("pg_restore in one transaction, checking the sha256")
 	} else {
-		if err := restoreInOneSession(ctx, target, cfg, dumps, m, rep.Tables); err != nil {
+		if err := restoreInOneSession(ctx, target, rep.tool, dumps, m, rep.Tables, cfg.restoreArgs); err != nil {
 			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
 		}
 		clock.done(fmt.Sprintf("%d streams' SQL in one transaction, checking the sha256s", len(parts)))
@@ -418,6 +418,7 @@ func readTOC(ctx context.Context, dir string, dumps []string, m *Manifest, cfg *
 			return nil, fmt.Errorf("%s: %w: pg_restore --list found no entries in %s; %s", dir, ErrUnreadable, p.File, fixHint)
 		}
 	}
+	rep.tool = run
 	return rep, nil
 }
 

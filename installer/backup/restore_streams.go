@@ -127,15 +127,9 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 }
 
 // restoreInOneSession restores a dump in streams in one transaction of one psql session (see
-// above). tables are the dump's tables.
-func restoreInOneSession(ctx context.Context, target Target, cfg *config, dumps []string, m *Manifest, tables []string) (err error) {
-	c := *cfg
-	c.verifyTarget = target
-	run, _, err := restoreRunner(&c)
-	if err != nil {
-		return err
-	}
-	// The session's input: what we write, then each pg_restore's SQL, in turn.
+// above). run is the pg_restore that read the dump's tables of contents, tables the dump's
+// tables.
+func restoreInOneSession(ctx context.Context, target Target, run toolRunner, dumps []string, m *Manifest, tables []string, restoreArgs []string) (err error) {	// The session's input: what we write, then each pg_restore's SQL, in turn.
 	sqlR, sqlW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -184,7 +178,7 @@ func restoreInOneSession(ctx context.Context, target Target, cfg *config, dumps 
 	}
 	passes = append(passes, pass{0, []string{"--section=post-data"}})
 	for _, ps := range passes {
-		args := append(append([]string{"--file=-", "--no-owner", "--exit-on-error"}, ps.args...), cfg.restoreArgs...)
+		args := append(append([]string{"--file=-", "--no-owner", "--exit-on-error"}, ps.args...), restoreArgs...)
 		err := restorePart(ctx, dumps[ps.part], parts[ps.part], m.Compression.Codec, func(ctx context.Context, stdin io.Reader, stderr io.Writer) error {
 			return run(ctx, args, stdin, sqlW, stderr)
 		}, nothingCommitted)

@@ -368,6 +368,22 @@ func TestStreamsFromAndIntoAPod(t *testing.T) {
 	got, err := pgtest.Checksums(ctx, s, "streams_pod_dst")
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
+
+	// The pg_restore here too old for the dump: the one in the pod turns it into SQL.
+	old := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(old, "pg_restore"),
+		[]byte("#!/bin/sh\necho 'pg_restore: error: unsupported version (1.99) in file header' >&2\nexit 1\n"), 0o755))
+	_, err = s.Psql(ctx, "streams_pod_dst", "DELETE FROM metrics WHERE id % 3 = 0")
+	require.NoError(t, err)
+	podEx := &localExecer{env: containerEnv("streams_pod_dst")}
+	dst = NewPodTarget(podEx, "ns1", "polyaxon-postgresql-0", PostgresContainer, SourceInCluster)
+	_, err = Restore(ctx, dst, m.Dir, WithToolsDir(old))
+	require.NoError(t, err)
+	got, err = pgtest.Checksums(ctx, s, "streams_pod_dst")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Contains(t, podEx.calls, []string{"pg_restore", "--file=-", "--no-owner", "--exit-on-error", "--data-only"}, "SQL made in the pod")
+
 	argv, err := os.ReadFile(argvLog)
 	require.NoError(t, err)
 	assert.Equal(t, 4, strings.Count(string(argv), "pg_dump -U polyaxon -d streams_pod --format=custom"), "four pg_dump streams")

@@ -44,6 +44,9 @@ type Report struct {
 	DumpedBy string
 	// Full is true when every data block was read (WithFullCheck).
 	Full bool
+	// tool is the pg_restore that read the dump (here, else on the target when the one here is
+	// missing or too old): the one to turn it into SQL.
+	tool toolRunner
 }
 
 // Verify checks a backup directory: the manifest is complete, the dump's
@@ -108,6 +111,7 @@ func verify(ctx context.Context, dir string, cfg *config) (*Report, error) {
 		}
 		rep.Full = true
 	}
+	rep.tool = run
 	cfg.logger.Info("backup verified", "dir", dir, "layout", m.Layout(), "entries", rep.Entries, "tables", len(rep.Tables), "full", rep.Full, "pg_restore", where)
 	return rep, nil
 }
