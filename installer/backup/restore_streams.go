@@ -129,7 +129,8 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 // restoreInOneSession restores a dump in streams in one transaction of one psql session (see
 // above). run is the pg_restore that read the dump's tables of contents, tables the dump's
 // tables.
-func restoreInOneSession(ctx context.Context, target Target, run toolRunner, dumps []string, m *Manifest, tables []string, restoreArgs []string) (err error) { // The session's input: what we write, then each pg_restore's SQL, in turn.
+func restoreInOneSession(ctx context.Context, target Target, run toolRunner, dumps []string, m *Manifest, tables []string, restoreArgs []string) (err error) {
+	// The session's input: what we write, then each pg_restore's SQL, in turn.
 	sqlR, sqlW, err := os.Pipe()
 	if err != nil {
 		return err
