@@ -39,21 +39,27 @@ func volume(name, class, size string, modes ...corev1.PersistentVolumeAccessMode
 // a fake cluster holding objs.
 func storeCheck(t *testing.T, profileName string, vals map[string]any, objs ...runtime.Object) check.Result {
 	t.Helper()
+	return oneCheck(t, "artifacts-store", profileName, vals, objs...)
+}
+
+// oneCheck runs the check id on the embedded chart rendered with a profile and values, on a
+// fake cluster holding objs.
+func oneCheck(t *testing.T, id, profileName string, vals map[string]any, objs ...runtime.Object) check.Result {
+	t.Helper()
 	ch, err := render.LoadFS(charts.FS, charts.Root)
 	require.NoError(t, err)
 	p, err := profile.Load(profileName)
 	require.NoError(t, err)
-	merged := values.Merge(p.Values, vals)
-	res, err := render.Render(ch, merged, render.Options{ReleaseName: "polyaxon", Namespace: ns})
+	res, err := render.Render(ch, values.Merge(p.Values, vals), render.Options{ReleaseName: "polyaxon", Namespace: ns})
 	require.NoError(t, err)
 	e := &preflight.Env{Release: "polyaxon", Namespace: ns, Chart: ch, Rendered: res,
 		Clients: &clients{cs: fake.NewClientset(objs...)}}
 	for _, c := range preflight.Checks(e) {
-		if c.ID == "artifacts-store" {
+		if c.ID == id {
 			return check.NewRunner([]check.Check{c}).Run(context.Background()).Results[0]
 		}
 	}
-	t.Fatal("no artifacts-store check")
+	t.Fatalf("no %s check", id)
 	return check.Result{}
 }
 
@@ -123,25 +129,6 @@ func TestArtifactsStoreShared(t *testing.T) {
 	}
 }
 
-// sharingCheck runs artifacts-sharing on the production profile (runs in polyaxon-runs).
-func sharingCheck(t *testing.T, vals map[string]any, objs ...runtime.Object) check.Result {
-	t.Helper()
-	ch, err := render.LoadFS(charts.FS, charts.Root)
-	require.NoError(t, err)
-	p, err := profile.Load("production")
-	require.NoError(t, err)
-	res, err := render.Render(ch, values.Merge(p.Values, vals), render.Options{ReleaseName: "polyaxon", Namespace: ns})
-	require.NoError(t, err)
-	e := &preflight.Env{Release: "polyaxon", Namespace: ns, Chart: ch, Rendered: res, Clients: &clients{cs: fake.NewClientset(objs...)}}
-	for _, c := range preflight.Checks(e) {
-		if c.ID == "artifacts-sharing" {
-			return check.NewRunner([]check.Check{c}).Run(context.Background()).Results[0]
-		}
-	}
-	t.Fatal("no artifacts-sharing check")
-	return check.Result{}
-}
-
 func TestArtifactsSharedBetweenNamespaces(t *testing.T) {
 	persistence := func(p map[string]any) map[string]any {
 		return map[string]any{"artifactsStore": map[string]any{"persistence": p}}
@@ -179,7 +166,7 @@ func TestArtifactsSharedBetweenNamespaces(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := sharingCheck(t, tc.vals, tc.objs...)
+			r := oneCheck(t, "artifacts-sharing", "production", tc.vals, tc.objs...)
 			assert.Equal(t, tc.status, r.Status, r.Detail)
 			assert.Contains(t, r.Detail, tc.detail)
 		})
