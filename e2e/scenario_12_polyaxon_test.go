@@ -196,7 +196,11 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 			require.Truef(t, ok, "platform pod %s is new: one was replaced", p.Name)
 			assert.Equal(t, before.UID, p.UID)
 			for _, cs := range p.Status.ContainerStatuses {
-				assert.Zerof(t, cs.RestartCount, "%s/%s restarted", p.Name, cs.Name)
+				if cs.RestartCount > 0 {
+					// What the run before the restart said (a migration race: Django's error).
+					prev, _ := c.Clientset.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: true}).DoRaw(ctxT(t, time.Minute))
+					assert.Zerof(t, cs.RestartCount, "%s/%s restarted; kubectl logs --previous:\n%s", p.Name, cs.Name, lastLines(string(prev), 20))
+				}
 			}
 		}
 	})
