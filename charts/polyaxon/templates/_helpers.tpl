@@ -103,3 +103,23 @@ imagePullSecrets:
 {{- define "polyaxon.postgresql.major" -}}
 {{- regexFind "^[0-9]+" (toString .Values.postgresql.image.tag) | default "0" -}}
 {{- end -}}
+
+{{/*
+Where the data planes of the HTTPRoute's Gateways run (JSON list of namespace label
+selectors): httpRoute.dataPlaneNamespaceSelector when set, else each parent Gateway's own
+namespace (where Istio, Traefik and NGINX Gateway Fabric run their proxies; Envoy Gateway runs
+them in its controller's namespace: name it). Empty without an HTTPRoute.
+*/}}
+{{- define "polyaxon.httpRoute.dataPlaneSelectors" -}}
+{{- $out := list -}}
+{{- if .Values.httpRoute.enabled -}}
+{{- with .Values.httpRoute.dataPlaneNamespaceSelector -}}
+{{- $out = list . -}}
+{{- else -}}
+{{- range .Values.httpRoute.parentRefs -}}
+{{- $out = append $out (dict "kubernetes.io/metadata.name" (.namespace | default $.Release.Namespace)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson ($out | uniq) -}}
+{{- end -}}

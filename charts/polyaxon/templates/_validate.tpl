@@ -32,6 +32,7 @@ which every render includes.
 {{- fail "values: migrations.renderJob is set by polyaxon-deploy only; with migrations.useHelmHooks=true leave it false" -}}
 {{- end -}}
 {{- include "polyaxon.validate.dataStoreIds" . -}}
+{{- include "polyaxon.validate.httpRoute" . -}}
 {{- include "polyaxon.validate.artifactsStore" . -}}
 {{- include "polyaxon.validate.connections" . -}}
 {{- include "polyaxon.validate.tolerations" . -}}
@@ -231,6 +232,27 @@ default) a run pod would own its files. Ids kept from a running StatefulSet are 
 {{- fail (printf "values: %s.securityContext.%s is %v, an id of the platform's pods and, by default, of every run pod (securityContext.user/group/fsGroup): runs would own the %s data; give %s.securityContext ids of its own (or leave the chart's)" $s.name $k (index $s $k) $s.name $s.name) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+An HTTPRoute needs a Gateway to attach to; an Ingress may stay for other hosts, never for one the
+route answers too (two ways in for one host, with two TLS setups).
+*/}}
+{{- define "polyaxon.validate.httpRoute" -}}
+{{- $r := .Values.httpRoute -}}
+{{- if $r.enabled -}}
+{{- if not $r.parentRefs -}}
+{{- fail "values: httpRoute.enabled is true but httpRoute.parentRefs is empty: name the Gateway to attach to, e.g. httpRoute.parentRefs[0].name=public, httpRoute.parentRefs[0].namespace=gateway-system" -}}
+{{- end -}}
+{{- if .Values.ingress.enabled -}}
+{{- $host := .Values.ingress.host -}}
+{{- $same := or (not $host) (not $r.hostnames) (has $host $r.hostnames) -}}
+{{- range $r.hostnames }}{{ if and (hasPrefix "*." .) (hasSuffix (trimPrefix "*" .) $host) }}{{ $same = true }}{{ end }}{{ end -}}
+{{- if $same -}}
+{{- fail (printf "values: ingress.enabled and httpRoute.enabled both answer host %q (ingress.host %q, httpRoute.hostnames %v; empty means every host): choose one for each host, e.g. ingress.enabled=false" ($host | default "*") $host $r.hostnames) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
