@@ -17,7 +17,7 @@ func TestEveryCheckIsDocumentedInTheReadme(t *testing.T) {
 	readme := string(raw)
 	ids := IDs()
 	require.NotEmpty(t, ids)
-	for _, id := range append(ids, "release-deployed", "release-origin", "workloads-ready") {
+	for _, id := range append(ids, "release-deployed", "release-origin", "gateway-route-status", "workloads-ready") {
 		assert.True(t, strings.Contains(readme, "\n### check-"+id+"\n"), "README.md has no heading `### check-%s`", id)
 	}
 }

@@ -21,6 +21,7 @@
 //	artifacts-store          runs and the gateway can share the artifacts store (ReadWriteMany when apart)
 //	artifacts-sharing        runs in their own namespace and the gateway mount claims on one store
 //	ingress-class            the Ingress's class exists
+//	gateway-route            the HTTPRoute's Gateways exist and a listener admits it
 //	gateway-sources          the gateway's NetworkPolicy names its sources, and a namespace matches them (warning)
 //	gateway-replicas         gateway.replicas meets the profile's minimum
 //	pod-security             every pod passes the profile's Pod Security level
@@ -167,6 +168,9 @@ func Checks(env *Env) []check.Check {
 		check.Check{ID: "ingress-class", Category: "network", Description: "the Ingress class exists", Severity: check.Error,
 			Hint: "install an ingress controller, or set ingress.className to an existing IngressClass (kubectl get ingressclass)",
 			Run:  env.checkIngressClass},
+		check.Check{ID: "gateway-route", Category: "network", Description: "the HTTPRoute can attach to its Gateways", Severity: check.Error,
+			Hint: gatewayRouteFix,
+			Run:  env.checkGatewayRoute},
 		check.Check{ID: "gateway-sources", Category: "network", Description: "only the ingress controller's namespace reaches the gateway from outside", Severity: check.Warning,
 			Hint: gatewaySourcesFix,
 			Run:  env.checkGatewaySources},

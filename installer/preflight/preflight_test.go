@@ -565,7 +565,7 @@ func TestPostChecks(t *testing.T) {
 	c.objects = append(c.objects, ready)
 	rep := check.NewRunner(preflight.PostChecks(env(t, c, true, restricted))).Run(context.Background())
 	res := byID(rep)
-	assert.Equal(t, []string{"kube-api", "kube-version", "release-deployed", "release-origin", "run-guards", "workloads-ready"}, ids(rep))
+	assert.Equal(t, []string{"kube-api", "kube-version", "release-deployed", "release-origin", "run-guards", "gateway-route-status", "workloads-ready"}, ids(rep))
 	assert.Equal(t, check.Passed, res["release-deployed"].Status)
 	assert.Equal(t, check.Passed, res["workloads-ready"].Status, res["workloads-ready"].Detail)
 
@@ -677,7 +677,7 @@ func TestIDsAreStable(t *testing.T) {
 	assert.Equal(t, []string{
 		"gateway-replicas", "pod-security", "rbac-scope", "kube-api", "kube-version", "release-state", "rbac", "crd-ownership", "dry-run",
 		"runs-namespace", "run-placement", "distributed-backends", "scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
-		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "artifacts-sharing", "ingress-class", "gateway-sources",
+		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "artifacts-sharing", "ingress-class", "gateway-route", "gateway-sources",
 	}, preflight.IDs())
 }
 
