@@ -109,4 +109,3 @@ func TestGatewayNetworkPolicyAdmitsTheDataPlane(t *testing.T) {
 		{proxy, gateway, 8000, tcp, false},
 	})
 }
-
