@@ -14,8 +14,9 @@ import (
 const gatewaySourcesFix = "set networkPolicy.ingressNamespaceSelector to the labels of your ingress controller's namespace (e.g. kubernetes.io/metadata.name: ingress-nginx; `kubectl get ns --show-labels`)"
 
 // checkGatewaySources warns while the gateway's NetworkPolicy lets every source in: with
-// auth.enabled=false, whoever reaches its port may start runs. With the sources named, it
-// warns when no namespace carries those labels (then only this namespace reaches the gateway).
+// auth.enabled=false, whoever reaches its port may start runs. With the sources named (the
+// ingress controller's namespace, the HTTPRoute's Gateways' data planes), it warns when one
+// matches no namespace (then that way in is closed).
 func (e *Env) checkGatewaySources(ctx context.Context) (string, error) {
 	if e.Rendered == nil {
 		return "", check.Skip("nothing rendered")
@@ -24,14 +25,18 @@ func (e *Env) checkGatewaySources(ctx context.Context) (string, error) {
 		return "", check.Skip("networkPolicy.enabled=false: no NetworkPolicy is rendered")
 	}
 	port, _ := values.Lookup(e.Rendered.Values, "gateway.service.targetPort")
-	raw, _ := values.Lookup(e.Rendered.Values, "networkPolicy.ingressNamespaceSelector")
-	sel := labels.Set{}
-	if m, ok := raw.(map[string]any); ok {
-		for k, v := range m {
-			sel[k] = fmt.Sprint(v)
-		}
+	type source struct {
+		sel labels.Set
+		at  string
 	}
-	if len(sel) == 0 {
+	var sources []source
+	if sel := labelSet(e.Rendered.Values, "networkPolicy.ingressNamespaceSelector"); len(sel) > 0 {
+		sources = append(sources, source{sel, "networkPolicy.ingressNamespaceSelector"})
+	}
+	for _, sel := range e.dataPlaneSelectors() {
+		sources = append(sources, source{sel, "the HTTPRoute's Gateways: httpRoute.dataPlaneNamespaceSelector"})
+	}
+	if len(sources) == 0 {
 		msg := fmt.Sprintf("networkPolicy.ingressNamespaceSelector is empty: every namespace and every address outside the cluster reaches the gateway's port %v", port)
 		if auth, _ := values.Lookup(e.Rendered.Values, "auth.enabled"); auth != true {
 			msg += "; with auth.enabled=false, anyone who reaches it can start runs"
@@ -42,16 +47,57 @@ func (e *Env) checkGatewaySources(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	list, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return "", fmt.Errorf("listing namespaces labelled %s: %w", sel, err)
-	}
-	if len(list.Items) == 0 {
-		return "", check.Warnf("no namespace is labelled %s (networkPolicy.ingressNamespaceSelector): only pods of %s reach the gateway", sel, e.Namespace)
-	}
 	var names []string
-	for _, ns := range list.Items {
-		names = append(names, ns.Name)
+	for _, s := range sources {
+		list, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: s.sel.String()})
+		if err != nil {
+			return "", fmt.Errorf("listing namespaces labelled %s: %w", s.sel, err)
+		}
+		if len(list.Items) == 0 {
+			return "", check.Warnf("no namespace is labelled %s (%s): only pods of %s reach the gateway", s.sel, s.at, e.Namespace)
+		}
+		for _, ns := range list.Items {
+			names = append(names, ns.Name)
+		}
 	}
 	return fmt.Sprintf("the gateway accepts namespaces %v and %s only", names, e.Namespace), nil
+}
+
+// labelSet reads a map of labels from the values at path.
+func labelSet(vals map[string]any, path string) labels.Set {
+	raw, _ := values.Lookup(vals, path)
+	out := labels.Set{}
+	if m, ok := raw.(map[string]any); ok {
+		for k, v := range m {
+			out[k] = fmt.Sprint(v)
+		}
+	}
+	return out
+}
+
+// dataPlaneSelectors: where the HTTPRoute's Gateways carry traffic from, as the chart's
+// NetworkPolicy admits it (httpRoute.dataPlaneNamespaceSelector, else each parent's namespace).
+func (e *Env) dataPlaneSelectors() []labels.Set {
+	if on, _ := values.Lookup(e.Rendered.Values, "httpRoute.enabled"); on != true {
+		return nil
+	}
+	if sel := labelSet(e.Rendered.Values, "httpRoute.dataPlaneNamespaceSelector"); len(sel) > 0 {
+		return []labels.Set{sel}
+	}
+	refs, _ := values.Lookup(e.Rendered.Values, "httpRoute.parentRefs")
+	list, _ := refs.([]any)
+	var out []labels.Set
+	seen := map[string]bool{}
+	for _, r := range list {
+		ref, _ := r.(map[string]any)
+		ns := fmt.Sprint(ref["namespace"])
+		if ref["namespace"] == nil || ns == "" {
+			ns = e.Namespace
+		}
+		if !seen[ns] {
+			seen[ns] = true
+			out = append(out, labels.Set{"kubernetes.io/metadata.name": ns})
+		}
+	}
+	return out
 }

@@ -671,6 +671,24 @@ func TestPreflightWarnsWhileTheGatewayIsOpen(t *testing.T) {
 
 	r = run(map[string]any{"enabled": false}, off)
 	assert.Equal(t, check.Skipped, r.Status, r.Detail)
+
+	// With an HTTPRoute, the Gateway's data plane is the way in.
+	run = func(networkPolicy, auth map[string]any, namespaces ...runtime.Object) check.Result {
+		c := healthy()
+		c.objects = append(c.objects, namespaces...)
+		e := env(t, c, true, restricted)
+		e.Rendered.Values["networkPolicy"] = networkPolicy
+		e.Rendered.Values["auth"] = auth
+		e.Rendered.Values["httpRoute"] = map[string]any{"enabled": true, "parentRefs": []any{map[string]any{"name": "public", "namespace": "gateway-system"}}}
+		return byID(check.NewRunner(preflight.Checks(e)).Run(context.Background()))["gateway-sources"]
+	}
+	closed := map[string]any{"enabled": true, "ingressNamespaceSelector": map[string]any{}}
+	r = run(closed, off)
+	assert.Equal(t, check.Warned, r.Status, r.Detail)
+	assert.Equal(t, "no namespace is labelled kubernetes.io/metadata.name=gateway-system (the HTTPRoute's Gateways: httpRoute.dataPlaneNamespaceSelector): only pods of polyaxon reach the gateway", r.Detail)
+	r = run(closed, off, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gateway-system", Labels: map[string]string{"kubernetes.io/metadata.name": "gateway-system"}}})
+	assert.Equal(t, check.Passed, r.Status, r.Detail)
+	assert.Equal(t, "the gateway accepts namespaces [gateway-system] and polyaxon only", r.Detail)
 }
 
 func TestIDsAreStable(t *testing.T) {
