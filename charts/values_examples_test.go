@@ -2,6 +2,7 @@ package charts_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,4 +80,17 @@ func TestExampleAirGapped(t *testing.T) {
 	var sts appsv1.StatefulSet
 	decodeStrict(t, r.get("StatefulSet", "polyaxon-postgresql"), &sts)
 	assert.Equal(t, "registry.internal.example.com/mirror/postgres:16.4", sts.Spec.Template.Spec.Containers[0].Image)
+}
+
+func TestExampleGatewayAPI(t *testing.T) {
+	r := render(t, profileValues(t, "production"), exampleValues(t, "gateway-api.yaml"))
+	route := renderedRoute(t, r)
+	assert.Equal(t, "public", string(route.Spec.ParentRefs[0].Name))
+	assert.Empty(t, r.byKind("Ingress"), "one way in")
+	assert.Contains(t, r.notes, "https://polyaxon.example.com/ (through Gateway gateway-system/public")
+	np := r.get("NetworkPolicy", "polyaxon-gateway")
+	require.NotNil(t, np)
+	from, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+	assert.Contains(t, fmt.Sprint(from), "gateway-system")
+	assert.NotContains(t, fmt.Sprint(from), "ingress-nginx")
 }
