@@ -616,6 +616,18 @@ func TestNotesWarn(t *testing.T) {
 	assert.NotContains(t, render(t).notes, "WARNINGS")
 }
 
+// Polyaxon CE asks nobody to log in (issue 42): the NOTES never tell a user to, whatever
+// auth.enabled says.
+func TestNotesNeverPromiseALogin(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		notes := render(t, map[string]any{"auth": map[string]any{"enabled": on}}).notes
+		assert.NotContains(t, notes, "Log in", "auth.enabled=%v", on)
+		assert.Contains(t, notes, "Polyaxon CE has no login: anyone who reaches the gateway uses Polyaxon", "auth.enabled=%v", on)
+	}
+	assert.Contains(t, render(t, map[string]any{"auth": map[string]any{"enabled": true}}).notes,
+		`whatever auth.enabled says (it made the admin user "admin"`)
+}
+
 func TestLint(t *testing.T) {
 	for name, vals := range map[string]map[string]any{"defaults": {}, "production": profileValues(t, "production"), "everything": everything} {
 		t.Run(name, func(t *testing.T) {
