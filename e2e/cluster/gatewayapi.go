@@ -1,0 +1,460 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+)
+
+// The Gateway API implementation of the local provider: Traefik, built from the Go module proxy
+// by e2e/scripts/build-traefik.sh, run on this machine as the Gateway's controller and data
+// plane, with the Gateway API CRDs (standard channel) of the version Traefik is built against.
+//
+// How traffic reaches the pods: Traefik's Kubernetes Gateway provider routes an HTTPRoute's
+// backendRef (a Service port) to the addresses of the Service's EndpointSlices, that is to
+// pod IPs and container ports, as it would on a real cluster. Those IPs are kwok's, answered
+// by nothing; Traefik runs with HTTP_PROXY=socks5://<the cluster's pod network proxy>
+// (PodNetworkProxy), which takes each connection to the loopback port of the pod's host
+// process.
+// Readiness is the EndpointSlice's: a pod that is not Ready is not routed to.
+
+// GatewayControllerName is the controllerName of Traefik's GatewayClass.
+const GatewayControllerName = "traefik.io/gateway-controller"
+
+// GatewayAPIGroup is Gateway API's group.
+const GatewayAPIGroup = "gateway.networking.k8s.io"
+
+// Gateway API resources (v1).
+var (
+	GatewayClassesGVR = schema.GroupVersionResource{Group: GatewayAPIGroup, Version: "v1", Resource: "gatewayclasses"}
+	GatewaysGVR       = schema.GroupVersionResource{Group: GatewayAPIGroup, Version: "v1", Resource: "gateways"}
+	HTTPRoutesGVR     = schema.GroupVersionResource{Group: GatewayAPIGroup, Version: "v1", Resource: "httproutes"}
+)
+
+// GatewayBuild is what build-traefik.sh made: Traefik's binary and the directory of the
+// standard channel's CRDs.
+type GatewayBuild struct {
+	Traefik, CRDs string
+}
+
+// EnsureGatewayBuild runs e2e/scripts/build-traefik.sh (a build of several minutes the first
+// time, cached under CacheDir; a no-op afterwards). Build progress goes to progress (may be nil).
+func EnsureGatewayBuild(ctx context.Context, progress io.Writer) (GatewayBuild, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return GatewayBuild{}, err
+	}
+	script := filepath.Join(root, "e2e", "scripts", "build-traefik.sh")
+	if progress == nil {
+		progress = io.Discard
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Stdout, cmd.Stderr = &out, progress
+	if err := cmd.Run(); err != nil {
+		return GatewayBuild{}, fmt.Errorf("build Traefik with %s: %w", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 2 {
+		return GatewayBuild{}, fmt.Errorf("%s printed %q, not the binary and the CRDs' directory", script, out.String())
+	}
+	return GatewayBuild{Traefik: strings.TrimSpace(lines[len(lines)-2]), CRDs: strings.TrimSpace(lines[len(lines)-1])}, nil
+}
+
+// InstallGatewayAPICRDs applies every object of the YAML files in dir (the CRDs, and the
+// standard channel's ValidatingAdmissionPolicy and its binding) server-side, then waits until
+// the API serves GatewayClasses, Gateways and HTTPRoutes.
+func (c *Cluster) InstallGatewayAPICRDs(ctx context.Context, dir string) error {
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no Gateway API CRDs in %s", dir)
+	}
+	sort.Strings(files)
+	resources := map[string]schema.GroupVersionResource{
+		"CustomResourceDefinition":         {Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+		"ValidatingAdmissionPolicy":        {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
+		"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			var obj unstructured.Unstructured
+			if err := dec.Decode(&obj.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			if len(obj.Object) == 0 {
+				continue
+			}
+			gvr, ok := resources[obj.GetKind()]
+			if !ok {
+				return fmt.Errorf("%s: kind %s is not one the Gateway API's standard channel installs", f, obj.GetKind())
+			}
+			if _, err := dyn.Resource(gvr).Apply(ctx, obj.GetName(), &obj, metav1.ApplyOptions{FieldManager: "polyaxon-deploy-e2e", Force: true}); err != nil {
+				return fmt.Errorf("apply %s %s from %s: %w", obj.GetKind(), obj.GetName(), f, err)
+			}
+		}
+	}
+	for {
+		var last error
+		for _, gvr := range []schema.GroupVersionResource{GatewayClassesGVR, GatewaysGVR, HTTPRoutesGVR} {
+			if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+				last = err
+			}
+		}
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("Gateway API CRDs not served: %w", last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// GatewayOptions says which Gateway StartGateway makes.
+type GatewayOptions struct {
+	// Namespace of the Gateway and its certificate's Secret (default gateway-system).
+	Namespace string
+	// Class is the GatewayClass's name (default traefik); Name the Gateway's (default polyaxon).
+	Class, Name string
+	// Hostnames the certificate is for (default localhost); 127.0.0.1 is always in it.
+	Hostnames []string
+}
+
+// Gateway is a running Gateway: Traefik on this machine, its HTTPS listener terminating TLS
+// with a certificate signed by a CA made at start.
+type Gateway struct {
+	Namespace, Name, Class string
+	// Listener is the HTTPS listener's name (a parentRef's sectionName).
+	Listener string
+	// Address is where the listener answers (127.0.0.1:port; the listener's port).
+	Address string
+	// CAFile holds the CA's certificate (PEM), CAPEM the same bytes.
+	CAFile string
+	CAPEM  []byte
+	// LogPath is Traefik's log.
+	LogPath string
+
+	proc *HostProcess
+}
+
+// URL is https://localhost:<port>, which the certificate names.
+func (g *Gateway) URL() string {
+	_, port, _ := net.SplitHostPort(g.Address)
+	return "https://localhost:" + port
+}
+
+// Client is an HTTP client that trusts the Gateway's CA (and nothing else).
+func (g *Gateway) Client() *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(g.CAPEM)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
+}
+
+// Stop ends Traefik.
+func (g *Gateway) Stop() { g.proc.Stop(10 * time.Second) }
+
+// Done is closed when Traefik has exited.
+func (g *Gateway) Done() <-chan struct{} { return g.proc.Done() }
+
+// StartGateway runs Traefik for the cluster (local provider, with host programs): a namespace,
+// a CA and a certificate for opts.Hostnames in a kubernetes.io/tls Secret, a GatewayClass of
+// Traefik's controller, a Gateway with one HTTPS listener ("https", routes from every
+// namespace) on a free loopback port, and Traefik watching them through the cluster's
+// kubeconfig. It returns once the Gateway is Programmed. The CRDs must be installed
+// (InstallGatewayAPICRDs). The process lives until Stop (or the cluster's deletion: its working
+// directory is under the cluster's).
+func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts GatewayOptions) (*Gateway, error) {
+	if c.podsDir == "" {
+		return nil, fmt.Errorf("cluster %s: the Gateway runs on the local provider only", c.Name)
+	}
+	g := &Gateway{Namespace: opts.Namespace, Name: opts.Name, Class: opts.Class, Listener: "https"}
+	if g.Namespace == "" {
+		g.Namespace = "gateway-system"
+	}
+	if g.Class == "" {
+		g.Class = "traefik"
+	}
+	if g.Name == "" {
+		g.Name = "polyaxon"
+	}
+	hosts := opts.Hostnames
+	if len(hosts) == 0 {
+		hosts = []string{"localhost"}
+	}
+	proxy, err := c.PodNetworkProxy()
+	if err != nil {
+		return nil, err
+	}
+	ports, err := reservePorts(portReservationFile, clusterPorts, 2, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	listenPort, pingPort := ports[0], ports[1]
+	g.Address = fmt.Sprintf("127.0.0.1:%d", listenPort)
+
+	// Under the pods' directory: a cluster's deletion kills what runs there (killProcessesUnder).
+	dir := filepath.Join(c.podsDir, "gateway_"+g.Namespace+"_"+g.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	caPEM, certPEM, keyPEM, err := newServingCertificate(hosts)
+	if err != nil {
+		return nil, err
+	}
+	g.CAPEM, g.CAFile = caPEM, filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(g.CAFile, caPEM, 0o644); err != nil {
+		return nil, err
+	}
+
+	cs := c.Clientset
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: g.Name + "-tls", Namespace: g.Namespace},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, "ca.crt": caPEM},
+	}
+	if _, err := cs.CoreV1().Secrets(g.Namespace).Create(ctx, secret, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		_, err = cs.CoreV1().Secrets(g.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
+		if err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return nil, err
+	}
+	objects := []struct {
+		gvr  schema.GroupVersionResource
+		yaml string
+	}{
+		{GatewayClassesGVR, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: %s}
+spec: {controllerName: %s}
+`, g.Class, GatewayControllerName)},
+		{GatewaysGVR, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: %s, namespace: %s}
+spec:
+  gatewayClassName: %s
+  listeners:
+  - name: %s
+    protocol: HTTPS
+    port: %d
+    tls:
+      mode: Terminate
+      certificateRefs: [{kind: Secret, name: %s}]
+    allowedRoutes:
+      namespaces: {from: All}
+`, g.Name, g.Namespace, g.Class, g.Listener, listenPort, secret.Name)},
+	}
+	for _, o := range objects {
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(o.yaml), &u.Object); err != nil {
+			return nil, err
+		}
+		ri := dyn.Resource(o.gvr).Namespace(u.GetNamespace())
+		if u.GetNamespace() == "" {
+			ri = dyn.Resource(o.gvr)
+		}
+		if _, err := ri.Apply(ctx, u.GetName(), &u, metav1.ApplyOptions{FieldManager: "polyaxon-deploy-e2e", Force: true}); err != nil {
+			return nil, fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+
+	g.LogPath = filepath.Join(dir, "traefik.log")
+	g.proc = &HostProcess{
+		Path: traefik,
+		Args: []string{
+			"--global.checkNewVersion=false",
+			"--global.sendAnonymousUsage=false",
+			"--log.level=INFO",
+			fmt.Sprintf("--entryPoints.%s.address=127.0.0.1:%d", g.Listener, listenPort),
+			fmt.Sprintf("--entryPoints.traefik.address=127.0.0.1:%d", pingPort),
+			"--ping=true",
+			"--ping.entryPoint=traefik",
+			"--providers.kubernetesGateway=true",
+			"--providers.kubernetesGateway.statusAddress.ip=127.0.0.1",
+		},
+		// KUBECONFIG: Traefik's Gateway provider reads it when it runs out of a cluster.
+		// HTTP_PROXY: the pod network (see above); the API server, on loopback, is not proxied.
+		Env: append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "HTTP_PROXY=socks5://"+proxy,
+			"http_proxy=", "HTTPS_PROXY=", "https_proxy=", "NO_PROXY=", "no_proxy="),
+		Dir:     dir,
+		LogPath: g.LogPath,
+	}
+	if err := g.proc.Start(); err != nil {
+		return nil, err
+	}
+	if err := g.waitProgrammed(ctx, dyn, pingPort); err != nil {
+		g.Stop()
+		return nil, fmt.Errorf("%w (Traefik's log: %s)\n%s", err, g.LogPath, logTail(g.LogPath, 20))
+	}
+	return g, nil
+}
+
+// waitProgrammed waits until Traefik answers its ping and has set the Gateway Programmed.
+func (g *Gateway) waitProgrammed(ctx context.Context, dyn dynamic.Interface, pingPort uint32) error {
+	ping := fmt.Sprintf("http://127.0.0.1:%d/ping", pingPort)
+	var last string
+	for {
+		select {
+		case <-g.proc.Done():
+			return fmt.Errorf("traefik exited with code %d", g.proc.ExitCode())
+		default:
+		}
+		resp, err := http.Get(ping)
+		if err == nil {
+			resp.Body.Close()
+			last = "ping: " + resp.Status
+			if resp.StatusCode == http.StatusOK {
+				gw, err := dyn.Resource(GatewaysGVR).Namespace(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cond := Condition(gw, "Programmed")
+				if cond != nil && cond["status"] == "True" {
+					return nil
+				}
+				last = fmt.Sprintf("Gateway %s/%s not Programmed: %v", g.Namespace, g.Name, cond)
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("Gateway %s/%s: %s", g.Namespace, g.Name, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// Condition is the condition of type typ in obj's status.conditions, nil when absent.
+func Condition(obj *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	return findCondition(conds, typ)
+}
+
+func findCondition(conds []any, typ string) map[string]any {
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}
+
+// RouteParentCondition is condition typ of the route's status.parents entry for the Gateway
+// ns/name set by controller, nil when that parent or condition is not there yet.
+func RouteParentCondition(route *unstructured.Unstructured, controller, ns, name, typ string) map[string]any {
+	parents, _, _ := unstructured.NestedSlice(route.Object, "status", "parents")
+	for _, p := range parents {
+		m, ok := p.(map[string]any)
+		if !ok || m["controllerName"] != controller {
+			continue
+		}
+		ref, _ := m["parentRef"].(map[string]any)
+		if ref["name"] != name || ref["namespace"] != nil && ref["namespace"] != ns {
+			continue
+		}
+		conds, _ := m["conditions"].([]any)
+		return findCondition(conds, typ)
+	}
+	return nil
+}
+
+// newServingCertificate makes a CA and a leaf certificate for hosts and 127.0.0.1, signed by
+// it (ECDSA P-256, valid for a day); PEM encoded.
+func newServingCertificate(hosts []string) (caPEM, certPEM, keyPEM []byte, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	now := time.Now().Add(-time.Minute)
+	ca := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "polyaxon-deploy e2e gateway CA"},
+		NotBefore:             now,
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ca, err = x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: hosts[0]},
+		NotBefore:    now,
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     hosts,
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}
