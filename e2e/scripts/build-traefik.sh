@@ -17,6 +17,9 @@
 # configuration. The web UI's embedded directory (webui/static) is in the zip with only a
 # placeholder file: the dashboard is empty, and nothing here uses it. A second run is a no-op.
 #
+# $POLYAXON_DEPLOY_TRAEFIK, when set, names a Traefik binary built so: it is used as it is (the
+# README demo test gives the demo, which runs in a home of its own, the suite's build).
+#
 # Usage: e2e/scripts/build-traefik.sh
 # Prints two lines on stdout: the binary's path, then the directory of the standard channel's
 # CRDs (config/crd/standard in the gateway-api module cache).
@@ -26,6 +29,11 @@ VERSION="${TRAEFIK_VERSION:-v3.6.12}"
 MODULE=github.com/traefik/traefik/v3
 CACHE="${POLYAXON_DEPLOY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/polyaxon-deploy}"
 BIN="$CACHE/bin/traefik-$VERSION"
+if [ -n "${POLYAXON_DEPLOY_TRAEFIK:-}" ]; then
+  [ -x "$POLYAXON_DEPLOY_TRAEFIK" ] || { echo "build-traefik: POLYAXON_DEPLOY_TRAEFIK=$POLYAXON_DEPLOY_TRAEFIK is not an executable" >&2; exit 1; }
+  BIN="$(dirname "$POLYAXON_DEPLOY_TRAEFIK")"
+  [ "$(basename "$POLYAXON_DEPLOY_TRAEFIK")" = traefik ] || { echo "build-traefik: POLYAXON_DEPLOY_TRAEFIK must name a file called traefik" >&2; exit 1; }
+fi
 
 log() { echo "build-traefik: $*" >&2; }
 # Outside any module, so the repository's go.mod is neither read nor changed.

@@ -46,6 +46,7 @@ up() {
   say "Creating the demo cluster (node pools: core x2, experiments x2 with GPUs and a nvidia.com/gpu taint, builds x1)"
   "$E2ECLUSTER" up --provider "${DEMO_PROVIDER:-auto}" --namespace "$NAMESPACE" >/dev/null
   local provider kubeconfig postgres_password_file="" venv="" namespace hosts_log=""
+  local gw_url="" gw_ca="" gw_ns="" gw_name="" gw_listener=""
   eval "$("$E2ECLUSTER" env)"
   local kc="$kubeconfig"
   local k=("$kubectl" --kubeconfig "$kc")
@@ -63,6 +64,17 @@ up() {
     values=(--set-file "postgresql.auth.password=$postgres_password_file"
       --set scheduler.enabled=false --set rabbitmq.enabled=false --set redis.enabled=false
       --set "artifactsStore.persistence.sharedVolume.hostPath.path=${kc%/*}/artifacts")
+    # A real Gateway API implementation in front of the gateway: Traefik, run by the hosts
+    # daemon with the Gateway API CRDs and an HTTPS listener whose certificate (of a CA made
+    # when the daemon started) it terminates; the chart's HTTPRoute attaches to it.
+    say "The Gateway (Traefik, Gateway API; e2e/scripts/build-traefik.sh builds it the first time)"
+    local gw
+    gw="$("$E2ECLUSTER" https --wait 15m)"
+    { read -r gw_url; read -r gw_ca; read -r gw_ns; read -r gw_name; read -r gw_listener; } <<<"$gw"
+    echo "  Gateway $gw_ns/$gw_name, listener $gw_listener: $gw_url (CA: $gw_ca)"
+    values+=(--set httpRoute.enabled=true --set "httpRoute.parentRefs[0].name=$gw_name"
+      --set "httpRoute.parentRefs[0].namespace=$gw_ns" --set "httpRoute.parentRefs[0].sectionName=$gw_listener"
+      --set "httpRoute.hostnames[0]=localhost")
   fi
   if "$BIN" status --kubeconfig "$kc" -n "$NAMESPACE" >/dev/null 2>&1; then
     say "Release polyaxon is already installed in this cluster: skipping the install"
@@ -93,6 +105,13 @@ up() {
     host="$("$E2ECLUSTER" gateway --wait 5m)"
     echo "  $host/api/v1/installation answers"
     echo "  $host/ui/ is Polyaxon's web UI (haupt serves its files: README.md, host rewrites)"
+    if [ -n "$gw_url" ]; then
+      say "Through the Gateway over https (the chart's HTTPRoute; Traefik terminates TLS)"
+      "${k[@]}" -n "$NAMESPACE" get httproute polyaxon-gateway \
+        -o custom-columns='ROUTE:.metadata.name,PARENT:.status.parents[*].parentRef.name,ACCEPTED:.status.parents[*].conditions[?(@.type=="Accepted")].status,RESOLVED REFS:.status.parents[*].conditions[?(@.type=="ResolvedRefs")].status' || true
+      echo "  curl --cacert $gw_ca $gw_url/api/v1/installation"
+      echo "  $gw_url/ui/ in a browser that trusts $gw_ca"
+    fi
   fi
 
   say "The demo cluster is up"

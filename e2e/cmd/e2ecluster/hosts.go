@@ -265,6 +265,7 @@ func runHosts(c *cli.Context) error {
 			return
 		}
 		logf("service %s/%s port %d answers at %s", ns, gatewayService, gatewayPort, addr)
+		go runGateway(ctx, cl, gatewayFile(addrFile))
 	})
 	_ = os.Remove(addrFile)
 	logf("hosts daemon stopped (programs stopped)")

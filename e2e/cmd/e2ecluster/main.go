@@ -302,6 +302,14 @@ func main() {
 				Action: gateway,
 			},
 			{
+				Name:  "https",
+				Usage: "wait until the demo's Gateway (Traefik, local provider) is Programmed; print its https URL, CA file, namespace, name and listener",
+				Flags: []cli.Flag{
+					&cli.DurationFlag{Name: "wait", Value: 5 * time.Minute},
+				},
+				Action: gatewayHTTPS,
+			},
+			{
 				Name:   "hosts",
 				Usage:  "run Polyaxon's programs for the demo cluster's pods until SIGTERM (started by up)",
 				Hidden: true,
