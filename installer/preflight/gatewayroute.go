@@ -32,6 +32,9 @@ var (
 // renderedRoute is the release's HTTPRoute, if it renders one.
 func (e *Env) renderedRoute() (*gwv1.HTTPRoute, error) {
 	for _, o := range e.objects() {
+		if route, ok := o.(*gwv1.HTTPRoute); ok {
+			return route, nil
+		}
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok || u.GetKind() != "HTTPRoute" {
 			continue

@@ -6,9 +6,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// strictScheme is client-go's scheme plus CRDs, with a strict decoder: a field the API types
+// strictScheme is client-go's scheme plus CRDs and Gateway API's v1 kinds (the HTTPRoute), with a strict decoder: a field the API types
 // don't have is an error, which catches template typos offline.
 var (
 	strictScheme  = newScheme()
@@ -19,8 +20,9 @@ func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(gwv1.Install(s))
 	return s
 }
 
-// Scheme returns the scheme used for typed decoding (client-go kinds and CRDs).
+// Scheme returns the scheme used for typed decoding (client-go kinds, CRDs, Gateway API).
 func Scheme() *runtime.Scheme { return strictScheme }
