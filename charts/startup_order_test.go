@@ -61,7 +61,7 @@ func TestGatewayStartsTheAPIWithoutMigrating(t *testing.T) {
 		assert.NotContainsf(t, script, "migrate_db=True", what)
 		assert.NotContainsf(t, script, "runners.server", what)
 		// It only checks the migrations (Django's migrate --check) and waits for them.
-		assert.Containsf(t, script, "manage('migrate', ['--check'])", what)
+		assert.Containsf(t, script, `manage("migrate", ["--check"])`, what)
 		assert.Equalf(t, 1, strings.Count(script, "manage("), "%s: the only management call is the check", what)
 	}
 }

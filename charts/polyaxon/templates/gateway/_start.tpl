@@ -9,23 +9,31 @@ Here the container calls that same start_app with both flags off (its defaults, 
 (POLYAXON_PROXY_LOCAL_PORT) and worker count (POLYAXON_PROXY_GATEWAY_CONCURRENCY, _PER_CORE)
 as `haupt server`, minus the migrations. The migration Job (templates/migrations/job.yaml) is
 the one process that migrates. Until the database has no unapplied migration (Django's
-`migrate --check`, through the same haupt manage function start_app's migrate() calls) the
-gateway waits and does not listen, so no replica serves an unmigrated schema.
+`migrate --check`, in-process through the same haupt manage function start_app's migrate()
+calls, as `haupt server` did before serving) the gateway waits and does not listen, so no
+replica serves an unmigrated schema.
 
 Arguments: HOST PORT [WORKERS].
 */}}
 {{- define "polyaxon.gateway.startScript" -}}
-import os, subprocess, sys, time
+import os, sys, time
 from clipped.utils.bools import to_bool
 os.environ.setdefault("POLYAXON_SERVICE", "api")
 host, port = sys.argv[1], int(sys.argv[2])
 workers = sys.argv[3] if len(sys.argv) > 3 else os.environ.get("POLYAXON_PROXY_GATEWAY_CONCURRENCY")
-check = [sys.executable, "-c", "from haupt.cli.runners.manage import manage; manage('migrate', ['--check'])"]
+from haupt.cli.runners.manage import manage
 while True:
-    done = subprocess.run(check, capture_output=True, text=True)
-    if done.returncode == 0:
+    try:
+        manage("migrate", ["--check"])
         break
-    why = (done.stderr.strip().splitlines() or ["unapplied migrations"])[-1]
+    except SystemExit as e:
+        if not e.code:
+            break
+        why = "unapplied migrations"
+    except Exception as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[-1]
+        from django.db import connections
+        connections.close_all()
     print("The API waits for the migration Job: " + why, flush=True)
     time.sleep(5)
 print("The database is migrated: starting the API (it runs no migrations).", flush=True)
