@@ -98,6 +98,7 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 		assert.Equal(t, corev1.PodSucceeded, jobPods.Items[0].Status.Phase)
 		jobLogs := podLogs(t, c, ns, jobPods.Items[0].Name)
 		assert.Containsf(t, jobLogs, "Applying ", "migration Job %s: Django's migrate applied the migrations:\n%s", job.Name, lastLines(jobLogs, 20))
+		migrated := lastLogTime(t, c, ns, jobPods.Items[0].Name, "Applying ")
 		gateways := 0
 		for _, p := range platform {
 			if p.Labels["app.kubernetes.io/component"] != "gateway" {
@@ -111,8 +112,8 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 			assert.Containsf(t, logs, "The database is migrated: starting the API (it runs no migrations).", "gateway %s:\n%s", p.Name, lastLines(logs, 20))
 			for _, cond := range p.Status.Conditions {
 				if cond.Type == corev1.PodReady {
-					assert.Falsef(t, cond.LastTransitionTime.Time.Before(job.Status.CompletionTime.Truncate(time.Second)),
-						"gateway %s was Ready at %s, before the migration Job completed (%s)", p.Name, cond.LastTransitionTime, job.Status.CompletionTime)
+					assert.Falsef(t, cond.LastTransitionTime.Time.Before(migrated.Truncate(time.Second)),
+						"gateway %s was Ready at %s, before the migration Job applied its last migration (%s)", p.Name, cond.LastTransitionTime, migrated)
 				}
 			}
 		}
@@ -344,6 +345,21 @@ func restartAgent(t *testing.T, c *testCluster, ns string) {
 		}
 		return false, "", nil
 	})
+}
+
+// lastLogTime is the time kubectl logs --timestamps gives the last line of pod containing text.
+func lastLogTime(t *testing.T, c *testCluster, ns, pod, text string) time.Time {
+	b, err := c.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Timestamps: true}).DoRaw(ctxT(t, time.Minute))
+	require.NoError(t, err)
+	var last time.Time
+	for _, line := range strings.Split(string(b), "\n") {
+		if stamp, rest, ok := strings.Cut(line, " "); ok && strings.Contains(rest, text) {
+			last, err = time.Parse(time.RFC3339Nano, stamp)
+			require.NoError(t, err, line)
+		}
+	}
+	require.Falsef(t, last.IsZero(), "pod %s logged no %q", pod, text)
+	return last
 }
 
 // createNamespace creates ns when missing.
