@@ -331,8 +331,13 @@ func (r *hostRunner) stop(p *corev1.Pod) {
 	r.mu.Lock()
 	hp := r.running[p.UID]
 	r.mu.Unlock()
-	if hp != nil {
-		go hp.halt(terminationGrace(p), true)
+	if hp == nil {
+		return
+	}
+	// Claimed here, in the informer's order: the deletion's update comes before kwok's
+	// removal of the pod (grace 0), and its grace period must win.
+	if stop := hp.beginHalt(true); stop != nil {
+		go stop(terminationGrace(p))
 	}
 }
 

@@ -95,17 +95,27 @@ func (hp *hostPod) start(proc *HostProcess) (bool, error) {
 // halt stops the pod's process for good (SIGTERM, SIGKILL after grace); deleted says the pod
 // is going, so no status is written for it. A second call does nothing.
 func (hp *hostPod) halt(grace time.Duration, deleted bool) {
+	if stop := hp.beginHalt(deleted); stop != nil {
+		stop(grace)
+	}
+}
+
+// beginHalt claims the halt at once, in the caller's order of events, and returns what ends
+// the process (nil when a halt was claimed before). The first claim's grace period wins: a
+// deletion's own (its update event) over the zero of kwok's removal of the pod right after.
+func (hp *hostPod) beginHalt(deleted bool) func(grace time.Duration) {
 	hp.mu.Lock()
+	defer hp.mu.Unlock()
 	if hp.halted {
-		hp.mu.Unlock()
-		return
+		return nil
 	}
 	hp.halted, hp.deleted = true, deleted
 	proc := hp.proc
-	hp.mu.Unlock()
-	hp.cancel()
-	if proc != nil {
-		proc.Stop(grace)
+	return func(grace time.Duration) {
+		hp.cancel()
+		if proc != nil {
+			proc.Stop(grace)
+		}
 	}
 }
 
