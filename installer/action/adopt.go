@@ -110,7 +110,7 @@ func (a *Adopt) Run(ctx context.Context) (*AdoptResult, error) {
 	pre := a.Checks
 	pre.TakeOverFrom = o.Old.Namespace() + "/" + o.Old.Name()
 	post := a.Checks
-	post.SettleTime = postCheckSettle
+	post.SettleTime = restartSettle
 	o.Checks, o.PostChecks = a.checks(in, pre, true), a.checks(in, post, false)
 	if o.MigrationJob, err = upgrade.MigrationJob(in.Chart, in.Values, render.Options{ReleaseName: a.Render.ReleaseName, Namespace: a.Render.Namespace}); err != nil {
 		return nil, err

@@ -17,6 +17,12 @@ import (
 // settle (Helm's wait reads the new ReplicaSet before a Deployment's own status follows).
 const postCheckSettle = 30 * time.Second
 
+// restartSettle is how long the checks after an adopt give the platform to come back: its
+// restore scaled every Deployment down and back up, and nothing waited for them since; they
+// start in order (the gateway once its migrations check clean, then the agent and operator,
+// which wait for the API). The check returns as soon as every workload is ready.
+const restartSettle = 3 * time.Minute
+
 // Install checks the cluster, creates the namespace when it is missing (the release's lock
 // lives there) and, under the lock, labels it with the profile's Pod Security and installs the
 // release with wait: checks, namespace, lock, install. The installed release is then checked
