@@ -31,13 +31,16 @@ what run pods may never run as (the runs' restrictions) and what the NOTES repor
 {{- toJson $out -}}
 {{- end -}}
 
-{{/* The dependency's StatefulSet as the cluster has it, when it keeps the same claim (its data). */}}
+{{/* What the dependency's StatefulSet in the cluster keeps, when it keeps the same claim (its
+data): JSON {securityContext (its pods'), accessModes (its claim's)}; empty otherwise. */}}
 {{- define "polyaxon.dependency.live" -}}
 {{- $live := dict -}}
 {{- if .values.persistence.enabled -}}
 {{- $sts := lookup "apps/v1" "StatefulSet" .ctx.Release.Namespace (include "polyaxon.componentName" .) | default dict -}}
 {{- range (dig "spec" "volumeClaimTemplates" list $sts) -}}
-{{- if eq (dig "metadata" "name" "" .) ($.volumeName | default "data") }}{{ $live = $sts }}{{ end -}}
+{{- if eq (dig "metadata" "name" "" .) ($.volumeName | default "data") -}}
+{{- $live = dict "securityContext" (dig "spec" "template" "spec" "securityContext" dict $sts) "accessModes" (dig "spec" "accessModes" list .) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- toJson $live -}}
@@ -52,7 +55,7 @@ on a data directory another user owns, and a non-root pod cannot change owners):
 {{- define "polyaxon.dependency.ids" -}}
 {{- $sc := .values.securityContext -}}
 {{- $ids := dict "user" ($sc.user | int64) "group" ($sc.group | int64) "fsGroup" ($sc.fsGroup | int64) -}}
-{{- $pod := dig "spec" "template" "spec" "securityContext" dict (include "polyaxon.dependency.live" . | fromJson) -}}
+{{- $pod := dig "securityContext" dict (include "polyaxon.dependency.live" . | fromJson) -}}
 {{- if hasKey $pod "runAsUser" -}}
 {{- $ids = dict "user" ($pod.runAsUser | int64) "group" ($pod.runAsGroup | default $pod.runAsUser | int64) "fsGroup" ($pod.fsGroup | default $pod.runAsGroup | default $pod.runAsUser | int64) "kept" true -}}
 {{- end -}}
@@ -69,9 +72,7 @@ CSI volumes only); else ReadWriteOnce. Offline renders see no cluster: ReadWrite
 {{- define "polyaxon.dependency.accessModes" -}}
 {{- $modes := .values.persistence.accessModes | default list -}}
 {{- if not $modes -}}
-{{- range (dig "spec" "volumeClaimTemplates" list (include "polyaxon.dependency.live" . | fromJson)) -}}
-{{- if eq (dig "metadata" "name" "" .) ($.volumeName | default "data") }}{{ $modes = dig "spec" "accessModes" list . }}{{ end -}}
-{{- end -}}
+{{- $modes = dig "accessModes" list (include "polyaxon.dependency.live" . | fromJson) -}}
 {{- end -}}
 {{- if not $modes -}}
 {{- $class := dict -}}

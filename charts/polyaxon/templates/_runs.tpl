@@ -291,8 +291,7 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
 
 {{/* CEL map literal id -> data store name for polyaxon.runs.specVariables. */}}
 {{- define "polyaxon.runs.dataStoreIds" -}}
-{{- $platform := include "polyaxon.securityContext.ids" . | fromJson -}}
-{{- $taken := list (toString $platform.user) (toString $platform.group) (toString $platform.fsGroup) -}}
+{{- $taken := include "polyaxon.securityContext.taken" . | fromJsonArray -}}
 {{- $ids := dict -}}
 {{- range $s := include "polyaxon.dataStores" . | fromJsonArray -}}
 {{- range $k := list "user" "group" "fsGroup" -}}

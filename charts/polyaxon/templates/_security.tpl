@@ -18,6 +18,12 @@ pod meets the "restricted" Pod Security Standard.
 {{- toJson (dict "user" (include "polyaxon.securityContext.user" . | int64) "group" (include "polyaxon.securityContext.group" . | int64) "fsGroup" (.Values.securityContext.fsGroup | int64)) -}}
 {{- end -}}
 
+{{/* The platform's ids as strings (JSON list): what no data store may share. */}}
+{{- define "polyaxon.securityContext.taken" -}}
+{{- $ids := include "polyaxon.securityContext.ids" . | fromJson -}}
+{{- toJson (list (toString ($ids.user | int64)) (toString ($ids.group | int64)) (toString ($ids.fsGroup | int64))) -}}
+{{- end -}}
+
 {{- define "polyaxon.securityContext.pod" -}}
 {{- include "polyaxon.securityContext.podWithIds" (dict "ctx" . "ids" (include "polyaxon.securityContext.ids" . | fromJson)) }}
 {{- end -}}

@@ -223,8 +223,7 @@ default) a run pod would own its files. Ids kept from a running StatefulSet are 
 */}}
 {{- define "polyaxon.validate.dataStoreIds" -}}
 {{- if .Values.securityContext.enabled -}}
-{{- $platform := include "polyaxon.securityContext.ids" . | fromJson -}}
-{{- $taken := list (toString $platform.user) (toString $platform.group) (toString $platform.fsGroup) -}}
+{{- $taken := include "polyaxon.securityContext.taken" . | fromJsonArray -}}
 {{- range $s := include "polyaxon.dataStores" . | fromJsonArray -}}
 {{- if not $s.kept -}}
 {{- range $k := list "user" "group" "fsGroup" -}}
