@@ -1,0 +1,18 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestKubeflowPodsCompleteStageParses(t *testing.T) {
+	s, err := ParseStage(KubeflowPodsCompleteStage().YAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range KubeflowKinds {
+		if !strings.Contains(s.YAML, "- "+k+"\n") {
+			t.Errorf("stage does not select pods owned by a %s:\n%s", k, s.YAML)
+		}
+	}
+}
