@@ -19,7 +19,7 @@ func backupCommand() *cli.Command {
 		Name:      "backup",
 		Usage:     "back the release's PostgreSQL database up (then verify it); 'backup verify', 'backup list'",
 		UsageText: "polyaxon-deploy backup [--dir DIR] [--local] [-n NS] [--release NAME]\n   polyaxon-deploy backup verify PATH [--full]\n   polyaxon-deploy backup list [--dir DIR]",
-		Description: `Dumps the release's database with pg_dump (custom format), streamed and compressed
+		Description: `Dumps the release's database with pg_dump (custom format) in parallel streams, compressed
 (s2 by default) into DIR/<release>-<UTC timestamp>/ with manifest.json and secrets.json (the release's
 Secrets, mode 0600: keep the directory private). The in-cluster database is dumped by exec
 into its pod; an external one from a short-lived pod in the cluster; --local runs pg_dump here.
@@ -28,6 +28,7 @@ The password never appears on a command line. The backup is verified unless --no
 			backupDirFlag(),
 			&cli.StringFlag{Name: flagCodec, Value: backup.DefaultCodec, Usage: "compression applied here: s2 (fastest), zstd (smallest files), or none (pg_dump's own gzip)", Category: "Backup"},
 			&cli.IntFlag{Name: flagLevel, Value: backup.DefaultLevel, Usage: "the codec's level: s2 1..3, zstd 1..22 (1 fastest)", Category: "Backup"},
+			&cli.IntFlag{Name: flagStreams, Usage: "parallel pg_dump streams (default: one per core of the database server, at most 4, fewer for a small database); 1 writes one archive, which older polyaxon-deploy read too", Category: "Backup"},
 			&cli.BoolFlag{Name: flagNoVerify, Usage: "do not verify the backup after writing it", Category: "Backup"},
 		}, dbAccessFlags()),
 		Action: runBackupCreate,
@@ -115,11 +116,15 @@ func runBackupCreate(c *cli.Context) error {
 	if err := noArgs(c, " (did you mean 'backup verify PATH'?)"); err != nil {
 		return err
 	}
+	if n := c.Int(flagStreams); n < 0 {
+		return usageErrorf("--%s %d: give 1 or more streams (1 writes one archive), or leave it out for the default", flagStreams, n)
+	}
 	db, err := databaseOf(c)
 	if err != nil {
 		return err
 	}
-	a := &action.Backup{Env: actionEnv(c), Database: db, Codec: c.String(flagCodec), Level: c.Int(flagLevel), NoVerify: c.Bool(flagNoVerify)}
+	a := &action.Backup{Env: actionEnv(c), Database: db, Codec: c.String(flagCodec), Level: c.Int(flagLevel), Streams: c.Int(flagStreams),
+		NoVerify: c.Bool(flagNoVerify)}
 	return runAction(c, func(ctx context.Context) (*output.Result, error) {
 		res, err := a.Run(ctx)
 		if err != nil {

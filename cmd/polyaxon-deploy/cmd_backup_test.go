@@ -32,10 +32,13 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
-func TestBackupCLISmoke(t *testing.T) {
+// localBackupCLI seeds a real PostgreSQL with runs runs and gives the CLI, run against it
+// (--local) and a fake cluster holding the release, and the tables' checksums.
+func localBackupCLI(t *testing.T, runs int) (s *pgtest.Server, want map[string]string, runIt func(args ...string) (int, string, string)) {
+	t.Helper()
 	ctx := context.Background()
-	s := pgtest.New(t, pgtest.WithFastUnsafe())
-	require.NoError(t, pgtest.Seed(ctx, s, s.Database, pgtest.SeedSpec{Runs: 500}))
+	s = pgtest.New(t, pgtest.WithFastUnsafe())
+	require.NoError(t, pgtest.Seed(ctx, s, s.Database, pgtest.SeedSpec{Runs: runs}))
 	want, err := pgtest.Checksums(ctx, s, s.Database)
 	require.NoError(t, err)
 	require.Len(t, want, len(pgtest.Tables), "a checksum per seeded table")
@@ -47,8 +50,7 @@ func TestBackupCLISmoke(t *testing.T) {
 	ch.Metadata.Version, ch.Metadata.AppVersion = "2.15.1", "2.15.1"
 	require.NoError(t, driver.NewSecrets(cs.CoreV1().Secrets("polyaxon")).Create("sh.helm.release.v1.polyaxon.v1",
 		&release.Release{Name: "polyaxon", Namespace: "polyaxon", Version: 1, Chart: ch, Config: map[string]any{}, Info: &release.Info{Status: release.StatusDeployed}}))
-	dir := t.TempDir()
-	runIt := func(args ...string) (int, string, string) {
+	runIt = func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
 		app := newApp(&out, &errb)
 
@@ -61,6 +63,58 @@ func TestBackupCLISmoke(t *testing.T) {
 		err := app.RunContext(ctx, append([]string{"polyaxon-deploy"}, args...))
 		return finish(app, err), out.String(), errb.String()
 	}
+	return s, want, runIt
+}
+
+// --streams reaches the dump: the backup is taken in that many streams (one archive with 1),
+// `backup list` says so, and the database comes back whole from it.
+func TestBackupStreamsFlag(t *testing.T) {
+	ctx := context.Background()
+	s, want, runIt := localBackupCLI(t, 6000)
+	dir := t.TempDir()
+	local := []string{"--local", "--pg-port", strconv.Itoa(s.Port), "--pg-bin-dir", s.BinDir}
+	backupWith := func(streams string) (path string, parts int) {
+		code, out, errs := runIt(append([]string{"backup", "--streams", streams, "--dir", dir, "-o", "json"}, local...)...)
+		require.Equal(t, 0, code, out+errs)
+		var res struct {
+			Data struct {
+				Path    string
+				Streams []json.RawMessage
+			}
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+		return res.Data.Path, len(res.Data.Streams)
+	}
+	one, parts := backupWith("1")
+	assert.Equal(t, 0, parts, "--streams 1 writes one archive")
+	streamed, parts := backupWith("2")
+	assert.Equal(t, 3, parts, "--streams 2: the schema's archive and two of data")
+	code, out, errs := runIt("backup", "list", "--dir", dir)
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, "3 parallel streams")
+	assert.Contains(t, out, "one archive")
+	_, err := s.Psql(ctx, s.Database, "DELETE FROM metrics")
+	require.NoError(t, err)
+	code, out, errs = runIt(append([]string{"restore", streamed, "--yes"}, local...)...)
+	require.Equal(t, 0, code, out+errs)
+	got, err := pgtest.Checksums(ctx, s, s.Database)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	require.DirExists(t, one)
+}
+
+// A negative --streams is refused with the fix, before the database or the cluster is read.
+func TestBackupRefusesNegativeStreams(t *testing.T) {
+	r := runCLI(t, nil, "backup", "--streams", "-1", "--kubeconfig", "/nonexistent")
+	assert.Equal(t, ExitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--streams -1: give 1 or more streams")
+	assert.NotContains(t, r.stderr, "kubeconfig")
+}
+
+func TestBackupCLISmoke(t *testing.T) {
+	ctx := context.Background()
+	s, want, runIt := localBackupCLI(t, 500)
+	dir := t.TempDir()
 	code, out, errs := runIt("backup", "--local", "--pg-port", strconv.Itoa(s.Port), "--pg-bin-dir", s.BinDir, "--dir", dir, "-o", "json")
 	t.Log(out, errs)
 	require.Equal(t, 0, code)
@@ -81,7 +135,7 @@ func TestBackupCLISmoke(t *testing.T) {
 	code, out, errs = runIt("backup", "verify", res.Data.Path, "--full")
 	t.Log(out, errs)
 	require.Equal(t, 0, code)
-	_, err = s.Psql(ctx, s.Database, "DELETE FROM metrics")
+	_, err := s.Psql(ctx, s.Database, "DELETE FROM metrics")
 	require.NoError(t, err)
 	emptied, err := pgtest.Checksums(ctx, s, s.Database)
 	require.NoError(t, err)

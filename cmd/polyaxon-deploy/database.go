@@ -31,6 +31,7 @@ const (
 	flagForce       = "force"
 	flagNoScale     = "no-scale"
 	flagJobs        = "jobs"
+	flagStreams     = "streams"
 )
 
 func backupDirFlag() cli.Flag {

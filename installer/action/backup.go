@@ -16,8 +16,10 @@ type Backup struct {
 	Env
 	Database Database
 	// Codec and Level choose the compression applied here (backup.DefaultCodec...).
-	Codec    string
-	Level    int
+	Codec string
+	Level int
+	// Streams is how many pg_dump streams run at once (0: backup's default; 1: one archive).
+	Streams  int
 	NoVerify bool
 }
 
@@ -52,6 +54,7 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 				backup.WithRelease(rel.Info),
 				backup.WithSecrets(backup.ReleaseSecrets(cs, rel)),
 				backup.WithCompression(a.Codec, a.Level),
+				backup.WithDumpJobs(a.Streams),
 				backup.WithLogger(a.logger()),
 				backup.WithProgress(throttled(a.progress(), "dumped")),
 				backup.WithCleanupRegistry(a.RegisterCleanup),
