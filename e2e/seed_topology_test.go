@@ -89,13 +89,11 @@ func TestSeed001DistributedRunsThroughTheCLI(t *testing.T) {
 			pods := seen()
 			pools := nodePools(t, c.Clientset)
 			roles := map[string]int{}
-			gpusOn := map[string]int64{}
 			var table []string
 			for _, p := range pods {
 				role := strings.ToLower(p.Labels["training.kubeflow.org/replica-type"])
 				roles[role]++
 				gpus := podGPUs(&p)
-				gpusOn[p.Spec.NodeName] += gpus
 				table = append(table, fmt.Sprintf("%-44s %-7s %-14s %-12s gpu=%d %s", p.Name, role, p.Spec.NodeName, pools[p.Spec.NodeName], gpus, p.Status.Phase))
 				what := "pod " + p.Name
 				assert.Equalf(t, cluster.PoolExperiments, pools[p.Spec.NodeName], "%s runs on the GPU pool (experiments), not %q (node %q)", what, pools[p.Spec.NodeName], p.Spec.NodeName)
@@ -109,9 +107,6 @@ func TestSeed001DistributedRunsThroughTheCLI(t *testing.T) {
 			t.Logf("the pods of run %s (%s) and their nodes:\n%s", uuid, name, strings.Join(table, "\n"))
 			assert.Equal(t, tc.roles, roles, "replicas by type")
 			assert.Lenf(t, pods, want, "%d pods", want)
-			for node, n := range gpusOn {
-				assert.LessOrEqualf(t, n, int64(4), "node %s holds at most its 4 GPUs", node)
-			}
 		})
 	}
 }
