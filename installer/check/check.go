@@ -36,7 +36,7 @@ const (
 )
 
 // DocsBase prefixes a check's DocsAnchor.
-const DocsBase = "https://github.com/polyaxon-deploy/polyaxon-deploy/blob/main/README.md#"
+const DocsBase = "https://github.com/polyaxon-deploy/polyaxon-deploy/blob/main/docs/preflight-checks.md#"
 
 // Check is one check, as data.
 type Check struct {
@@ -45,7 +45,7 @@ type Check struct {
 	Description string // what is checked, e.g. "the API server is reachable"
 	Severity    Severity
 	Hint        string // how to fix a failure
-	DocsAnchor  string // README anchor, e.g. "check-kube-version"
+	DocsAnchor  string // anchor in docs/preflight-checks.md, e.g. "check-kube-version"
 	// Run returns a one-line detail on success (may be ""), or an error. Wrap with Warn to
 	// report a non-fatal concern, Skip when the check does not apply.
 	Run func(ctx context.Context) (string, error)

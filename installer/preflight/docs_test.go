@@ -8,16 +8,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 )
 
-// Every check's hint links to README.md#check-<id>: each ID needs its heading there.
-func TestEveryCheckIsDocumentedInTheReadme(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// Every check's hint links to docs/preflight-checks.md#check-<id> (check.DocsBase): each ID
+// needs its heading there.
+func TestEveryCheckIsDocumented(t *testing.T) {
+	const page = "docs/preflight-checks.md"
+	require.True(t, strings.HasSuffix(check.DocsBase, "/blob/main/"+page+"#"), "check.DocsBase points at %s", page)
+	raw, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(page)))
 	require.NoError(t, err)
-	readme := string(raw)
+	doc := string(raw)
 	ids := IDs()
 	require.NotEmpty(t, ids)
 	for _, id := range append(ids, "release-deployed", "release-origin", "gateway-route-status", "workloads-ready") {
-		assert.True(t, strings.Contains(readme, "\n### check-"+id+"\n"), "README.md has no heading `### check-%s`", id)
+		assert.True(t, strings.Contains(doc, "\n### check-"+id+"\n"), "%s has no heading `### check-%s`", page, id)
 	}
 }
