@@ -59,7 +59,7 @@ A key that cannot be mapped is an error (exit 1, nothing on stdout) unless --all
 Values equal to the official chart's defaults (--official-chart-version) are left out first,
 and counted: ` + "`helm get values --all`" + ` prints them, and ours' defaults apply instead;
 --keep-defaults converts them too.
-The whole table is in README.md ("Every key of the official chart, side by side").
+The whole table is in docs/migrating-from-official-chart.md ("Every key of the official chart, side by side").
 -o table|json|yaml prints the account of every key (and, with json|yaml, the values) as a result.`,
 		Flags: joinFlags([]cli.Flag{
 			allowUnmappedFlag(),

@@ -127,7 +127,7 @@ func (c *converter) walk(path string, v any) {
 			return
 		}
 		c.entries = append(c.entries, Entry{Key: path, Action: Unmapped,
-			Reason: "not a key of the official chart 2.x that this table knows (a typo, a newer chart's key, or a Bitnami subchart key other than those listed in the README)"})
+			Reason: "not a key of the official chart 2.x that this table knows (a typo, a newer chart's key, or a Bitnami subchart key other than those listed in docs/migrating-from-official-chart.md)"})
 		return
 	}
 	keys := slices.Sorted(maps.Keys(m))

@@ -17,7 +17,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's table of the official chart's keys")
+var update = flag.Bool("update", false, "rewrite the docs' table of the official chart's keys")
 
 // officialKeys reads testdata/official-keys.txt.
 func officialKeys(t *testing.T) []string {
@@ -236,21 +236,21 @@ func TestReshapedValues(t *testing.T) {
 	assert.NotContains(t, noBroker.Values, "broker")
 }
 
-// TestReadmeTable: README.md shows the table as the code has it.
+// TestReadmeTable: docs/migrating-from-official-chart.md shows the table as the code has it.
 func TestReadmeTable(t *testing.T) {
 	const start, end = "<!-- official-values-table -->", "<!-- /official-values-table -->"
-	path := filepath.Join("..", "..", "README.md")
+	path := filepath.Join("..", "..", "docs", "migrating-from-official-chart.md")
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	s := string(raw)
 	i, j := strings.Index(s, start), strings.Index(s, end)
-	require.Truef(t, i >= 0 && j > i, "README.md has no %s ... %s section", start, end)
+	require.Truef(t, i >= 0 && j > i, "%s has no %s ... %s section", path, start, end)
 	want := s[:i+len(start)] + "\n" + Markdown() + s[j:]
 	if *update {
 		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
 		return
 	}
 	if s != want {
-		t.Fatalf("README.md: the table of the official chart's keys is out of date with installer/convert/table.go; run: go test ./installer/convert/ -run TestReadmeTable -update")
+		t.Fatalf("docs/migrating-from-official-chart.md: the table of the official chart's keys is out of date with installer/convert/table.go; run: go test ./installer/convert/ -run TestReadmeTable -update")
 	}
 }
