@@ -14,14 +14,14 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
-var update = flag.Bool("update", false, "rewrite generated README tables from the code")
+var update = flag.Bool("update", false, "rewrite generated docs tables from the code")
 
-// The README's tables of Polyaxon's programs and of the host rewrites are the ones the local
-// provider applies. Run with -update to rewrite them from the code.
+// docs/development.md's tables of Polyaxon's programs and of the host rewrites are the ones the
+// local provider applies. Run with -update to rewrite them from the code.
 func TestReadmeHostProgramTables(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
-	path := filepath.Join(root, "README.md")
+	path := filepath.Join(root, "docs", "development.md")
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	readme := string(b)
@@ -44,7 +44,7 @@ func TestReadmeHostProgramTables(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(updated), 0o644))
 		return
 	}
-	assert.Equal(t, updated, readme, "README.md's host program tables differ from the code: go test ./e2e -run TestReadmeHostProgramTables -update")
+	assert.Equal(t, updated, readme, "docs/development.md's host program tables differ from the code: go test ./e2e -run TestReadmeHostProgramTables -update")
 }
 
 // replaceBlock puts body between `<!-- marker: ... -->` and `<!-- end marker -->`.
@@ -52,10 +52,10 @@ func replaceBlock(t *testing.T, doc, marker, body string) string {
 	t.Helper()
 	open := "<!-- " + marker + ":"
 	i := strings.Index(doc, open)
-	require.GreaterOrEqualf(t, i, 0, "README.md has no %s block", marker)
+	require.GreaterOrEqualf(t, i, 0, "docs/development.md has no %s block", marker)
 	i += strings.Index(doc[i:], "-->\n") + len("-->\n")
 	j := strings.Index(doc, "<!-- end "+marker+" -->")
-	require.GreaterOrEqualf(t, j, i, "README.md: %s block not closed", marker)
+	require.GreaterOrEqualf(t, j, i, "docs/development.md: %s block not closed", marker)
 	return doc[:i] + body + doc[j:]
 }
 

@@ -15,16 +15,16 @@ import (
 
 var codeSpan = regexp.MustCompile("`([^`]+)`")
 
-// The README's layout table and ARCHITECTURE.md name the tree as it is: every top-level
-// directory, command and installer package is in the table, and every path either document
-// names exists.
+// The layout table of docs/development.md and ARCHITECTURE.md name the tree as it is: every
+// top-level directory, command and installer package is in the table, and every path either
+// document names exists.
 func TestLayoutDocsMatchTheTree(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	dev, err := os.ReadFile(filepath.Join(root, "docs", "development.md"))
 	require.NoError(t, err)
-	_, layout, ok := strings.Cut(string(readme), "\n## Layout\n")
-	require.True(t, ok, "README.md has no Layout section")
+	_, layout, ok := strings.Cut(string(dev), "\n## Layout\n")
+	require.True(t, ok, "docs/development.md has no Layout section")
 	layout, _, _ = strings.Cut(layout, "\n## ")
 
 	paths := map[string]string{} // path in the first column -> the row's text

@@ -63,7 +63,10 @@ up() {
     # cluster's files stands for the NFS export a production cluster would name.
     values=(--set-file "postgresql.auth.password=$postgres_password_file"
       --set scheduler.enabled=false --set rabbitmq.enabled=false --set redis.enabled=false
-      --set "artifactsStore.persistence.sharedVolume.hostPath.path=${kc%/*}/artifacts")
+      --set "artifactsStore.persistence.sharedVolume.hostPath.path=${kc%/*}/artifacts"
+      # Distributed runs: the hosts daemon runs the Kubeflow training operator (tfjob and
+      # pytorchjob, for namespace polyaxon-runs) and served its CRDs before the install.
+      --set operators.tfjob=true --set operators.pytorchjob=true)
     # A real Gateway API implementation in front of the gateway: Traefik, run by the hosts
     # daemon with the Gateway API CRDs and an HTTPS listener whose certificate (of a CA made
     # when the daemon started) it terminates; the chart's HTTPRoute attaches to it.
@@ -104,7 +107,7 @@ up() {
     say "Polyaxon's API behind the gateway Service (haupt on this machine; the programs' log: $hosts_log)"
     host="$("$E2ECLUSTER" gateway --wait 5m)"
     echo "  $host/api/v1/installation answers"
-    echo "  $host/ui/ is Polyaxon's web UI (haupt serves its files: README.md, host rewrites)"
+    echo "  $host/ui/ is Polyaxon's web UI (haupt serves its files: docs/development.md, host rewrites)"
     if [ -n "$gw_url" ]; then
       say "Through the Gateway over https (the chart's HTTPRoute; Traefik terminates TLS)"
       "${k[@]}" -n "$NAMESPACE" get httproute polyaxon-gateway \
