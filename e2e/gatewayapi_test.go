@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,6 +144,23 @@ func TestGatewayAPIRoute(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		require.Equalf(t, http.StatusOK, resp.StatusCode, "%s", lastLines(string(body), 5))
 		assert.Contains(t, strings.ToLower(string(body)), "<html", "haupt's UI page")
+	})
+
+	t.Run("the web UI in headless Chromium, over https through the Gateway", func(t *testing.T) {
+		// A project created through the Gateway, which the UI then lists.
+		const project = "through-gateway"
+		resp, err := client.Post(gw.URL()+"/api/v1/default/projects/create", "application/json", strings.NewReader(`{"name": "`+project+`"}`))
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equalf(t, http.StatusCreated, resp.StatusCode, "create project %s through the Gateway: %s", project, body)
+		// Chromium trusts the Gateway's certificate by its public key, and no other: a page
+		// served with any other certificate fails to load, and the test with it.
+		leaf := resp.TLS.PeerCertificates[0]
+		spki := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
+		browser := headlessChromium(t, chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])))
+		page := openWebUI(t, browser, gw.URL()+"/ui/orgs/default/projects", 3*time.Minute, []string{project}, []string{"/ui/default/" + project})
+		t.Logf("%s/ui/orgs/default/projects in headless Chromium shows: %q", gw.URL(), lastLines(page.Text, 8))
 	})
 
 	t.Run("a request streamed for 15 s stays open through the Gateway", func(t *testing.T) {

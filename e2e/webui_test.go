@@ -29,11 +29,13 @@ type webUIPage struct {
 	Links []string `json:"links"`
 }
 
-// headlessChromium starts a headless Chromium for the test; openWebUI opens pages in it.
-func headlessChromium(t *testing.T) context.Context {
+// headlessChromium starts a headless Chromium for the test, with extra options (flags) if
+// given; openWebUI opens pages in it.
+func headlessChromium(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumBinary(t)), chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-gpu", true))
+	opts = append(opts, extra...)
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run its sandbox as root
 	}
