@@ -16,8 +16,9 @@ import (
 // demo cluster: <!-- demo-commands --> (every command exits 0) or <!-- demo-commands exit=3 -->.
 const demoMarker = "<!-- demo-commands"
 
-// demoBlock is one marked code block of the README.
+// demoBlock is one marked code block of the README or of a page under docs/.
 type demoBlock struct {
+	Doc  string // the document, for messages
 	Line int    // of the opening fence, for messages
 	Lang string // sh: a script, run as one; console: the "$ " lines are the commands
 	Body string

@@ -21,16 +21,27 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
+// demoDocs are the documents whose marked blocks run on the demo, in this order: the README's
+// tour, then docs/installing.md's plan outputs.
+var demoDocs = []string{"README.md", "docs/installing.md"}
+
 func readmeDemoBlocks(t *testing.T) []demoBlock {
 	t.Helper()
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
-	blocks, err := parseDemoBlocks(string(b))
-	require.NoError(t, err)
-	require.NotEmpty(t, blocks, "README.md marks no %s...--> blocks", demoMarker)
-	require.Equal(t, "sh", blocks[0].Lang, "the first marked block is the demo's list (make demo prints it)")
+	var blocks []demoBlock
+	for _, doc := range demoDocs {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(doc)))
+		require.NoError(t, err)
+		bs, err := parseDemoBlocks(string(b))
+		require.NoError(t, err, doc)
+		require.NotEmpty(t, bs, "%s marks no %s...--> blocks", doc, demoMarker)
+		for i := range bs {
+			bs[i].Doc = doc
+		}
+		blocks = append(blocks, bs...)
+	}
+	require.Equal(t, "sh", blocks[0].Lang, "the README's first marked block is the demo's list (make demo prints it)")
 	return blocks
 }
 
@@ -105,14 +116,14 @@ func TestREADMEDemoCommands(t *testing.T) {
 		case "sh":
 			script := exports + "set -euo pipefail\ntrap 'echo \"README command failed (exit $?): $BASH_COMMAND\" >&2' ERR\n" + b.Body
 			r := runIn(t, work, cmdEnv, 25*time.Minute, "bash", "-c", script)
-			require.Equalf(t, 0, r.code, "README block at line %d\n%s", b.Line, r)
+			require.Equalf(t, 0, r.code, "%s: block at line %d\n%s", b.Doc, b.Line, r)
 			if i == 0 {
 				listOut = r.stdout
 			}
 		case "console":
 			for _, c := range b.Commands() {
 				r := runIn(t, work, cmdEnv, 5*time.Minute, "bash", "-c", exports+c)
-				require.Equalf(t, b.Exit, r.code, "README line %d: $ %s\n%s", b.Line, c, r)
+				require.Equalf(t, b.Exit, r.code, "%s line %d: $ %s\n%s", b.Doc, b.Line, c, r)
 			}
 		}
 	}
