@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -40,6 +41,7 @@ func TestUpgradeKeepsServing(t *testing.T) {
 	oldGateways := gatewayPods(t, c, ns)
 	require.Len(t, oldGateways, 2, "gateway pods before the upgrade")
 
+	logs := followGatewayLogs(t, c, ns)
 	probe := startAPIProbe("http://" + addr + "/api/v1/installation")
 	// A few answers of the old version first: the client runs before the upgrade starts.
 	waitFor(t, time.Minute, "the API answering the probe at "+from, func(context.Context) (bool, string, error) {
@@ -47,9 +49,11 @@ func TestUpgradeKeepsServing(t *testing.T) {
 		return s.versions[from] >= 5, s.String(), nil
 	})
 	start := time.Now()
+	t.Logf("%s upgrade to %s starts", start.Format("15:04:05.000"), to)
 	res := c.deploy(t, append([]string{"upgrade", "--backup-dir", t.TempDir(), "--set", "polyaxon.version=" + to, "-o", "json"}, values...)...).requireExit(t, 0)
 	var d upgradeData
 	res.data(t, &d)
+	t.Logf("%s upgrade done", time.Now().Format("15:04:05.000"))
 	requireWorkloadsReady(t, c.Clientset, ns, 4*time.Minute)
 	// Until the new version has answered a while: every old pod is gone by then.
 	waitFor(t, 2*time.Minute, "the API answering the probe at "+to, func(context.Context) (bool, string, error) {
@@ -67,7 +71,8 @@ func TestUpgradeKeepsServing(t *testing.T) {
 		require.GreaterOrEqualf(t, i, 0, "phase migrate in %+v", d.Phases)
 		assert.Equal(t, "ok", d.Phases[i].Status)
 		jobs := jobNames(t, c, ns, "migrations")
-		assert.Greaterf(t, len(jobs), len(migrationJobs), "a migration Job of the upgrade's beside the install's %v: %v", migrationJobs, jobs)
+		require.Lenf(t, jobs, 1, "the release's migration Job: %v", jobs)
+		assert.NotContainsf(t, migrationJobs, jobs[0], "the upgrade's migration Job is a new one (the install's: %v)", migrationJobs)
 		assert.Regexp(t, `Operations to perform|No migrations to apply`, jobPodLogs(t, c, ns, "migrations"), "haupt %s's migrate ran", to)
 	})
 	t.Run("every gateway pod was replaced", func(t *testing.T) {
@@ -83,8 +88,95 @@ func TestUpgradeKeepsServing(t *testing.T) {
 		assert.Positive(t, s.versions[from], "answers of %s", from)
 		assert.Positive(t, s.versions[to], "answers of %s", to)
 		assert.GreaterOrEqual(t, s.total, 50, "requests sent")
-		assert.Zerof(t, s.failed, "failed requests: %d of %d; the first ones:\n%s", s.failed, s.total, strings.Join(s.failures, "\n"))
+		if !assert.Zerof(t, s.failed, "failed requests: %d of %d; the first ones:\n%s", s.failed, s.total, strings.Join(s.failures, "\n")) {
+			t.Logf("the gateway pods' logs (errors, and what surrounds them):\n%s", logs.errors())
+		}
 	})
+}
+
+// gatewayLogs holds the logs of every gateway pod of the release from its start (followed, so
+// the logs of the pods an upgrade deletes are kept).
+type gatewayLogs struct {
+	mu   sync.Mutex
+	pods map[string]*strings.Builder
+}
+
+func followGatewayLogs(t *testing.T, c *testCluster, ns string) *gatewayLogs {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &gatewayLogs{pods: map[string]*strings.Builder{}}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=gateway"})
+			if err == nil {
+				for _, p := range pods.Items {
+					g.mu.Lock()
+					_, seen := g.pods[p.Name]
+					if !seen && p.Status.Phase == corev1.PodRunning {
+						b := &strings.Builder{}
+						g.pods[p.Name] = b
+						wg.Add(1)
+						go func(name string) {
+							defer wg.Done()
+							stream, err := c.Clientset.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Follow: true, Timestamps: true}).Stream(ctx)
+							if err != nil {
+								g.mu.Lock()
+								b.WriteString("logs: " + err.Error() + "\n")
+								g.mu.Unlock()
+								return
+							}
+							defer stream.Close()
+							buf := make([]byte, 32*1024)
+							for {
+								n, err := stream.Read(buf)
+								g.mu.Lock()
+								b.Write(buf[:n])
+								g.mu.Unlock()
+								if err != nil {
+									return
+								}
+							}
+						}(p.Name)
+					}
+					g.mu.Unlock()
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return g
+}
+
+// errors are the lines of each pod's log that say 500, error or Traceback, with 3 lines
+// before and 12 after.
+func (g *gatewayLogs) errors() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for name, b := range g.pods {
+		lines := strings.Split(b.String(), "\n")
+		last := -1
+		for i, l := range lines {
+			if !strings.Contains(l, " 500") && !strings.Contains(l, "Error") && !strings.Contains(l, "Traceback") {
+				continue
+			}
+			from := max(i-3, last+1)
+			to := min(i+12, len(lines))
+			if from < to {
+				out = append(out, "--- "+name)
+				out = append(out, lines[from:to]...)
+				last = to - 1
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // jobNames are the names of the release's Jobs of a component.
