@@ -18,7 +18,7 @@ TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 # Polyaxon's programs); -parallel only has to let them all wait.
 E2E_PARALLEL ?= 16
 
-.PHONY: all build test unit lint scan mutate package deps binaries gateway demo demo-down bench-plan bench-backup bench-adopt clean
+.PHONY: all build test unit lint scan mutate package deps demo-deps binaries gateway demo demo-down bench-plan bench-backup bench-adopt clean
 
 all: build
 
@@ -94,7 +94,16 @@ mutate:
 	@gremlins=$$(bash e2e/scripts/build-gremlins.sh) && \
 	  $(GO) run ./e2e/cmd/mutate -gremlins "$$gremlins" $(MUTATE_ARGS)
 
-demo: deps binaries gateway build
+# The demo's own dependencies: PostgreSQL (install-deps.sh, which adds Chromium for the web UI
+# test), the programs of the one Polyaxon version it runs (the chart's appVersion; make deps
+# installs every pinned version, for the upgrade scenarios), and the Kubeflow training
+# operator its distributed runs need.
+demo-deps:
+	@bash e2e/scripts/install-deps.sh
+	@bash e2e/scripts/install-polyaxon.sh >/dev/null
+	@bash e2e/scripts/build-training-operator.sh >/dev/null
+
+demo: demo-deps binaries gateway build
 	@bash e2e/scripts/demo.sh up
 
 demo-down:

@@ -57,7 +57,27 @@ func prepareHosts(ctx context.Context, venv, ns string) (*hostsState, error) {
 		PasswordFile: filepath.Join(demoDir(), "postgres-password"),
 	}
 	_ = os.Remove(h.Log) // a new cluster's log starts empty
-	return h, buildOperator(ctx, root, h.Operator)
+	if err := buildOperator(ctx, root, h.Operator); err != nil {
+		return nil, err
+	}
+	h.TrainingOperator, h.KubeflowCRDs, err = buildTrainingOperator(ctx, root)
+	return h, err
+}
+
+// buildTrainingOperator builds the Kubeflow training operator once (cached outside the
+// repository) and returns its manager and the directory of its CRDs.
+func buildTrainingOperator(ctx context.Context, root string) (bin, crds string, err error) {
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "e2e", "scripts", "build-training-operator.sh"))
+	cmd.Dir, cmd.Stderr = root, os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", "", fmt.Errorf("build-training-operator.sh: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 2 {
+		return "", "", fmt.Errorf("build-training-operator.sh printed %q, want the binary and the CRD directory", out)
+	}
+	return lines[len(lines)-2], lines[len(lines)-1], nil
 }
 
 func buildOperator(ctx context.Context, root, out string) error {
@@ -124,9 +144,13 @@ func ensureHosts(ctx context.Context, s *state) error {
 	}
 	defer devnull.Close()
 	_ = os.Remove(h.AddressFile)
-	cmd := exec.Command(exe, "hosts", "--name", s.Name, "--namespace", h.Namespace,
+	args := []string{"hosts", "--name", s.Name, "--namespace", h.Namespace,
 		"--postgres", fmt.Sprintf("%s:%d", s.Postgres.Host, s.Postgres.Port),
-		"--venv", h.Venv, "--operator", h.Operator, "--address-file", h.AddressFile)
+		"--venv", h.Venv, "--operator", h.Operator, "--address-file", h.AddressFile}
+	if h.TrainingOperator != "" {
+		args = append(args, "--training-operator", h.TrainingOperator, "--kubeflow-crds", h.KubeflowCRDs)
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	// A session of its own: a Ctrl-C in the terminal that ran `make demo` does not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -246,6 +270,14 @@ func runHosts(c *cli.Context) error {
 			}
 		}
 	}()
+	if bin := c.String("training-operator"); bin != "" {
+		// Its CRDs before the daemon says it runs: the install's check wants them served.
+		if err := cluster.ApplyKubeflowCRDs(ctx, cl, c.String("kubeflow-crds"), kubeflowPlurals...); err != nil {
+			return err
+		}
+		go runTrainingOperator(ctx, cl, cluster.TrainingOperator{Bin: bin, Namespace: c.String("runs-namespace"),
+			Schemes: kubeflowSchemes, Dir: filepath.Join(filepath.Dir(c.String("address-file")), "training-operator")})
+	}
 	programs := cluster.PolyaxonPrograms(oneVenv(c.String("venv")), c.String("operator"))
 	backends := []cluster.HostBackend{{Namespace: ns, Pod: cluster.PostgresPod, Port: 5432, Address: c.String("postgres")}}
 	err = cl.RunHostPrograms(ctx, programs, backends, func(address func(ns, svc string, port int32) (string, error)) {
@@ -270,6 +302,37 @@ func runHosts(c *cli.Context) error {
 	_ = os.Remove(addrFile)
 	logf("hosts daemon stopped (programs stopped)")
 	return err
+}
+
+// The Kubeflow kinds the demo runs (operators.tfjob and operators.pytorchjob).
+var (
+	kubeflowPlurals = []string{"tfjobs", "pytorchjobs"}
+	kubeflowSchemes = []string{"tfjob", "pytorchjob"}
+)
+
+// runTrainingOperator runs the training operator until ctx ends, started again 10 s after it
+// exits.
+func runTrainingOperator(ctx context.Context, cl *cluster.Cluster, op cluster.TrainingOperator) {
+	for ctx.Err() == nil {
+		if err := os.MkdirAll(op.Dir, 0o755); err != nil {
+			logf("the training operator: %v", err)
+			return
+		}
+		done, err := op.Run(ctx, cl)
+		if err != nil {
+			logf("the training operator: %v", err)
+		} else {
+			logf("the Kubeflow training operator runs %v for namespace %s (log %s)", op.Schemes, op.Namespace, filepath.Join(op.Dir, "training-operator.log"))
+			<-done
+			if ctx.Err() == nil {
+				logf("the training operator exited (log %s)", filepath.Join(op.Dir, "training-operator.log"))
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
 }
 
 func logf(format string, args ...any) {

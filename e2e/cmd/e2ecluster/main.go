@@ -63,6 +63,11 @@ type hostsState struct {
 	AddressFile string `json:"addressFile"`
 	// PasswordFile holds the database password, for the install's --set-file.
 	PasswordFile string `json:"passwordFile"`
+	// TrainingOperator is the Kubeflow training operator's manager the daemon runs for the
+	// runs' namespace, KubeflowCRDs the directory of its CRDs (build-training-operator.sh).
+	// Empty in the state of a demo made before the demo ran it.
+	TrainingOperator string `json:"trainingOperator,omitempty"`
+	KubeflowCRDs     string `json:"kubeflowCRDs,omitempty"`
 }
 
 func demoDir() string { return filepath.Join(cluster.CacheDir(), "demo") }
@@ -139,6 +144,8 @@ func up(c *cli.Context) error {
 			return err
 		}
 		opts = append(opts,
+			// Distributed runs' pods end as their training would (seed 001 reaches succeeded).
+			cluster.WithStages(cluster.KubeflowPodsCompleteStage()),
 			cluster.WithClusterExec(cluster.PostgresExec(ns, pg, pg.Database)),
 			cluster.WithHostProgramStages(cluster.PolyaxonPrograms(oneVenv(hosts.Venv), hosts.Operator)...))
 	}
@@ -320,6 +327,9 @@ func main() {
 					&cli.StringFlag{Name: "venv", Required: true},
 					&cli.StringFlag{Name: "operator", Required: true},
 					&cli.StringFlag{Name: "address-file", Required: true},
+					&cli.StringFlag{Name: "training-operator", Usage: "the Kubeflow training operator's manager to run (none when empty)"},
+					&cli.StringFlag{Name: "kubeflow-crds", Usage: "the directory of its CRDs"},
+					&cli.StringFlag{Name: "runs-namespace", Value: "polyaxon-runs", Usage: "the namespace the training operator watches"},
 				},
 				Action: runHosts,
 			},
