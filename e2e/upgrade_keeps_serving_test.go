@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 // TestUpgradeKeepsServing: an upgrade that changes Polyaxon's version (2.15.1 to the chart's
@@ -39,6 +41,8 @@ func TestUpgradeKeepsServing(t *testing.T) {
 	require.NoError(t, err)
 	migrationJobs := jobNames(t, c, ns, "migrations")
 	oldGateways := gatewayPods(t, c, ns)
+	postgres, err := c.Clientset.CoreV1().Pods(ns).Get(ctxT(t, time.Minute), cluster.PostgresPod, metav1.GetOptions{})
+	require.NoError(t, err)
 	require.Len(t, oldGateways, 2, "gateway pods before the upgrade")
 
 	logs := followGatewayLogs(t, c, ns)
@@ -83,6 +87,14 @@ func TestUpgradeKeepsServing(t *testing.T) {
 			assert.NotContainsf(t, oldGateways, name, "gateway pod %s of the install still runs", name)
 			assert.Truef(t, strings.HasSuffix(image, ":"+to), "gateway pod %s runs %s", name, image)
 		}
+	})
+	t.Run("the database was not restarted", func(t *testing.T) {
+		// The API answers from PostgreSQL: a restart of its pod drops every connection, and the
+		// requests in flight fail (the pod template of the chart's StatefulSet must not change
+		// with Polyaxon's version).
+		now, err := c.Clientset.CoreV1().Pods(ns).Get(ctxT(t, time.Minute), cluster.PostgresPod, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equalf(t, postgres.UID, now.UID, "pod %s was replaced by the upgrade to %s; its labels before: %v, after: %v", cluster.PostgresPod, to, postgres.Labels, now.Labels)
 	})
 	t.Run("no request failed", func(t *testing.T) {
 		assert.Positive(t, s.versions[from], "answers of %s", from)
