@@ -115,6 +115,10 @@ up() {
       echo "  curl --cacert $gw_ca $gw_url/api/v1/installation"
       echo "  $gw_url/ui/ in a browser that trusts $gw_ca"
     fi
+    say "Distributed runs: the Kubeflow training operator (tfjob, pytorchjob) runs for $RUNS_NAMESPACE (its log: ${hosts_log%/*}/training-operator/)"
+    echo "  polyaxon run -f values/polyaxonfiles/distributed-tf.yaml -p demo        seed 001: 1 chief, 7 workers, 3 ps on the GPU pool"
+    echo "  polyaxon run -f values/polyaxonfiles/distributed-pytorch.yaml -p demo   1 master, 3 workers"
+    echo "  kubectl -n $RUNS_NAMESPACE get pods -o wide -l app.kubernetes.io/part-of=polyaxon-runs"
   fi
 
   say "The demo cluster is up"
