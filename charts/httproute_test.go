@@ -26,8 +26,12 @@ func renderedRoute(t *testing.T, r rendered) gwv1.HTTPRoute {
 	return route
 }
 
+// noEdge turns the production profile's edge off: these tests are the route's to the gateway
+// (edge_test.go puts the edge between).
+var noEdge = map[string]any{"edge": map[string]any{"enabled": false}}
+
 func TestHTTPRouteToTheGateway(t *testing.T) {
-	r := render(t, profileValues(t, "production"), httpRouteValues(map[string]any{
+	r := render(t, profileValues(t, "production"), noEdge, httpRouteValues(map[string]any{
 		"hostnames": []any{"polyaxon.example.com"}, "timeout": "60s",
 		"annotations": map[string]any{"cert-manager.io/cluster-issuer": "letsencrypt"}, "labels": map[string]any{"team": "ml"}}))
 	route := renderedRoute(t, r)
@@ -92,7 +96,7 @@ func TestHTTPRouteBadInput(t *testing.T) {
 func TestGatewayNetworkPolicyAdmitsTheDataPlane(t *testing.T) {
 	const tcp = corev1.ProtocolTCP
 	noIngress := map[string]any{"networkPolicy": map[string]any{"ingressNamespaceSelector": nil}}
-	judge, r := policyJudge(t, profileValues(t, "production"), noIngress, httpRouteValues(nil))
+	judge, r := policyJudge(t, profileValues(t, "production"), noEdge, noIngress, httpRouteValues(nil))
 	gateway := peer{"gateway", podLabels(t, r, "gateway"), testNamespace, "10.0.1.1"}
 	proxy := peer{"the Gateway's proxy", map[string]string{"app": "proxy"}, "gateway-system", "10.0.8.1"}
 	other := peer{"a pod of another namespace", map[string]string{"app": "x"}, "team-b", "10.0.9.1"}
@@ -102,7 +106,7 @@ func TestGatewayNetworkPolicyAdmitsTheDataPlane(t *testing.T) {
 		{peer{name: "an address outside the cluster", ip: "203.0.113.7"}, gateway, 8000, tcp, false},
 	})
 	// Envoy Gateway's proxies run in its controller's namespace: a value names it.
-	judge, _ = policyJudge(t, profileValues(t, "production"), noIngress, httpRouteValues(map[string]any{
+	judge, _ = policyJudge(t, profileValues(t, "production"), noEdge, noIngress, httpRouteValues(map[string]any{
 		"dataPlaneNamespaceSelector": map[string]any{"kubernetes.io/metadata.name": "envoy-gateway-system"}}))
 	judgeFlows(t, judge, []flow{
 		{peer{"Envoy's proxy", map[string]string{"app": "envoy"}, "envoy-gateway-system", "10.0.8.2"}, gateway, 8000, tcp, true},

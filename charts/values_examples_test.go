@@ -88,7 +88,9 @@ func TestExampleGatewayAPI(t *testing.T) {
 	assert.Equal(t, "public", string(route.Spec.ParentRefs[0].Name))
 	assert.Empty(t, r.byKind("Ingress"), "one way in")
 	assert.Contains(t, r.notes, "https://polyaxon.example.com/ (through Gateway gateway-system/public")
-	np := r.get("NetworkPolicy", "polyaxon-gateway")
+	// The Gateway's data plane reaches the production profile's edge, which the example sets up.
+	assert.Equal(t, "polyaxon-edge", string(route.Spec.Rules[0].BackendRefs[0].Name))
+	np := r.get("NetworkPolicy", "polyaxon-edge")
 	require.NotNil(t, np)
 	from, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
 	assert.Contains(t, fmt.Sprint(from), "gateway-system")

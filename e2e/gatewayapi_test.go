@@ -73,6 +73,8 @@ func TestGatewayAPIRoute(t *testing.T) {
 		"--set", "scheduler.enabled=false", "--set", "redis.enabled=false",
 		"--set", "artifactsStore.persistence.sharedVolume.hostPath.path="+t.TempDir(),
 		"--set", "httpRoute.enabled=true",
+		// The route's test: the Gateway reaches the gateway (e2e/edge_test.go puts the edge between).
+		"--set", "edge.enabled=false",
 		"--set", "httpRoute.parentRefs[0].name="+gw.Name,
 		"--set", "httpRoute.parentRefs[0].namespace="+gw.Namespace,
 		"--set", "httpRoute.parentRefs[0].sectionName="+gw.Listener,

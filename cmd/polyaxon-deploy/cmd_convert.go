@@ -108,6 +108,7 @@ func runConvertValues(c *cli.Context) error {
 	if s := res.DefaultsSummary(); s != "" {
 		fmt.Fprintln(stderr(c), s)
 	}
+	fmt.Fprintln(stderr(c), "Note: "+res.EdgeNote())
 	checkErr := res.Check(file, c.Bool(flagAllowUnmapped))
 
 	if c.IsSet(flagOutput) {

@@ -118,12 +118,20 @@ func TestConvertValuesLeavesOutOfficialDefaults(t *testing.T) {
 		"only the user's choices are converted")
 	assert.Regexp(t, `\d{3,} value\(s\) equal to the official chart 2\.15\.1's defaults left out`, r.stderr)
 
+	assert.Contains(t, r.stderr, "Note: the official chart had no authenticating edge (Polyaxon CE asks nobody to log in): its Ingress let anyone who reached it use the platform")
+
+	// The production profile's edge is in front of that Ingress, and refuses to render without a way to log in.
 	r = runCLI(t, nil, "render", "--profile", "production", "--from-official-values", all)
+	require.Equal(t, ExitError, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "the official chart had no authenticating edge")
+	assert.Contains(t, r.stderr, "values: edge.enabled is true (the production profile turns it on) but no way to log in is set")
+	users := writeFile(t, "users.yaml", "edge: {htpasswd: {secretName: polyaxon-users}}\n")
+	r = runCLI(t, nil, "render", "--profile", "production", "--from-official-values", all, "-f", users)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "kind: PodDisruptionBudget")
 	assert.Contains(t, r.stderr, "left out as the official chart 2.15.1's defaults")
 
-	r = runCLI(t, nil, "render", "--profile", "production", "--from-official-values", all, "--keep-defaults", "--allow-unmapped")
+	r = runCLI(t, nil, "render", "--profile", "production", "--from-official-values", all, "--keep-defaults", "--allow-unmapped", "-f", users)
 	assert.Equal(t, ExitError, r.code, "the official gateway's one replica over the profile's two")
 	assert.Contains(t, r.stderr, "gateway.pdb.minAvailable")
 

@@ -50,6 +50,7 @@ func (r *Result) Warnings(source string) []values.Warning {
 	out := []values.Warning{{Source: source, Message: fmt.Sprintf(
 		"converted from the official polyaxon/polyaxon chart: %d key(s) mapped, %d ignored (no effect in ours), %d not mapped%s; `polyaxon-deploy convert-values` lists each with its reason",
 		mapped, ignored, unmapped, r.defaultsNote())}}
+	out = append(out, values.Warning{Source: source, Path: "edge", Message: r.EdgeNote()})
 	for _, e := range r.Entries {
 		switch {
 		case e.Action == Unmapped:
@@ -59,6 +60,18 @@ func (r *Result) Warnings(source string) []values.Warning {
 		}
 	}
 	return out
+}
+
+// EdgeNote says that the official chart had no authenticating edge, and what that means for
+// the converted release (issue 42): Polyaxon CE asks nobody to log in, so an Ingress of the
+// official chart let anyone who reached it use the platform.
+func (r *Result) EdgeNote() string {
+	const edge = "the official chart had no authenticating edge (Polyaxon CE asks nobody to log in)"
+	ingress, _ := r.Values["ingress"].(map[string]any)
+	if on, _ := ingress["enabled"].(bool); on {
+		return edge + ": its Ingress let anyone who reached it use the platform. Ours puts oauth2-proxy in front (edge.*, on in the production profile, which then refuses to render without a way to log in): set edge.oidc or edge.htpasswd, see docs/authentication.md"
+	}
+	return edge + "; ours puts oauth2-proxy in front of an Ingress or HTTPRoute (edge.*, on in the production profile): see docs/authentication.md"
 }
 
 // DefaultsSummary says how many values were left out as the official chart's defaults ("" when

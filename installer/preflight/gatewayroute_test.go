@@ -56,7 +56,9 @@ func routeCheck(t *testing.T, id string, served bool, vals map[string]any, objs 
 	require.NoError(t, err)
 	p, err := profile.Load("production")
 	require.NoError(t, err)
-	route := map[string]any{"httpRoute": map[string]any{"enabled": true, "parentRefs": []any{map[string]any{"name": "public", "namespace": "gateway-system", "sectionName": "https"}}}}
+	route := map[string]any{"httpRoute": map[string]any{"enabled": true, "parentRefs": []any{map[string]any{"name": "public", "namespace": "gateway-system", "sectionName": "https"}}},
+		// The production profile's edge is then in front of the route, with a way to log in.
+		"edge": map[string]any{"htpasswd": map[string]any{"secretName": "polyaxon-users"}}}
 	res, err := render.Render(ch, values.Merge(values.Merge(p.Values, route), vals), render.Options{ReleaseName: "polyaxon", Namespace: ns})
 	require.NoError(t, err)
 	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"kubernetes.io/metadata.name": ns, "exposure": "public"}}})
