@@ -1,6 +1,7 @@
 package action
 
 import (
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
@@ -46,7 +47,11 @@ func (a *Render) Run() (*RenderResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if res.OfflineSecrets = render.OfflineSecretsWarning(merged, res.Manifests); res.OfflineSecrets != "" {
+	typed, err := chartvalues.Of(merged)
+	if err != nil {
+		return nil, err
+	}
+	if res.OfflineSecrets = render.OfflineSecretsWarning(typed, res.Manifests); res.OfflineSecrets != "" {
 		a.progress().Warn(res.OfflineSecrets)
 	}
 	return res, nil

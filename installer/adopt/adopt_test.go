@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -146,11 +148,19 @@ func TestSplitCRDs(t *testing.T) {
 	assert.ElementsMatch(t, []string{"plx-polyaxon-secret", "jobs.polyaxon.com", "plx-polyaxon-api", "services.polyaxon.com", "widgets.example.com"}, names)
 }
 
+// typedValues is vals as the installer reads them (over the chart's defaults).
+func typedValues(t *testing.T, vals map[string]any) *chartvalues.Values {
+	t.Helper()
+	v, err := chartvalues.Of(vals)
+	require.NoError(t, err)
+	return v
+}
+
 // TestCarryPlan: our Secrets and the official chart's names they are filled from.
 func TestCarryPlan(t *testing.T) {
 	old := &Old{Name: "plx", Namespace: "ml", Merged: map[string]any{"rabbitmq": map[string]any{"enabled": true}}}
 	ours := map[string]any{"postgresql": map[string]any{"enabled": true}, "rabbitmq": map[string]any{"enabled": true}}
-	plan := carryPlan(rt.ChartNames(t, "polyaxon", ours), ours, old)
+	plan := carryPlan(rt.ChartNames(t, "polyaxon", ours), typedValues(t, ours), old)
 	byName := map[string]carried{}
 	for _, c := range plan {
 		byName[c.name] = c
@@ -165,7 +175,7 @@ func TestCarryPlan(t *testing.T) {
 	// Bitnami keeps a release name that already names the chart; a user's Secrets are theirs.
 	old = &Old{Name: "ml-postgresql", Namespace: "ml", Merged: map[string]any{"platformSecret": "team-platform"}}
 	ours = map[string]any{"secrets": map[string]any{"existingSecret": "mine"}, "postgresql": map[string]any{"enabled": true}}
-	plan = carryPlan(rt.ChartNames(t, "px", ours), ours, old)
+	plan = carryPlan(rt.ChartNames(t, "px", ours), typedValues(t, ours), old)
 	require.Len(t, plan, 1, "no platform Secret of ours to fill: secrets.existingSecret is the user's")
 	assert.Equal(t, "px-polyaxon-postgresql", plan[0].name)
 	assert.Equal(t, "ml-postgresql", plan[0].keys[keyPGPassword].secret)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -82,11 +84,15 @@ func (a *adoption) inspect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ours, err := chartvalues.Of(merged)
+	if err != nil {
+		return err
+	}
 	names, err := render.NamesOf(a.o.Chart, a.o.Values, a.o.Ours.Name())
 	if err != nil {
 		return err
 	}
-	a.secrets = &secretCarrier{kube: a.o.Kube, old: old, ours: a.o.Ours.Name(), ns: a.o.Ours.Namespace(), names: names, plan: carryPlan(names, merged, old)}
+	a.secrets = &secretCarrier{kube: a.o.Kube, old: old, ours: a.o.Ours.Name(), ns: a.o.Ours.Namespace(), names: names, plan: carryPlan(names, ours, old)}
 	a.crds = &crdOwner{releases: a.o.Old.Configuration().Releases, dyn: a.o.Dynamic, old: old}
 	return a.saveRecord(ctx)
 }

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
+
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
@@ -49,6 +51,10 @@ func Plan(ctx context.Context, o Options) (Phases, error) {
 	if err != nil {
 		return nil, err
 	}
+	typed, err := chartvalues.Of(merged)
+	if err != nil {
+		return nil, err
+	}
 	rendered, err := render.Render(o.Chart, o.Values, render.Options{ReleaseName: ours, Namespace: ns, SkipKubeVersionCheck: true})
 	if err != nil {
 		return nil, err
@@ -70,7 +76,7 @@ func Plan(ctx context.Context, o Options) (Phases, error) {
 		return nil, err
 	}
 	var carried []string
-	for _, c := range carryPlan(names, merged, old) {
+	for _, c := range carryPlan(names, typed, old) {
 		var keys []string
 		for _, k := range slices.Sorted(maps.Keys(c.keys)) {
 			src := c.keys[k]

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,12 +50,12 @@ func lookupBool(m map[string]any, path string) bool {
 	return v == true
 }
 
-// carryPlan lists what adopt writes: our Secrets (from our merged values: existing Secrets the
+// carryPlan lists what adopt writes: our Secrets (from our values: existing Secrets the
 // user names are theirs, not ours to fill) and the old release's Secrets they come from.
-func carryPlan(names render.Names, merged map[string]any, old *Old) []carried {
+func carryPlan(names render.Names, ours *chartvalues.Values, old *Old) []carried {
 	oldFull := old.Fullname()
 	var out []carried
-	if lookupString(merged, "secrets.existingSecret") == "" {
+	if ours.Secrets.ExistingSecret == "" {
 		admin := oldFull + "-platform-secret"
 		if s := lookupString(old.Merged, "platformSecret"); s != "" {
 			admin = s
@@ -64,7 +66,7 @@ func carryPlan(names render.Names, merged map[string]any, old *Old) []carried {
 			keyAdmin:     {secret: admin, key: keyAdmin, optional: true},
 		}})
 	}
-	if lookupBool(merged, "postgresql.enabled") && lookupString(merged, "postgresql.auth.existingSecret") == "" {
+	if ours.Postgresql.Enabled && ours.Postgresql.Auth.ExistingSecret == "" {
 		pg := bitnamiFullname(old.Name, postgresChart)
 		if s := lookupString(old.Merged, "postgresql.auth.existingSecret"); s != "" {
 			pg = s
@@ -73,14 +75,14 @@ func carryPlan(names render.Names, merged map[string]any, old *Old) []carried {
 			keyPGPassword: {secret: pg, key: keyPGPassword},
 		}})
 	}
-	if lookupBool(merged, "rabbitmq.enabled") && lookupBool(old.Merged, "rabbitmq.enabled") && lookupString(merged, "rabbitmq.auth.existingSecret") == "" {
+	if ours.RabbitMQ.Enabled && lookupBool(old.Merged, "rabbitmq.enabled") && ours.RabbitMQ.Auth.ExistingSecret == "" {
 		rb := bitnamiFullname(old.Name, rabbitmqChart)
 		out = append(out, carried{name: names.Component("rabbitmq"), component: "rabbitmq", keys: map[string]source{
 			keyRabbitPass:   {secret: rb, key: keyRabbitPass, optional: true},
 			keyErlangCookie: {secret: rb, key: keyErlangCookie, optional: true},
 		}})
 	}
-	if lookupBool(merged, "redis.enabled") && lookupBool(old.Merged, "redis.enabled") && lookupString(merged, "redis.auth.existingSecret") == "" {
+	if ours.Redis.Enabled && lookupBool(old.Merged, "redis.enabled") && ours.Redis.Auth.ExistingSecret == "" {
 		out = append(out, carried{name: names.Component("redis"), component: "redis", keys: map[string]source{
 			keyRedisPass: {secret: bitnamiFullname(old.Name, redisChart), key: keyRedisPass, optional: true},
 		}})

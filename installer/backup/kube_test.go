@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
 	rt "github.com/polyaxon-deploy/polyaxon-deploy/installer/release/releasetest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
@@ -131,23 +132,33 @@ func TestReleaseSecrets(t *testing.T) {
 	assert.Equal(t, []SecretRef{{"rabbitmq.auth.existingSecret", "absent"}, {"secrets.existingSecret", "my-keys"}}, ExistingSecrets(vals))
 }
 
-func TestDatabaseSettings(t *testing.T) {
-	in := DatabaseSettings(rt.ChartNames(t, "prod", nil), map[string]any{})
-	assert.Equal(t, DBSettings{InCluster: true, Host: "prod-polyaxon-postgresql", Port: 5432, User: "polyaxon", Database: "polyaxon",
-		SecretName: "prod-polyaxon-postgresql", SecretKey: "postgres-password", ClientImage: "postgres:16"}, in)
+// typedValues is vals as the installer reads them (over the chart's defaults).
+func typedValues(t *testing.T, vals map[string]any) *chartvalues.Values {
+	t.Helper()
+	v, err := chartvalues.Of(vals)
+	require.NoError(t, err)
+	return v
+}
 
-	ext := DatabaseSettings(rt.ChartNames(t, "polyaxon", nil), map[string]any{
+// The database's place comes from the release's values, its defaults from the chart's own
+// values.yaml (the client image's tag is the chart's PostgreSQL tag).
+func TestDatabaseSettings(t *testing.T) {
+	in := DatabaseSettings(rt.ChartNames(t, "prod", nil), typedValues(t, nil))
+	assert.Equal(t, DBSettings{InCluster: true, Host: "prod-polyaxon-postgresql", Port: 5432, User: "polyaxon", Database: "polyaxon",
+		SecretName: "prod-polyaxon-postgresql", SecretKey: "postgres-password", ClientImage: "postgres:16.4"}, in)
+
+	ext := DatabaseSettings(rt.ChartNames(t, "polyaxon", nil), typedValues(t, map[string]any{
 		"postgresql": map[string]any{"enabled": false, "image": map[string]any{"tag": "17"}},
 		"externalServices": map[string]any{"postgresql": map[string]any{
 			"host": "db.example.com", "port": 6432, "user": "px", "database": "pxdb",
 			"existingSecret": "db-creds", "passwordKey": "pw", "options": map[string]any{"sslmode": "require"},
 		}},
-	})
+	}))
 	assert.Equal(t, DBSettings{Host: "db.example.com", Port: 6432, User: "px", Database: "pxdb",
 		SecretName: "db-creds", SecretKey: "pw", SSLMode: "require", ClientImage: "postgres:17"}, ext)
 
 	over := map[string]any{"nameOverride": "platform", "fullnameOverride": "core"}
-	in = DatabaseSettings(rt.ChartNames(t, "ml", over), over)
+	in = DatabaseSettings(rt.ChartNames(t, "ml", over), typedValues(t, over))
 	assert.Equal(t, "core-postgresql", in.Host, "the Service the chart names")
 	assert.Equal(t, "core-postgresql", in.SecretName)
 }
@@ -220,7 +231,7 @@ func TestLoadReleaseAndTarget(t *testing.T) {
 	rel, err := LoadRelease(ctx, client, "ns", "polyaxon")
 	require.NoError(t, err)
 	assert.Equal(t, ReleaseInfo{Name: "polyaxon", Namespace: "ns", Revision: 2, ChartVersion: "2.15.1", AppVersion: "2.15.0"}, rel.Info)
-	assert.Equal(t, "db2", DatabaseSettings(rel.Names, rel.Values).Database)
+	assert.Equal(t, "db2", DatabaseSettings(rel.Names, rel.ChartValues).Database)
 	assert.Equal(t, rt.ChartNames(t, "polyaxon", nil), rel.Names, "the names of the release's own chart")
 
 	_, err = LoadRelease(ctx, client, "ns", "missing")

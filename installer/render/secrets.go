@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // SecretValues are the values that land in the rendered Secrets (generated passwords
@@ -43,24 +43,38 @@ func SecretValues(ms []Manifest) []string {
 // (or names an existing Secret). With cluster access the chart reads the values back
 // (lookup) and they stay; without it every render makes new ones.
 type generatedSecret struct {
-	component string   // the Secret's component (polyaxon-<component>)
-	enabled   string   // values path that turns the Secret on ("": always)
-	values    []string // values that, all set, leave nothing to generate (nil: something always is)
-	existing  string   // values path naming a Secret the user manages instead
+	component string                             // the Secret's component (polyaxon-<component>)
+	on        func(v *chartvalues.Values) bool   // whether the chart renders the Secret
+	given     func(v *chartvalues.Values) bool   // every value given: nothing to generate
+	existing  string                             // the value naming a Secret the user manages instead
+	named     func(v *chartvalues.Values) string // that value
 }
 
+func always(*chartvalues.Values) bool { return true }
+func never(*chartvalues.Values) bool  { return false }
+
 var generatedSecrets = []generatedSecret{
-	{component: "platform", values: []string{"secrets.secretKey", "secrets.internalToken", "secrets.adminPassword"}, existing: "secrets.existingSecret"},
-	{component: "postgresql", enabled: "postgresql.enabled", values: []string{"postgresql.auth.password"}, existing: "postgresql.auth.existingSecret"},
+	{component: "platform", on: always,
+		given: func(v *chartvalues.Values) bool {
+			s := v.Secrets
+			return s.SecretKey != "" && s.InternalToken != "" && s.AdminPassword != ""
+		},
+		existing: "secrets.existingSecret", named: func(v *chartvalues.Values) string { return v.Secrets.ExistingSecret }},
+	{component: "postgresql", on: func(v *chartvalues.Values) bool { return v.Postgresql.Enabled },
+		given:    func(v *chartvalues.Values) bool { return v.Postgresql.Auth.Password != "" },
+		existing: "postgresql.auth.existingSecret", named: func(v *chartvalues.Values) string { return v.Postgresql.Auth.ExistingSecret }},
 	// The Erlang cookie has no value of its own: only an existing Secret avoids generating it.
-	{component: "rabbitmq", enabled: "rabbitmq.enabled", existing: "rabbitmq.auth.existingSecret"},
-	{component: "redis", enabled: "redis.enabled", values: []string{"redis.auth.password"}, existing: "redis.auth.existingSecret"},
+	{component: "rabbitmq", on: func(v *chartvalues.Values) bool { return v.RabbitMQ.Enabled }, given: never,
+		existing: "rabbitmq.auth.existingSecret", named: func(v *chartvalues.Values) string { return v.RabbitMQ.Auth.ExistingSecret }},
+	{component: "redis", on: func(v *chartvalues.Values) bool { return v.Redis.Enabled },
+		given:    func(v *chartvalues.Values) bool { return v.Redis.Auth.Password != "" },
+		existing: "redis.auth.existingSecret", named: func(v *chartvalues.Values) string { return v.Redis.Auth.ExistingSecret }},
 }
 
 // OfflineSecretsWarning says which Secrets an offline render (no cluster to read existing
 // values from) fills with new random values, and which existingSecret values avoid it. Empty
 // when nothing is generated, or when the rendered objects include no Secret (--show-only).
-func OfflineSecretsWarning(vals map[string]any, ms []Manifest) string {
+func OfflineSecretsWarning(v *chartvalues.Values, ms []Manifest) string {
 	hasSecret := false
 	for _, m := range ms {
 		if m.Kind() == "Secret" {
@@ -73,22 +87,11 @@ func OfflineSecretsWarning(vals map[string]any, ms []Manifest) string {
 	}
 	var components, fixes []string
 	for _, g := range generatedSecrets {
-		if g.enabled != "" && !set(vals, g.enabled) {
+		if !g.on(v) || g.named(v) != "" || g.given(v) {
 			continue
 		}
-		if set(vals, g.existing) {
-			continue
-		}
-		generated := g.values == nil
-		for _, v := range g.values {
-			if !set(vals, v) {
-				generated = true
-			}
-		}
-		if generated {
-			components = append(components, g.component)
-			fixes = append(fixes, g.existing)
-		}
+		components = append(components, g.component)
+		fixes = append(fixes, g.existing)
 	}
 	if len(components) == 0 {
 		return ""
@@ -96,18 +99,4 @@ func OfflineSecretsWarning(vals map[string]any, ms []Manifest) string {
 	return fmt.Sprintf("rendered without cluster access: the %s Secret(s) get new random values on every render, so a GitOps tool that renders offline would rotate them on every sync; "+
 		"create the Secrets once and set %s (an install or upgrade by polyaxon-deploy or helm keeps the values it finds in the cluster)",
 		strings.Join(components, ", "), strings.Join(fixes, ", "))
-}
-
-// set reports whether the value at path is given (true, non-empty).
-func set(vals map[string]any, path string) bool {
-	v, _ := values.Lookup(vals, path)
-	switch t := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return t
-	case string:
-		return t != ""
-	}
-	return true
 }

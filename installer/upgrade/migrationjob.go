@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
+
 	"helm.sh/helm/v3/pkg/chart"
 	batchv1 "k8s.io/api/batch/v1"
 
@@ -24,7 +26,11 @@ func MigrationJob(ch *chart.Chart, vals map[string]any, opts render.Options) (fu
 	if err != nil {
 		return nil, err
 	}
-	if hooks, _ := values.Lookup(merged, "migrations.useHelmHooks"); hooks == true {
+	typed, err := chartvalues.Of(merged)
+	if err != nil {
+		return nil, err
+	}
+	if typed.Migrations.UseHelmHooks {
 		return nil, nil
 	}
 	opts.IsUpgrade = true
