@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/charts/chartdoc"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartdoc"
 )
 
 // update rewrites generated files (the README values table) instead of comparing them.

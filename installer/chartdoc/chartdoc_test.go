@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/charts/chartdoc"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartdoc"
 )
 
 const values = `# plain comment, not part of any section
