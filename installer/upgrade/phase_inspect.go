@@ -1,0 +1,104 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+)
+
+// The inspect and guard phases: read the deployed release, and refuse a version change the
+// upgrade cannot make, before anything is written.
+
+func (p *pipeline) inspect(ctx context.Context) error {
+	rc := p.o.Release
+	cur, err := rc.Current(ctx)
+	if errors.Is(err, release.ErrNotInstalled) {
+		return fmt.Errorf("%w: use `polyaxon-deploy install`", err)
+	}
+	if err != nil {
+		return err
+	}
+	if cur.Info.Status.IsPending() {
+		return &release.PendingError{Release: rc.Name(), Namespace: rc.Namespace(), Revision: cur.Version, Status: cur.Info.Status.String()}
+	}
+	if cur.Info.Status == helmrelease.StatusUninstalled {
+		return fmt.Errorf("release %s/%s was uninstalled: use `polyaxon-deploy install`", rc.Namespace(), rc.Name())
+	}
+	p.lastRev = cur.Version
+	p.base = cur
+	if d, err := rc.Deployed(ctx); err != nil {
+		return err
+	} else if d != nil {
+		p.base = d
+	}
+	if p.checkpoint, err = rc.LastGood(ctx, -1); err != nil {
+		return err
+	}
+	p.res.PreviousRevision = p.base.Version
+
+	if p.next, err = rc.RenderUpgrade(ctx, p.o.Chart, p.o.Values); err != nil {
+		return err
+	}
+	diff, err := release.DiffManifests(p.base.Manifest, p.next.Manifest)
+	if err != nil {
+		return err
+	}
+	p.res.Diff = diff
+	p.printf("changes from revision %d (chart %s, Polyaxon %s) to chart %s (Polyaxon %s):\n%s",
+		p.base.Version, p.base.Chart.Metadata.Version, polyaxonversion.Of(p.base.Chart.Metadata, p.base.Config),
+		p.o.Chart.Metadata.Version, polyaxonversion.Of(p.o.Chart.Metadata, p.o.Values), diff.String())
+
+	from, fromOn, err := PostgresMajor(p.base.Chart, p.base.Config)
+	if err != nil {
+		return err
+	}
+	to, toOn, err := PostgresMajor(p.o.Chart, p.o.Values)
+	if err != nil {
+		return err
+	}
+	if fromOn && toOn && from != to {
+		p.pg = &MajorChange{From: from, To: to}
+		p.res.PostgresMajor = p.pg
+	}
+	if p.o.ConfirmDiff != nil {
+		return p.o.ConfirmDiff(diff)
+	}
+	return nil
+}
+
+func (p *pipeline) guard(ctx context.Context) error {
+	warnings, err := CheckVersions(polyaxonversion.Deployed(p.base.Chart.Metadata, p.base.Config),
+		polyaxonversion.Deployed(p.o.Chart.Metadata, p.o.Values), p.o.ForceDowngrade)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		p.printf("warning: %s", w)
+	}
+	p.res.Warnings = append(p.res.Warnings, warnings...)
+	if err := p.guardKeptSecrets(ctx); err != nil {
+		return err
+	}
+	if p.pg == nil {
+		return nil
+	}
+	if !p.o.AllowPostgresMajorUpgrade {
+		return &VersionError{
+			Reason: fmt.Sprintf("postgresql.image.tag changes Postgres' major version from %s to %s; a new major cannot open the old data directory", p.pg.From, p.pg.To),
+			Fix:    fmt.Sprintf("keep a %s.x tag, or pass --allow-postgres-major-upgrade: the database is then dumped, verified, and restored into a new %s server on a new volume (the old volume is kept)", p.pg.From, p.pg.To),
+		}
+	}
+	if p.o.SkipBackup || p.o.Backuper == nil {
+		return &VersionError{
+			Reason: fmt.Sprintf("a Postgres major upgrade (%s to %s) needs a verified backup taken now", p.pg.From, p.pg.To),
+			Fix:    "run the upgrade without --skip-backup, with access to the database",
+		}
+	}
+	p.printf("Postgres %s -> %s: dump, verify, new server on a new volume, restore, then migrations", p.pg.From, p.pg.To)
+	return nil
+}
