@@ -48,7 +48,7 @@ func TestEdgeInFrontOfTheGateway(t *testing.T) {
 	assert.Equal(t, "quay.io/oauth2-proxy/oauth2-proxy:v7.15.6", c.Image, "the pinned image production pulls")
 	args := strings.Join(c.Args, " ")
 	for _, want := range []string{
-		"--upstream=http://polyaxon-gateway.polyaxon.svc.cluster.local:80/", "--provider=oidc",
+		"--provider=oidc",
 		"--oidc-issuer-url=https://login.example.com/realms/ml", "--client-id=polyaxon", "--email-domain=example.com",
 		"--allowed-group=ml-team", "--scope=openid email profile groups", "--skip-jwt-bearer-tokens=true", "--cookie-secure=true",
 		"--skip-provider-button=true",
@@ -58,6 +58,11 @@ func TestEdgeInFrontOfTheGateway(t *testing.T) {
 	assert.NotContains(t, args, "secret", "no secret on the command line (ps and the pod spec show it)")
 	env := map[string]*corev1.SecretKeySelector{}
 	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			assert.Equal(t, "OAUTH2_PROXY_UPSTREAMS", e.Name)
+			assert.Equal(t, "http://polyaxon-gateway.polyaxon.svc.cluster.local:80/", e.Value, "the gateway Service")
+			continue
+		}
 		env[e.Name] = e.ValueFrom.SecretKeyRef
 	}
 	assert.Equal(t, "polyaxon-oidc", env["OAUTH2_PROXY_CLIENT_SECRET"].Name)
@@ -112,8 +117,14 @@ func TestEdgeHtpasswd(t *testing.T) {
 	d := edgeDeployment(t, r)
 	c := d.Spec.Template.Spec.Containers[0]
 	args := strings.Join(c.Args, " ")
-	assert.Contains(t, args, "--htpasswd-file=/etc/oauth2-proxy/htpasswd/htpasswd")
 	assert.Contains(t, args, "--display-htpasswd-form=true")
+	var file string
+	for _, e := range c.Env {
+		if e.Name == "OAUTH2_PROXY_HTPASSWD_FILE" {
+			file = e.Value
+		}
+	}
+	assert.Equal(t, "/etc/oauth2-proxy/htpasswd/htpasswd", file)
 	assert.NotContains(t, args, "--provider=oidc")
 	for _, e := range c.Env {
 		assert.NotEqual(t, "OAUTH2_PROXY_CLIENT_SECRET", e.Name)

@@ -23,6 +23,8 @@
 //	ingress-class            the Ingress's class exists
 //	gateway-route            the HTTPRoute's Gateways exist and a listener admits it
 //	gateway-sources          the gateway's NetworkPolicy names its sources, and a namespace matches them (warning)
+//	edge-secrets             the htpasswd and OIDC client Secrets the edge reads exist with their keys
+//	edge-exposure            an Ingress, HTTPRoute or exposed gateway Service goes through the edge (warning)
 //	gateway-replicas         gateway.replicas meets the profile's minimum
 //	pod-security             every pod passes the profile's Pod Security level
 //	rbac-scope               warns when rbac.clusterScoped gives the runner rights in every namespace
@@ -31,9 +33,10 @@ package preflight
 import (
 	"context"
 	"fmt"
-	helmrelease "helm.sh/helm/v3/pkg/release"
 	"sync"
 	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"helm.sh/helm/v3/pkg/chart"
 	corev1 "k8s.io/api/core/v1"
@@ -174,6 +177,12 @@ func Checks(env *Env) []check.Check {
 		check.Check{ID: "gateway-sources", Category: "network", Description: "only the ingress controller's namespace reaches the gateway from outside", Severity: check.Warning,
 			Hint: gatewaySourcesFix,
 			Run:  env.checkGatewaySources},
+		check.Check{ID: "edge-secrets", Category: "network", Description: "the Secrets the authenticating edge reads exist, with their keys", Severity: check.Error,
+			Hint: edgeSecretsFix,
+			Run:  env.checkEdgeSecrets},
+		check.Check{ID: "edge-exposure", Category: "network", Description: "whatever exposes the release outside the cluster goes through the authenticating edge", Severity: check.Warning,
+			Hint: edgeExposedFix,
+			Run:  env.checkEdgeExposure},
 	)
 	for i := range checks {
 		checks[i].DocsAnchor = anchor(checks[i].ID)
