@@ -51,7 +51,7 @@ func TestEdgeInFrontOfTheGateway(t *testing.T) {
 		"--provider=oidc",
 		"--oidc-issuer-url=https://login.example.com/realms/ml", "--client-id=polyaxon", "--email-domain=example.com",
 		"--allowed-group=ml-team", "--scope=openid email profile groups", "--skip-jwt-bearer-tokens=true", "--cookie-secure=true",
-		"--skip-provider-button=true",
+		"--skip-provider-button=true", "--pass-authorization-header=true",
 	} {
 		assert.Contains(t, args, want)
 	}
