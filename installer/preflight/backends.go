@@ -10,18 +10,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // Backend is a distributed-run kind a values switch lets Polyaxon's operator create, with the
 // custom resources the cluster must serve for it and who installs them. The chart does not
 // install them: they belong to the backend's own operator, whose version they must match.
 type Backend struct {
-	Value string // the values switch, e.g. operators.pytorchjob
-	Kinds []schema.GroupVersionKind
+	Operator string // the values switch operators.<Operator>, e.g. pytorchjob
+	Kinds    []schema.GroupVersionKind
 	// Source is where the CRDs (and the controller that acts on them) come from.
 	Source string
 }
+
+// Value is the backend's values switch.
+func (b Backend) Value() string { return "operators." + b.Operator }
 
 const trainingOperator = "the Kubeflow training operator v1.8 (kubectl apply --server-side -k \"github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.8.1\")"
 
@@ -34,13 +36,13 @@ func kubeflow(kind string) []schema.GroupVersionKind {
 // MPIJob; ray.io/v1 RayJob; kubernetes.dask.org/v1 DaskJob) plus the cluster kinds their
 // operators make from them.
 var Backends = []Backend{
-	{Value: "operators.tfjob", Kinds: kubeflow("TFJob"), Source: trainingOperator},
-	{Value: "operators.pytorchjob", Kinds: kubeflow("PyTorchJob"), Source: trainingOperator},
-	{Value: "operators.mpijob", Kinds: kubeflow("MPIJob"), Source: trainingOperator},
-	{Value: "operators.raycluster", Kinds: []schema.GroupVersionKind{
+	{Operator: "tfjob", Kinds: kubeflow("TFJob"), Source: trainingOperator},
+	{Operator: "pytorchjob", Kinds: kubeflow("PyTorchJob"), Source: trainingOperator},
+	{Operator: "mpijob", Kinds: kubeflow("MPIJob"), Source: trainingOperator},
+	{Operator: "raycluster", Kinds: []schema.GroupVersionKind{
 		{Group: "ray.io", Version: "v1", Kind: "RayJob"}, {Group: "ray.io", Version: "v1", Kind: "RayCluster"}},
 		Source: "KubeRay (helm install kuberay-operator kuberay/kuberay-operator)"},
-	{Value: "operators.daskcluster", Kinds: []schema.GroupVersionKind{
+	{Operator: "daskcluster", Kinds: []schema.GroupVersionKind{
 		{Group: "kubernetes.dask.org", Version: "v1", Kind: "DaskJob"}, {Group: "kubernetes.dask.org", Version: "v1", Kind: "DaskCluster"}},
 		Source: "the Dask Kubernetes operator (helm install dask-kubernetes-operator dask/dask-kubernetes-operator)"},
 }
@@ -51,9 +53,13 @@ func (e *Env) checkDistributedBackends(ctx context.Context) (string, error) {
 	if e.Rendered == nil {
 		return "", check.Skip("nothing rendered")
 	}
+	v, err := e.chartValues()
+	if err != nil {
+		return "", err
+	}
 	var enabled []Backend
 	for _, b := range Backends {
-		if on, _ := values.Lookup(e.Rendered.Values, b.Value); on == true {
+		if v.Operators[b.Operator] {
 			enabled = append(enabled, b)
 		}
 	}
@@ -83,7 +89,7 @@ func (e *Env) checkDistributedBackends(ctx context.Context) (string, error) {
 		}
 		if len(gone) > 0 {
 			missing = append(missing, fmt.Sprintf("%s is true but the cluster does not serve %s: install %s, or set %s=false",
-				b.Value, strings.Join(gone, ", "), b.Source, b.Value))
+				b.Value(), strings.Join(gone, ", "), b.Source, b.Value()))
 		}
 	}
 	if len(missing) > 0 {

@@ -1,14 +1,16 @@
 package preflight
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 const gatewaySourcesFix = "set networkPolicy.ingressNamespaceSelector to the labels of your ingress controller's namespace (e.g. kubernetes.io/metadata.name: ingress-nginx; `kubectl get ns --show-labels`)"
@@ -21,24 +23,28 @@ func (e *Env) checkGatewaySources(ctx context.Context) (string, error) {
 	if e.Rendered == nil {
 		return "", check.Skip("nothing rendered")
 	}
-	if on, _ := values.Lookup(e.Rendered.Values, "networkPolicy.enabled"); on != true {
+	v, err := e.chartValues()
+	if err != nil {
+		return "", err
+	}
+	if !v.NetworkPolicy.Enabled {
 		return "", check.Skip("networkPolicy.enabled=false: no NetworkPolicy is rendered")
 	}
-	port, _ := values.Lookup(e.Rendered.Values, "gateway.service.targetPort")
+	port := v.Gateway.Service.TargetPort
 	type source struct {
 		sel labels.Set
 		at  string
 	}
 	var sources []source
-	if sel := labelSet(e.Rendered.Values, "networkPolicy.ingressNamespaceSelector"); len(sel) > 0 {
+	if sel := labels.Set(v.NetworkPolicy.IngressNamespaceSelector); len(sel) > 0 {
 		sources = append(sources, source{sel, "networkPolicy.ingressNamespaceSelector"})
 	}
-	for _, sel := range e.dataPlaneSelectors() {
+	for _, sel := range e.dataPlaneSelectors(v) {
 		sources = append(sources, source{sel, "the HTTPRoute's Gateways: httpRoute.dataPlaneNamespaceSelector"})
 	}
 	if len(sources) == 0 {
 		msg := fmt.Sprintf("networkPolicy.ingressNamespaceSelector is empty: every namespace and every address outside the cluster reaches the gateway's port %v", port)
-		if auth, _ := values.Lookup(e.Rendered.Values, "auth.enabled"); auth != true {
+		if !v.Auth.Enabled {
 			msg += "; with auth.enabled=false, anyone who reaches it can start runs"
 		}
 		return "", check.Warnf("%s", msg)
@@ -63,37 +69,20 @@ func (e *Env) checkGatewaySources(ctx context.Context) (string, error) {
 	return fmt.Sprintf("the gateway accepts namespaces %v and %s only", names, e.Namespace), nil
 }
 
-// labelSet reads a map of labels from the values at path.
-func labelSet(vals map[string]any, path string) labels.Set {
-	raw, _ := values.Lookup(vals, path)
-	out := labels.Set{}
-	if m, ok := raw.(map[string]any); ok {
-		for k, v := range m {
-			out[k] = fmt.Sprint(v)
-		}
-	}
-	return out
-}
-
 // dataPlaneSelectors: where the HTTPRoute's Gateways carry traffic from, as the chart's
 // NetworkPolicy admits it (httpRoute.dataPlaneNamespaceSelector, else each parent's namespace).
-func (e *Env) dataPlaneSelectors() []labels.Set {
-	if on, _ := values.Lookup(e.Rendered.Values, "httpRoute.enabled"); on != true {
+func (e *Env) dataPlaneSelectors(v *chartvalues.Values) []labels.Set {
+	route := v.HTTPRoute
+	if !route.Enabled {
 		return nil
 	}
-	if sel := labelSet(e.Rendered.Values, "httpRoute.dataPlaneNamespaceSelector"); len(sel) > 0 {
+	if sel := labels.Set(route.DataPlaneNamespaceSelector); len(sel) > 0 {
 		return []labels.Set{sel}
 	}
-	refs, _ := values.Lookup(e.Rendered.Values, "httpRoute.parentRefs")
-	list, _ := refs.([]any)
 	var out []labels.Set
 	seen := map[string]bool{}
-	for _, r := range list {
-		ref, _ := r.(map[string]any)
-		ns := fmt.Sprint(ref["namespace"])
-		if ref["namespace"] == nil || ns == "" {
-			ns = e.Namespace
-		}
+	for _, ref := range route.ParentRefs {
+		ns := cmp.Or(ref.Namespace, e.Namespace)
 		if !seen[ns] {
 			seen[ns] = true
 			out = append(out, labels.Set{"kubernetes.io/metadata.name": ns})

@@ -7,7 +7,6 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // checkRBACScope warns when the runner's Roles are cluster-wide (rbac.clusterScoped=true):
@@ -16,10 +15,14 @@ func (e *Env) checkRBACScope(context.Context) (string, error) {
 	if e.Rendered == nil {
 		return "", check.Skip("nothing rendered")
 	}
-	if create, ok := values.Lookup(e.Rendered.Values, "rbac.create"); ok && create == false {
+	v, err := e.chartValues()
+	if err != nil {
+		return "", err
+	}
+	if !v.RBAC.Create {
 		return "", check.Skip("rbac.create=false: the chart creates no Roles")
 	}
-	if scoped, _ := values.Lookup(e.Rendered.Values, "rbac.clusterScoped"); scoped != true {
+	if !v.RBAC.ClusterScoped {
 		return fmt.Sprintf("the agent's and operator's rights are limited to namespace %s", plan.RunsNamespace(e.objects(), e.Namespace)), nil
 	}
 	var roles []string

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 var nsGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
@@ -242,33 +241,14 @@ func (e *Env) checkGatewayReplicas(context.Context) (string, error) {
 	if e.Rendered == nil {
 		return "", check.Skip("nothing rendered")
 	}
-	raw, ok := values.Lookup(e.Rendered.Values, "gateway.replicas")
-	if !ok {
-		return "", fmt.Errorf("gateway.replicas is not set; the profile requires at least %d", min)
-	}
-	n, err := toInt(raw)
+	v, err := e.chartValues()
 	if err != nil {
-		return "", fmt.Errorf("gateway.replicas: %w", err)
+		return "", err
 	}
-	if n < min {
+	if n := v.Gateway.Replicas; n < min {
 		return "", fmt.Errorf("gateway.replicas is %d; the profile requires at least %d", n, min)
 	}
-	return fmt.Sprintf("%d replicas (minimum %d)", n, min), nil
-}
-
-func toInt(v any) (int, error) {
-	switch t := v.(type) {
-	case int:
-		return t, nil
-	case int64:
-		return int(t), nil
-	case float64:
-		return int(t), nil
-	case interface{ Int64() (int64, error) }:
-		n, err := t.Int64()
-		return int(n), err
-	}
-	return 0, fmt.Errorf("not a number: %v", v)
+	return fmt.Sprintf("%d replicas (minimum %d)", v.Gateway.Replicas, min), nil
 }
 
 func dedupe(s []string) []string {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
+
 	"github.com/Masterminds/semver/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,7 +20,6 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/runs"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // PolicyMinor is the first Kubernetes 1.x that serves admissionregistration.k8s.io/v1
@@ -112,7 +113,11 @@ func NamespaceLevel(rendered *render.Result, decl *runs.Declaration, namespace, 
 	if level == "" || rendered == nil {
 		return level, nil
 	}
-	if on, _ := values.Lookup(rendered.Values, "agent.enabled"); on == false {
+	v, err := chartvalues.Of(rendered.Values)
+	if err != nil {
+		return "", err
+	}
+	if !v.Agent.Enabled {
 		return level, nil
 	}
 	objs := rendered.Objects()
@@ -145,7 +150,11 @@ func (e *Env) checkRunPlacement(ctx context.Context) (string, error) {
 	if e.Rendered == nil {
 		return "", check.Skip("nothing rendered")
 	}
-	if on, _ := values.Lookup(e.Rendered.Values, "agent.enabled"); on == false {
+	v, err := e.chartValues()
+	if err != nil {
+		return "", err
+	}
+	if !v.Agent.Enabled {
 		return "", check.Skip("the agent is off: this release starts no runs")
 	}
 	level := e.Policy.PodSecurityLevel
@@ -179,7 +188,7 @@ func (e *Env) checkRunPlacement(ctx context.Context) (string, error) {
 
 // whyNoPolicies names the reason the rendered release has no run admission policies.
 func (e *Env) whyNoPolicies(ctx context.Context) string {
-	if on, ok := values.Lookup(e.Rendered.Values, "runs.admissionPolicies.enabled"); ok && on == false {
+	if v, err := e.chartValues(); err == nil && !v.Runs.AdmissionPolicies.Enabled {
 		return "runs.admissionPolicies.enabled is false"
 	}
 	if v, err := e.version(ctx); err == nil {

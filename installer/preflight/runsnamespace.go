@@ -11,7 +11,6 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // The components of ours that live in the runs' namespace; anything else of a Polyaxon
@@ -25,7 +24,11 @@ func (e *Env) checkRunsNamespace(ctx context.Context) (string, error) {
 	if e.Rendered == nil {
 		return "", check.Skip("nothing rendered")
 	}
-	if on, _ := values.Lookup(e.Rendered.Values, "agent.enabled"); on == false {
+	v, err := e.chartValues()
+	if err != nil {
+		return "", err
+	}
+	if !v.Agent.Enabled {
 		return "", check.Skip("the agent is off: this release starts no runs")
 	}
 	runsNS := plan.RunsNamespace(e.objects(), e.Namespace)

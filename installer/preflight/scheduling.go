@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -158,6 +160,9 @@ func (e *Env) names() (render.Names, error) {
 }
 
 // objects returns the rendered objects, typed where the scheme knows the kind.
+// chartValues are the rendered release's values, typed (e.Rendered must be set).
+func (e *Env) chartValues() (*chartvalues.Values, error) { return chartvalues.Of(e.Rendered.Values) }
+
 func (e *Env) objects() []runtime.Object {
 	if e.Rendered == nil {
 		return nil
