@@ -110,7 +110,7 @@ func runAdopt(c *cli.Context) error {
 	if _, err := printer(c); err != nil {
 		return err
 	}
-	given, err := readInputs(c, true)
+	given, _, err := readInputs(c, true)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/convert"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
@@ -187,7 +186,7 @@ func defaultsOption(c *cli.Context) ([]convert.Option, error) {
 
 // officialLayer converts --from-official-values FILE into a values file to layer beneath
 // this run's -f files, with the warnings to show. nil when the flag is not given.
-func officialLayer(c *cli.Context) (*release.ValuesFile, []values.Warning, error) {
+func officialLayer(c *cli.Context) (*values.File, []values.Warning, error) {
 	file := c.String(flagFromOfficial)
 	if file == "" {
 		return nil, nil, nil
@@ -204,16 +203,9 @@ func officialLayer(c *cli.Context) (*release.ValuesFile, []values.Warning, error
 		return nil, nil, err
 	}
 	name := file + " (converted from the official chart)"
-	return &release.ValuesFile{Name: name, Content: string(b)}, res.Warnings(file), nil
+	return &values.File{Name: name, Content: string(b)}, res.Warnings(file), nil
 }
 
 // readStdin is os.Stdin's content (a variable for tests).
 var readStdin = func() ([]byte, error) { return io.ReadAll(os.Stdin) }
 
-const officialWarningsKey = "polyaxon-deploy.official-warnings"
-
-// officialWarnings are the conversion warnings readInputs set aside for buildInputs.
-func officialWarnings(c *cli.Context) []values.Warning {
-	w, _ := c.App.Metadata[officialWarningsKey].([]values.Warning)
-	return w
-}

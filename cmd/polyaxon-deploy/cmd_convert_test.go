@@ -80,14 +80,14 @@ func TestFromOfficialValues(t *testing.T) {
 func TestFromOfficialValuesIsStoredWithTheInputs(t *testing.T) {
 	over := writeFile(t, "mine.yaml", "gateway:\n  replicas: 5\n")
 	require.NoError(t, withInputFlags(t, []string{"--profile", "development", "--from-official-values", officialExample, "-f", over}, func(c *cli.Context) error {
-		raw, err := readInputs(c, true)
+		raw, warns, err := readInputs(c, true)
 		if err != nil {
 			return err
 		}
 		require.Len(t, raw.ValuesFiles, 2)
 		assert.Equal(t, officialExample+" (converted from the official chart)", raw.ValuesFiles[0].Name, "the converted layer comes first")
 		assert.Contains(t, raw.ValuesFiles[0].Content, "host: polyaxon.example.com", "stored converted, not as the official file")
-		in, err := buildInputs(c, raw)
+		in, err := buildInputs(c, raw, warns)
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,7 @@ func TestStoredInputsRebuildWithoutTheOriginalFiles(t *testing.T) {
 	var raw release.Inputs
 	require.NoError(t, withInputFlags(t, []string{"--profile", "development", "-f", f, "--set", "gateway.pdb.enabled=true"}, func(c *cli.Context) error {
 		var err error
-		raw, err = readInputs(c, true)
+		raw, _, err = readInputs(c, true)
 		return err
 	}))
 	assert.Equal(t, "development", raw.Profile)
@@ -45,13 +45,13 @@ func TestStoredInputsRebuildWithoutTheOriginalFiles(t *testing.T) {
 
 	// An upgrade with one more --set: the stored file still applies, the new --set on top.
 	require.NoError(t, withInputFlags(t, []string{"--set", "gateway.replicas=5"}, func(c *cli.Context) error {
-		now, err := readInputs(c, false)
+		now, _, err := readInputs(c, false)
 		if err != nil {
 			return err
 		}
 		assert.Empty(t, now.Profile, "an upgrade without --profile keeps the stored one")
 		merged := raw.Layer(now, false)
-		in, err := buildInputs(c, merged)
+		in, err := buildInputs(c, merged, nil)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func TestStoredInputsRebuildWithoutTheOriginalFiles(t *testing.T) {
 		assert.Equal(t, f, in.Given.ValuesFiles[0].Name, "messages and output name the user's file")
 
 		reset := raw.Layer(now, true)
-		in2, err := buildInputs(c, reset)
+		in2, err := buildInputs(c, reset, nil)
 		if err != nil {
 			return err
 		}
@@ -74,9 +74,9 @@ func TestStoredInputsRebuildWithoutTheOriginalFiles(t *testing.T) {
 }
 
 func TestStoredInputErrorsNameTheOriginalFile(t *testing.T) {
-	raw := release.Inputs{Profile: "production", ValuesFiles: []release.ValuesFile{{Name: "/home/me/broken.yaml", Content: "gateway: [\n"}}}
+	raw := release.Inputs{Profile: "production", ValuesFiles: []values.File{{Name: "/home/me/broken.yaml", Content: "gateway: [\n"}}}
 	err := withInputFlags(t, nil, func(c *cli.Context) error {
-		_, err := buildInputs(c, raw)
+		_, err := buildInputs(c, raw, nil)
 		return err
 	})
 	require.Error(t, err)
@@ -86,7 +86,7 @@ func TestStoredInputErrorsNameTheOriginalFile(t *testing.T) {
 
 func TestReadInputsMissingFileNamesTheFix(t *testing.T) {
 	err := withInputFlags(t, []string{"-f", "/nonexistent/values.yaml"}, func(c *cli.Context) error {
-		_, err := readInputs(c, true)
+		_, _, err := readInputs(c, true)
 		return err
 	})
 	require.Error(t, err)

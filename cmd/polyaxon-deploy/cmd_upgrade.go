@@ -59,7 +59,7 @@ func runUpgrade(c *cli.Context) error {
 	if _, err := printer(c); err != nil {
 		return err
 	}
-	now, err := readInputs(c, false)
+	now, warns, err := readInputs(c, false)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func runUpgrade(c *cli.Context) error {
 	}
 	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
 		res, err := (&action.Upgrade{Env: actionEnv(c), Release: rc, Chart: ch.Chart, ChartSource: ch.Source,
-			Given: now, GivenWarnings: officialWarnings(c), ResetValues: c.Bool(flagResetValues), KeepReleaseValues: c.Bool(flagKeepRelease), Checks: checksOf(c), Render: clusterReleaseOptions(c), Database: db,
+			Given: now, GivenWarnings: warns, ResetValues: c.Bool(flagResetValues), KeepReleaseValues: c.Bool(flagKeepRelease), Checks: checksOf(c), Render: clusterReleaseOptions(c), Database: db,
 			Timeout: c.Duration(flagTimeout), SkipBackup: c.Bool(flagSkipBackup), Yes: c.Bool(flagYes),
 			RestoreOnFailure: c.Bool(flagRestoreOnFailure), Force: c.Bool(flagForce), AllowPostgresMajorUpgrade: c.Bool(flagAllowPGMajor),
 			DryRun: c.Bool(flagDryRun),

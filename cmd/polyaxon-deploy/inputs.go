@@ -5,8 +5,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -41,11 +39,11 @@ func startInputsCommand(c *cli.Context) (*output.Printer, *action.Inputs, error)
 // over it. Errors say what to fix (an unknown profile lists the known ones; a missing file
 // names it).
 func loadInputs(c *cli.Context) (*action.Inputs, error) {
-	raw, err := readInputs(c, true)
+	raw, warns, err := readInputs(c, true)
 	if err != nil {
 		return nil, err
 	}
-	in, err := buildInputs(c, raw)
+	in, err := buildInputs(c, raw, warns)
 	if err != nil {
 		return nil, err
 	}
@@ -56,8 +54,8 @@ func loadInputs(c *cli.Context) (*action.Inputs, error) {
 }
 
 // buildInputs loads the command's chart and layers inputs held as contents (this run's, or
-// stored with the release) over their profile.
-func buildInputs(c *cli.Context, raw release.Inputs) (*action.Inputs, error) {
+// stored with the release) over their profile; warns are readInputs' warnings.
+func buildInputs(c *cli.Context, raw release.Inputs, warns []values.Warning) (*action.Inputs, error) {
 	ch, err := loadChart(c)
 	if err != nil {
 		return nil, err
@@ -66,87 +64,67 @@ func buildInputs(c *cli.Context, raw release.Inputs) (*action.Inputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.Warnings = append(officialWarnings(c), in.Warnings...)
+	in.Warnings = append(warns, in.Warnings...)
 	return in, nil
 }
 
 // readInputs reads this run's inputs with the contents of every file (they are stored with the
 // release: an upgrade months later must not depend on the files still being there). The
-// profile is read only when given (install: always, with its default).
-func readInputs(c *cli.Context, install bool) (release.Inputs, error) {
-	var in release.Inputs
+// profile is read only when given (install: always, with its default). The warnings are those
+// of converting an official chart's values file.
+func readInputs(c *cli.Context, install bool) (in release.Inputs, warns []values.Warning, err error) {
 	if install || c.IsSet(flagProfile) {
 		in.Profile = c.String(flagProfile)
-		if isProfilePath(in.Profile) {
-			data, err := os.ReadFile(in.Profile)
+		if profile.IsPath(in.Profile) {
+			data, err := profile.ReadFile(in.Profile)
 			if err != nil {
-				_, perr := profile.Load(in.Profile) // its message names the fix
-				return in, firstErr(perr, err)
+				return in, nil, err
 			}
-			in.ProfileFile = &release.ValuesFile{Name: in.Profile, Content: string(data)}
+			in.ProfileFile = &values.File{Name: in.Profile, Content: string(data)}
 		}
 	}
 	stdinUsed := false
-	for _, f := range c.StringSlice(flagValues) {
-		var data []byte
-		var err error
-		if strings.TrimSpace(f) == "-" {
+	for _, path := range c.StringSlice(flagValues) {
+		if strings.TrimSpace(path) == "-" {
 			if stdinUsed {
-				return in, usageErrorf("-f - (stdin) given twice")
+				return in, nil, usageErrorf("-f - (stdin) given twice")
 			}
 			stdinUsed = true
-			data, err = io.ReadAll(os.Stdin)
-		} else if data, err = os.ReadFile(f); err != nil {
-			_, verr := values.ReadFile(f) // its message names the fix
-			return in, firstErr(verr, err)
 		}
+		f, err := values.Read(path)
 		if err != nil {
-			return in, fmt.Errorf("values file %s: %w", f, err)
+			return in, nil, err
 		}
 		// A file that is not values (bad YAML, a profile) is refused before the cluster is asked.
-		if _, err := values.ParseFile(values.File{Name: f, Data: data}); err != nil {
-			return in, err
+		if _, err := values.ParseFile(f); err != nil {
+			return in, nil, err
 		}
-		in.ValuesFiles = append(in.ValuesFiles, release.ValuesFile{Name: f, Content: string(data)})
+		in.ValuesFiles = append(in.ValuesFiles, f)
 	}
 	layer, warns, err := officialLayer(c)
 	if err != nil {
-		return in, err
+		return in, nil, err
 	}
 	if layer != nil {
-		in.ValuesFiles = append([]release.ValuesFile{*layer}, in.ValuesFiles...)
-		c.App.Metadata[officialWarningsKey] = warns
+		in.ValuesFiles = append([]values.File{*layer}, in.ValuesFiles...)
 	}
 	if err := checkSetArgs(c); err != nil {
-		return in, err
+		return in, nil, err
 	}
 	in.Set = c.StringSlice(flagSet)
 	in.SetString = c.StringSlice(flagSetString)
 	pairs, err := setFilePairs(c.StringSlice(flagSetFile))
 	if err != nil {
-		return in, err
+		return in, nil, err
 	}
 	for _, p := range pairs {
-		data, err := os.ReadFile(p.path)
+		f, err := values.ReadSetFile(p.key, p.path)
 		if err != nil {
-			return in, fmt.Errorf("--set-file %s=%s: %w (fix: check the path)", p.key, p.path, err)
+			return in, nil, fmt.Errorf("--set-file %s=%s: %w", p.key, p.path, err)
 		}
-		in.SetFile = append(in.SetFile, release.ValuesFile{Name: p.key, Content: string(data)})
+		in.SetFile = append(in.SetFile, f)
 	}
-	return in, nil
-}
-
-func isProfilePath(s string) bool {
-	return strings.ContainsRune(s, '/') || strings.HasSuffix(s, ".yaml") || strings.HasSuffix(s, ".yml")
-}
-
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
+	return in, warns, nil
 }
 
 // checkSetArgs refuses --set/--set-string/--set-file arguments that strvals would silently

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
@@ -150,9 +152,9 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		require.NoError(t, err)
 		stored := release.Inputs{
 			Profile:     "development",
-			ValuesFiles: []release.ValuesFile{{Name: "/home/me/old.yaml", Content: "postgresql:\n  postgresPassword: " + marker + "\n"}},
+			ValuesFiles: []values.File{{Name: "/home/me/old.yaml", Content: "postgresql:\n  postgresPassword: " + marker + "\n"}},
 			Set:         []string{"secrets.internalToken=" + marker + "-token"},
-			SetFile:     []release.ValuesFile{{Name: "secrets.secretKey", Content: marker + "-key"}},
+			SetFile:     []values.File{{Name: "secrets.secretKey", Content: marker + "-key"}},
 		}
 		_, err = fx.Client.Install(context.Background(), ch, map[string]any{"postgresql": map[string]any{"auth": map[string]any{"password": marker}}},
 			release.WithInputs(stored))

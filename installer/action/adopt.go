@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
+
 	"helm.sh/helm/v3/pkg/chart"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/adopt"
@@ -76,7 +78,7 @@ func (a *Adopt) Run(ctx context.Context) (*AdoptResult, error) {
 		return nil, err
 	}
 	given := a.Given
-	layers := []release.ValuesFile{{Name: source + " (converted from the official chart " + old.ChartVersion + ")", Content: string(layer)}}
+	layers := []values.File{{Name: source + " (converted from the official chart " + old.ChartVersion + ")", Content: string(layer)}}
 	// Ours keeps the old release's Polyaxon when our chart supports it: adopt moves the
 	// release, an upgrade asked for later moves the version (and the schema).
 	kept := adopt.VersionLayer(old, a.Chart.Metadata)

@@ -56,12 +56,7 @@ func profileOf(given release.Inputs) (*profile.Profile, error) {
 // layersOf are the value layers of given over the profile p.
 func layersOf(p *profile.Profile, given release.Inputs) values.Layers {
 	l := values.Layers{ProfileName: p.Name, Profile: p.Values, Set: given.Set, SetString: given.SetString}
-	for _, f := range given.ValuesFiles {
-		l.Files = append(l.Files, values.File{Name: f.Name, Data: []byte(f.Content)})
-	}
-	for _, f := range given.SetFile {
-		l.SetFiles = append(l.SetFiles, values.File{Name: f.Name, Data: []byte(f.Content)})
-	}
+	l.Files, l.SetFiles = given.ValuesFiles, given.SetFile
 	return l
 }
 
@@ -73,7 +68,7 @@ func secretsOf(in release.Inputs) []string {
 	var out []string
 	docs := in.ValuesFiles
 	if in.ProfileFile != nil {
-		docs = append([]release.ValuesFile{*in.ProfileFile}, docs...)
+		docs = append([]values.File{*in.ProfileFile}, docs...)
 	}
 	for _, f := range docs {
 		if vals, err := chartutil.ReadValues([]byte(f.Content)); err == nil {

@@ -103,12 +103,12 @@ func (a *Upgrade) outside(origin release.Origin, in *Inputs, res *UpgradeResult)
 
 // releaseValuesFile is a deployed revision's values as a values file, named for messages and
 // for the stored inputs.
-func releaseValuesFile(origin release.Origin) (release.ValuesFile, error) {
+func releaseValuesFile(origin release.Origin) (values.File, error) {
 	b, err := yaml.Marshal(origin.Values)
 	if err != nil {
-		return release.ValuesFile{}, fmt.Errorf("reading the values of revision %d: %w", origin.Revision, err)
+		return values.File{}, fmt.Errorf("reading the values of revision %d: %w", origin.Revision, err)
 	}
-	return release.ValuesFile{Name: fmt.Sprintf("values of revision %d (--keep-release-values)", origin.Revision), Content: string(b)}, nil
+	return values.File{Name: fmt.Sprintf("values of revision %d (--keep-release-values)", origin.Revision), Content: string(b)}, nil
 }
 
 // Run upgrades. A result with Inputs comes back once the inputs are known, with any error.
@@ -145,7 +145,7 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		stored = stored.Layer(release.Inputs{ValuesFiles: []release.ValuesFile{kept}}, true)
+		stored = stored.Layer(release.Inputs{ValuesFiles: []values.File{kept}}, true)
 	}
 	a.Secrets.Add(secretsOf(stored)...)
 	in, err := LoadInputs(a.Chart, a.ChartSource, stored.Layer(a.Given, a.ResetValues), a.Secrets)

@@ -120,12 +120,12 @@ func KeptVersion(old *Old, ours *chart.Metadata) (version string, ok bool) {
 }
 
 // VersionLayer is KeptVersion as a values file (nil when nothing is kept).
-func VersionLayer(old *Old, ours *chart.Metadata) *release.ValuesFile {
+func VersionLayer(old *Old, ours *chart.Metadata) *values.File {
 	v, ok := KeptVersion(old, ours)
 	if !ok {
 		return nil
 	}
-	return &release.ValuesFile{
+	return &values.File{
 		Name:    fmt.Sprintf("the Polyaxon version of release %s/%s, kept by adopt", old.Namespace, old.Name),
 		Content: "polyaxon:\n  version: " + strconv.Quote(v) + "\n",
 	}

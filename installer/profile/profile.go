@@ -121,11 +121,10 @@ func NamesFS(fsys fs.FS) []string {
 // Load returns an embedded profile by name, or reads a profile file when nameOrPath looks like
 // a path (contains a slash or ends in .yaml/.yml). "" means Default.
 func Load(nameOrPath string) (*Profile, error) {
-	if isPath(nameOrPath) {
-		data, err := os.ReadFile(nameOrPath)
+	if IsPath(nameOrPath) {
+		data, err := ReadFile(nameOrPath)
 		if err != nil {
-			return nil, fmt.Errorf("profile file %s: %w (fix: check the path, or use one of the built-in profiles: %s)",
-				nameOrPath, unwrapPathErr(err), strings.Join(Names(), ", "))
+			return nil, err
 		}
 		return ParseFile(nameOrPath, data)
 	}
@@ -214,7 +213,18 @@ func (p Policy) validate() error {
 	return errors.Join(errs...)
 }
 
-func isPath(s string) bool {
+// ReadFile reads a profile file's bytes; errors name the path and the fix.
+func ReadFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("profile file %s: %w (fix: check the path, or use one of the built-in profiles: %s)",
+			path, unwrapPathErr(err), strings.Join(Names(), ", "))
+	}
+	return data, nil
+}
+
+// IsPath tells a profile file (a path, or a name ending in .yaml) from a built-in profile's name.
+func IsPath(s string) bool {
 	return strings.ContainsRune(s, '/') || strings.HasSuffix(s, ".yaml") || strings.HasSuffix(s, ".yml")
 }
 

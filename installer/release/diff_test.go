@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -135,11 +137,11 @@ spec:
 }
 
 func TestInputsLayer(t *testing.T) {
-	stored := Inputs{Profile: "production", ValuesFiles: []ValuesFile{{Name: "a.yaml", Content: "x: 1"}}, Set: []string{"a=1"}}
+	stored := Inputs{Profile: "production", ValuesFiles: []values.File{{Name: "a.yaml", Content: "x: 1"}}, Set: []string{"a=1"}}
 	got := stored.Layer(Inputs{Set: []string{"a=2"}}, false)
 	assert.Equal(t, Inputs{Profile: "production", ValuesFiles: stored.ValuesFiles, Set: []string{"a=1", "a=2"}}, got)
-	got = stored.Layer(Inputs{Profile: "development", ValuesFiles: []ValuesFile{{Name: "b.yaml"}}}, true)
-	assert.Equal(t, Inputs{Profile: "development", ValuesFiles: []ValuesFile{{Name: "b.yaml"}}}, got)
+	got = stored.Layer(Inputs{Profile: "development", ValuesFiles: []values.File{{Name: "b.yaml"}}}, true)
+	assert.Equal(t, Inputs{Profile: "development", ValuesFiles: []values.File{{Name: "b.yaml"}}}, got)
 	assert.Len(t, stored.Set, 1, "Layer must not alias the stored slices")
 }
 

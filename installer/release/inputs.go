@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,18 +33,12 @@ import (
 type Inputs struct {
 	Profile string `json:"profile"`
 	// ProfileFile holds the profile when it was given as a file path rather than a name.
-	ProfileFile *ValuesFile  `json:"profileFile,omitempty"`
-	ValuesFiles []ValuesFile `json:"valuesFiles,omitempty"`
-	Set         []string     `json:"set,omitempty"`
-	SetString   []string     `json:"setString,omitempty"`
+	ProfileFile *values.File  `json:"profileFile,omitempty"`
+	ValuesFiles []values.File `json:"valuesFiles,omitempty"`
+	Set         []string      `json:"set,omitempty"`
+	SetString   []string      `json:"setString,omitempty"`
 	// SetFile is --set-file key=path: Name is the key, Content the file's contents.
-	SetFile []ValuesFile `json:"setFile,omitempty"`
-}
-
-// ValuesFile is one -f file: its name as given (for messages) and its contents at the time.
-type ValuesFile struct {
-	Name    string `json:"name"`
-	Content string `json:"content"`
+	SetFile []values.File `json:"setFile,omitempty"`
 }
 
 // Layer returns the inputs for a new run on top of the stored ones: a profile given now replaces
@@ -55,8 +51,8 @@ type ValuesFile struct {
 // same, and `upgrade -f values.yaml` repeated does not grow the stored inputs.
 func (in Inputs) Layer(now Inputs, reset bool) Inputs {
 	out := in.layer(now, reset)
-	out.ValuesFiles = lastOfEach(out.ValuesFiles, func(f ValuesFile) ValuesFile { return f })
-	out.SetFile = lastOfEach(out.SetFile, func(f ValuesFile) ValuesFile { return f })
+	out.ValuesFiles = lastOfEach(out.ValuesFiles, func(f values.File) values.File { return f })
+	out.SetFile = lastOfEach(out.SetFile, func(f values.File) values.File { return f })
 	out.Set = lastOfEach(out.Set, func(s string) string { return s })
 	out.SetString = lastOfEach(out.SetString, func(s string) string { return s })
 	return out

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +36,7 @@ func valuesFile(rev int) string {
 func TestStoredInputsStayBounded(t *testing.T) {
 	ctx := context.Background()
 	f := rt.New(t)
-	stored := release.Inputs{Profile: "production", ValuesFiles: []release.ValuesFile{{Name: "values.yaml", Content: valuesFile(1)}}}
+	stored := release.Inputs{Profile: "production", ValuesFiles: []values.File{{Name: "values.yaml", Content: valuesFile(1)}}}
 	require.NoError(t, f.Client.SaveInputs(ctx, 1, stored))
 	raw := 0
 	for rev := 2; rev <= 50; rev++ {
@@ -43,7 +45,7 @@ func TestStoredInputsStayBounded(t *testing.T) {
 		require.Equal(t, rev-1, n)
 		require.Equal(t, stored, got, "revision %d reads back what was stored", rev-1)
 		now := release.Inputs{
-			ValuesFiles: []release.ValuesFile{{Name: "values.yaml", Content: valuesFile(rev)}, {Name: "common.yaml", Content: valuesFile(0)}},
+			ValuesFiles: []values.File{{Name: "values.yaml", Content: valuesFile(rev)}, {Name: "common.yaml", Content: valuesFile(0)}},
 			Set:         []string{fmt.Sprintf("gateway.replicas=%d", rev%4+1), "logLevel=INFO"},
 		}
 		stored = got.Layer(now, false)

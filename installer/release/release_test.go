@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -44,7 +46,7 @@ func install(t *testing.T, f *rt.Fixture, in release.Inputs) *release.Info {
 
 func TestInstallLabelsNamespaceAndStoresInputs(t *testing.T) {
 	f := rt.New(t)
-	in := release.Inputs{Profile: "production", ValuesFiles: []release.ValuesFile{{Name: "prod.yaml", Content: "gateway:\n  replicas: 2\n"}}, Set: []string{"a=b"}}
+	in := release.Inputs{Profile: "production", ValuesFiles: []values.File{{Name: "prod.yaml", Content: "gateway:\n  replicas: 2\n"}}, Set: []string{"a=b"}}
 	info := install(t, f, in)
 	assert.Equal(t, 1, info.Revision)
 	assert.Equal(t, "deployed", info.Status)

@@ -25,8 +25,8 @@ import (
 // stdin); for --set-file, the key. Stored inputs replay as Files, so their messages name the
 // user's file, not wherever the contents are kept.
 type File struct {
-	Name string
-	Data []byte
+	Name    string `json:"name"`
+	Content string `json:"content"`
 }
 
 // Layers are what Build merges, last wins:
@@ -39,7 +39,7 @@ type Layers struct {
 	Files       []File   // -f/--values
 	Set         []string // --set
 	SetString   []string // --set-string
-	SetFiles    []File   // --set-file key=path: Name is the key, Data the file's content
+	SetFiles    []File   // --set-file key=path: Name is the key, Content the file's contents
 }
 
 // Build returns the layers merged, each migrated first, plus the migration warnings.
@@ -79,7 +79,7 @@ func Build(l Layers) (map[string]any, []Warning, error) {
 		}
 	}
 	for _, f := range l.SetFiles {
-		content := func([]rune) (any, error) { return string(f.Data), nil }
+		content := func([]rune) (any, error) { return f.Content, nil }
 		if err := strvals.ParseIntoFile(f.Name+"=-", sets, content); err != nil {
 			return nil, nil, setError("--set-file", f.Name+"=(file)", err)
 		}
@@ -96,7 +96,7 @@ func Build(l Layers) (map[string]any, []Warning, error) {
 }
 
 func parseFile(f File) (map[string]any, error) {
-	vals, err := chartutil.ReadValues(f.Data)
+	vals, err := chartutil.ReadValues([]byte(f.Content))
 	if err != nil {
 		return nil, fmt.Errorf("values file %s: not valid YAML: %w", f.Name, err)
 	}
@@ -141,11 +141,11 @@ func (o Options) Empty() bool {
 func (o Options) Layers(profileName string, profile map[string]any) (Layers, error) {
 	l := Layers{ProfileName: profileName, Profile: profile, Set: o.Values, SetString: o.StringValues}
 	for _, path := range o.ValueFiles {
-		data, err := readFile(path)
+		f, err := Read(path)
 		if err != nil {
 			return l, err
 		}
-		l.Files = append(l.Files, File{Name: path, Data: data})
+		l.Files = append(l.Files, f)
 	}
 	for _, arg := range o.FileValues {
 		pairs, err := SplitSetArg(arg)
@@ -153,15 +153,11 @@ func (o Options) Layers(profileName string, profile map[string]any) (Layers, err
 			return l, setError("--set-file", arg, err)
 		}
 		for _, p := range pairs {
-			path := Unescape(p.Value)
-			data, err := os.ReadFile(path)
-			if errors.Is(err, fs.ErrNotExist) {
-				err = fmt.Errorf("file %s not found", path)
-			}
+			f, err := ReadSetFile(p.Key, Unescape(p.Value))
 			if err != nil {
 				return l, setError("--set-file", arg, err)
 			}
-			l.SetFiles = append(l.SetFiles, File{Name: p.Key, Data: data})
+			l.SetFiles = append(l.SetFiles, f)
 		}
 	}
 	return l, nil
@@ -181,11 +177,33 @@ func ParseFile(f File) (map[string]any, error) { return parseFile(f) }
 
 // ReadFile reads one values file (- is stdin) the way Helm does.
 func ReadFile(path string) (map[string]any, error) {
-	data, err := readFile(path)
+	f, err := Read(path)
 	if err != nil {
 		return nil, err
 	}
-	return parseFile(File{Name: path, Data: data})
+	return parseFile(f)
+}
+
+// Read reads one values file (- is stdin) as it is stored with a release: its name as given
+// and its contents now. Errors name the path and the fix.
+func Read(path string) (File, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return File{}, err
+	}
+	return File{Name: path, Content: string(data)}, nil
+}
+
+// ReadSetFile reads the file of --set-file key=path: the File is named by the key.
+func ReadSetFile(key, path string) (File, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return File{}, fmt.Errorf("file %s not found (fix: check the path; it is relative to the current directory)", path)
+	}
+	if err != nil {
+		return File{}, err
+	}
+	return File{Name: key, Content: string(data)}, nil
 }
 
 // readFile reads a values file's bytes (- is stdin); errors name the path and the fix.

@@ -122,15 +122,15 @@ func TestSeedsAccepted(t *testing.T) {
 func TestBuildLayersOfBytesNameTheUsersFiles(t *testing.T) {
 	got, warns, err := values.Build(values.Layers{
 		ProfileName: "p",
-		Files:       []values.File{{Name: "/home/me/old.yaml", Data: []byte("rbac:\n  enabled: true\n")}},
-		SetFiles:    []values.File{{Name: "ssl.ca", Data: []byte("-----BEGIN CERTIFICATE-----\n")}},
+		Files:       []values.File{{Name: "/home/me/old.yaml", Content: "rbac:\n  enabled: true\n"}},
+		SetFiles:    []values.File{{Name: "ssl.ca", Content: "-----BEGIN CERTIFICATE-----\n"}},
 	})
 	require.NoError(t, err)
 	assert.Equal(t, "-----BEGIN CERTIFICATE-----\n", get(t, got, "ssl.ca"), "--set-file from its content")
 	require.Len(t, warns, 1)
 	assert.Equal(t, "/home/me/old.yaml", warns[0].Source)
 
-	_, _, err = values.Build(values.Layers{Files: []values.File{{Name: "/home/me/broken.yaml", Data: []byte("gateway: [\n")}}})
+	_, _, err = values.Build(values.Layers{Files: []values.File{{Name: "/home/me/broken.yaml", Content: "gateway: [\n"}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "values file /home/me/broken.yaml: not valid YAML")
 }
