@@ -87,9 +87,30 @@ func Drop(process map[string]any, drop []string) bool {
 	return changed
 }
 
-// RewriteSpec applies Drop to a config.json document's "process" (isProcess false) or to a
-// process document (isProcess true), returning the new bytes and whether it changed.
-func RewriteSpec(doc []byte, isProcess bool, drop []string) ([]byte, bool, error) {
+// RaiseOOMScoreAdj sets a process's "oomScoreAdj" to floor when it asks for less. Without
+// CAP_SYS_RESOURCE a process may not lower its oom_score_adj below its current value, and runc
+// then fails before the container starts ("can't get final child's PID from pipe: EOF"): the
+// kubelet asks -998 for pod sandboxes and -997 for critical pods.
+func RaiseOOMScoreAdj(process map[string]any, floor int) bool {
+	v, ok := process["oomScoreAdj"].(float64)
+	if !ok || int(v) >= floor {
+		return false
+	}
+	process["oomScoreAdj"] = floor
+	return true
+}
+
+// Fix says what RewriteSpec changes: the capabilities to drop and, when OOMFloor is set, the
+// lowest oomScoreAdj allowed.
+type Fix struct {
+	Drop     []string
+	OOMFloor *int
+}
+
+// RewriteSpec applies Drop (and RaiseOOMScoreAdj) to a config.json document's "process"
+// (isProcess false) or to a process document (isProcess true), returning the new bytes and
+// whether it changed.
+func RewriteSpec(doc []byte, isProcess bool, fix Fix) ([]byte, bool, error) {
 	var m map[string]any
 	if err := json.Unmarshal(doc, &m); err != nil {
 		return nil, false, err
@@ -102,7 +123,11 @@ func RewriteSpec(doc []byte, isProcess bool, drop []string) ([]byte, bool, error
 		}
 		process = p
 	}
-	if !Drop(process, drop) {
+	changed := Drop(process, fix.Drop)
+	if fix.OOMFloor != nil && RaiseOOMScoreAdj(process, *fix.OOMFloor) {
+		changed = true
+	}
+	if !changed {
 		return doc, false, nil
 	}
 	out, err := json.Marshal(m)

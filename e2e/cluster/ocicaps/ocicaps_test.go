@@ -25,7 +25,7 @@ func TestRewriteSpecKeepsOtherFields(t *testing.T) {
 	doc := `{"ociVersion":"1.2.0","process":{"args":["/sbin/init"],"capabilities":{
 		"bounding":["CAP_CHOWN","CAP_SYS_RESOURCE"],"effective":["CAP_SYS_RESOURCE"],
 		"permitted":["CAP_CHOWN","CAP_SYS_RESOURCE"]},"x-unknown":1},"root":{"path":"rootfs"}}`
-	out, changed, err := RewriteSpec([]byte(doc), false, []string{"CAP_SYS_RESOURCE"})
+	out, changed, err := RewriteSpec([]byte(doc), false, Fix{Drop: []string{"CAP_SYS_RESOURCE"}})
 	if err != nil || !changed {
 		t.Fatalf("changed=%v err=%v", changed, err)
 	}
@@ -42,13 +42,13 @@ func TestRewriteSpecKeepsOtherFields(t *testing.T) {
 		t.Fatalf("lost fields: %s", out)
 	}
 	// Nothing to drop: the bytes come back as they were.
-	same, changed, err := RewriteSpec([]byte(doc), false, []string{"CAP_BPF"})
+	same, changed, err := RewriteSpec([]byte(doc), false, Fix{Drop: []string{"CAP_BPF"}})
 	if err != nil || changed || string(same) != doc {
 		t.Fatalf("unchanged spec rewritten: changed=%v err=%v", changed, err)
 	}
 	// runc exec --process: the document is the process itself.
 	proc := `{"args":["sh"],"capabilities":{"bounding":["CAP_SYS_RESOURCE","CAP_KILL"]}}`
-	out, changed, err = RewriteSpec([]byte(proc), true, []string{"CAP_SYS_RESOURCE"})
+	out, changed, err = RewriteSpec([]byte(proc), true, Fix{Drop: []string{"CAP_SYS_RESOURCE"}})
 	if err != nil || !changed || !strings.Contains(string(out), `"bounding":["CAP_KILL"]`) {
 		t.Fatalf("process: %s changed=%v err=%v", out, changed, err)
 	}
@@ -76,5 +76,18 @@ func TestTarget(t *testing.T) {
 		if path != c.path || process != c.process {
 			t.Errorf("Target(%q) = %q, %v; want %q, %v", c.args, path, process, c.path, c.process)
 		}
+	}
+}
+
+func TestRaiseOOMScoreAdj(t *testing.T) {
+	zero := 0
+	doc := `{"process":{"oomScoreAdj":-998,"capabilities":{}}}`
+	out, changed, err := RewriteSpec([]byte(doc), false, Fix{OOMFloor: &zero})
+	if err != nil || !changed || !strings.Contains(string(out), `"oomScoreAdj":0`) {
+		t.Fatalf("%s changed=%v err=%v", out, changed, err)
+	}
+	doc = `{"process":{"oomScoreAdj":1000}}`
+	if _, changed, _ := RewriteSpec([]byte(doc), false, Fix{OOMFloor: &zero}); changed {
+		t.Fatal("a higher oomScoreAdj was changed")
 	}
 }

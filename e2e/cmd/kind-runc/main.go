@@ -1,5 +1,6 @@
 // Command kind-runc is an OCI runtime that removes from a container's spec the capabilities
-// its own bounding set lacks and then runs runc with the same arguments. Registered as the
+// its own bounding set lacks (and, without CAP_SYS_RESOURCE, raises an oomScoreAdj below its
+// own to its own) and then runs runc with the same arguments. Registered as the
 // default runtime of the private dockerd that hosts kind's nodes, and as the runc BinaryName of
 // the containerd inside each node, so that privileged containers start on a machine whose
 // bounding set lacks CAP_SYS_RESOURCE (docs/kind-offline.md).
@@ -11,6 +12,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/ocicaps"
@@ -53,15 +56,29 @@ func rewrite(args []string) error {
 	if err != nil {
 		return err
 	}
-	drop := ocicaps.Missing(bnd)
-	if len(drop) == 0 {
+	fix := ocicaps.Fix{Drop: ocicaps.Missing(bnd)}
+	for _, c := range fix.Drop {
+		if c == "CAP_SYS_RESOURCE" {
+			// Without it, oom_score_adj may only go up from this process's own value.
+			b, err := os.ReadFile("/proc/self/oom_score_adj")
+			if err != nil {
+				return err
+			}
+			floor, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				return err
+			}
+			fix.OOMFloor = &floor
+		}
+	}
+	if len(fix.Drop) == 0 {
 		return nil
 	}
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	out, changed, err := ocicaps.RewriteSpec(doc, isProcess, drop)
+	out, changed, err := ocicaps.RewriteSpec(doc, isProcess, fix)
 	if err != nil || !changed {
 		return err
 	}

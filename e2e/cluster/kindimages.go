@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+
+	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	kindcluster "sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+)
+
+// The offline kind setup (docs/kind-offline.md): e2e/scripts/build-kind-images.sh builds the
+// node image and every image it preloads from Debian's packages and the Go module proxy, in a
+// private Docker engine that answers on its own socket, never the default one.
+const (
+	// KindOfflineDockerHost is the private engine's address (DOCKER_HOST).
+	KindOfflineDockerHost = "unix:///run/polyaxon-kind/docker.sock"
+	// kindOfflineNodeRepo is the node image's repository; its tag is the Kubernetes version.
+	kindOfflineNodeRepo = "polyaxon-deploy/kind-node"
+)
+
+// KindOfflineNodeImage names the node image built here for a Kubernetes version (v1.37.2).
+func KindOfflineNodeImage(kubeVersion string) string { return kindOfflineNodeRepo + ":" + kubeVersion }
+
+// kubeletCgroupV1Patch lets the kubelet start on a cgroup v1 node: since Kubernetes 1.35 it
+// refuses to by default (KEP-5573, failCgroupV1), and this machine's Docker runs on cgroup v1.
+const kubeletCgroupV1Patch = "kind: KubeletConfiguration\nfailCgroupV1: false\n"
+
+// KindOfflineConfig is a kind cluster of one control plane and the given number of workers,
+// whose kubelets accept cgroup v1.
+func KindOfflineConfig(workers int) *kindv1alpha4.Cluster {
+	cfg := &kindv1alpha4.Cluster{
+		TypeMeta:             kindv1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		Nodes:                []kindv1alpha4.Node{{Role: kindv1alpha4.ControlPlaneRole}},
+		KubeadmConfigPatches: []string{kubeletCgroupV1Patch},
+	}
+	for i := 0; i < workers; i++ {
+		cfg.Nodes = append(cfg.Nodes, kindv1alpha4.Node{Role: kindv1alpha4.WorkerRole})
+	}
+	return cfg
+}
+
+// LoadDockerImage copies an image from the Docker engine (DOCKER_HOST) into the containerd of
+// every node of a kind cluster, as `kind load docker-image` does: nothing is pulled.
+func LoadDockerImage(ctx context.Context, p *kindcluster.Provider, clusterName, image string) error {
+	nodes, err := p.ListInternalNodes(clusterName)
+	if err != nil {
+		return fmt.Errorf("load %s: list nodes of %q: %w", image, clusterName, err)
+	}
+	for _, n := range nodes {
+		cmd := exec.CommandContext(ctx, "docker", "save", image)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("load %s: docker save: %w", image, err)
+		}
+		loadErr := nodeutils.LoadImageArchive(n, out)
+		_, _ = io.Copy(io.Discard, out)
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("load %s: docker save: %w", image, err)
+		}
+		if loadErr != nil {
+			return fmt.Errorf("load %s into node %s: %w", image, n.String(), loadErr)
+		}
+	}
+	return nil
+}

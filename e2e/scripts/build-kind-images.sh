@@ -1,0 +1,400 @@
+#!/usr/bin/env bash
+# Builds, on a machine that reaches no container registry, kind's node image for the Kubernetes
+# version the local provider builds and every image a kind cluster needs, preloaded in the node:
+# the control plane, kube-proxy, etcd, CoreDNS, pause, a NetworkPolicy-enforcing CNI
+# (kube-router) and a storage provisioner. Sources: Debian's packages (debootstrap) and the Go
+# module proxy; kind's node layout (its base image's files) comes from the kind module that
+# go.mod requires. Nothing is pulled. Facts, obstacles and timings: docs/kind-offline.md.
+#
+# The images live in a private Docker engine (its own socket and data root), never the default
+# socket, so that tools looking for an engine at /var/run/docker.sock do not find this one.
+#
+# Usage: e2e/scripts/build-kind-images.sh [build|docker|stop|env]
+#   build   (default) start the private engine and build whatever is missing; a second run is a
+#           no-op. Prints the node image's name on stdout.
+#   docker  only start the private engine
+#   stop    stop the private engine (and remove its forwarding guard)
+#   env     print the DOCKER_HOST line for the private engine
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.3.4}"   # kind v0.33.0's base image pins v2.3.4
+CRICTL_VERSION="${CRICTL_VERSION:-v1.37.0}"
+CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.9.1}" # kind v0.33.0's base image pins v1.9.1
+ETCD_VERSION="${ETCD_VERSION:-v3.7.0}"               # kubeadm v1.37's default etcd is 3.7.0-0
+COREDNS_VERSION="${COREDNS_VERSION:-v1.14.6}"        # kubeadm v1.37's CoreDNSVersion
+PAUSE_VERSION="${PAUSE_VERSION:-3.10.2}"             # kubeadm v1.37's PauseVersion
+KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-v2.1.0}"
+LPP_VERSION="${LPP_VERSION:-v0.0.30}"                # rancher/local-path-provisioner
+KIND_VERSION="${KIND_VERSION:-$(sed -n 's/^\s*sigs.k8s.io\/kind \(v[^ ]*\).*/\1/p' "$(dirname "$0")/../../go.mod")}"
+DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+
+CACHE="${POLYAXON_DEPLOY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/polyaxon-deploy}/kind"
+RUN_DIR="${KIND_DOCKER_RUN:-/run/polyaxon-kind}"
+SOCK="$RUN_DIR/docker.sock"
+export DOCKER_HOST="unix://$SOCK"
+NODE_IMAGE="${KIND_NODE_IMAGE:-polyaxon-deploy/kind-node:$KUBE_VERSION}"
+NETWORK_BRIDGE=br-pxkind # the bridge of the "kind" Docker network, guarded against forwarding
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+BIN="$CACHE/bin"
+TIMINGS="$CACHE/timings.log"
+
+log() { echo "build-kind-images: $*" >&2; }
+die() { log "$*"; exit 1; }
+# step NAME CMD...: runs a build step and records its duration.
+step() {
+  local name=$1 s; shift
+  s=$(date +%s)
+  log "$name ..."
+  "$@"
+  log "$name done in $(($(date +%s) - s))s"
+  echo "$(date -u +%FT%TZ) $name $(($(date +%s) - s))s" >>"$TIMINGS"
+}
+
+need_root() { [ "$(id -u)" = 0 ] || die "needs root (dockerd, debootstrap); the local provider needs neither"; }
+
+ensure_packages() {
+  local want=()
+  command -v dockerd >/dev/null || want+=(docker.io)
+  command -v debootstrap >/dev/null || want+=(debootstrap)
+  command -v gcc >/dev/null || want+=(gcc libc6-dev)
+  [ ${#want[@]} -eq 0 ] && return 0
+  log "installing ${want[*]} from Debian's packages"
+  apt-get update -qq
+  # policy-rc.d stops the package from starting an engine on the default socket.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}" >&2
+}
+
+docker_up() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+
+build_kind_runc() {
+  [ -x "$BIN/kind-runc" ] && [ "$BIN/kind-runc" -nt "$REPO/e2e/cmd/kind-runc/main.go" ] &&
+    [ "$BIN/kind-runc" -nt "$REPO/e2e/cluster/ocicaps/ocicaps.go" ] && return 0
+  mkdir -p "$BIN"
+  (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/kind-runc" ./e2e/cmd/kind-runc)
+}
+
+start_docker() {
+  need_root
+  ensure_packages
+  build_kind_runc
+  mkdir -p "$RUN_DIR/exec" "$CACHE/docker"
+  if ! docker_up; then
+    # kind-runc drops the capabilities this machine's bounding set lacks (CAP_SYS_RESOURCE)
+    # before runc sees a privileged container's spec. No bridge/iptables of Docker's own.
+    printf '{"runtimes":{"kind-runc":{"path":"%s"}},"default-runtime":"kind-runc"}\n' "$BIN/kind-runc" >"$RUN_DIR/daemon.json"
+    log "starting a private dockerd on $SOCK (data root $CACHE/docker)"
+    (cd "$RUN_DIR" && nohup dockerd -H "$DOCKER_HOST" --data-root "$CACHE/docker" --exec-root "$RUN_DIR/exec" \
+      --pidfile "$RUN_DIR/docker.pid" --config-file "$RUN_DIR/daemon.json" \
+      --bridge none --iptables=false --ip-masq=false >"$RUN_DIR/dockerd.log" 2>&1 &)
+    for _ in $(seq 60); do docker_up && break; sleep 1; done
+    docker_up || die "dockerd did not answer on $SOCK; see $RUN_DIR/dockerd.log"
+  fi
+  # kind uses an existing network called "kind". Ours has a fixed bridge name so that the host
+  # can refuse to forward anything from it: the nodes talk to each other and to this host only.
+  if ! docker network inspect kind >/dev/null 2>&1; then
+    docker network create -d bridge -o com.docker.network.bridge.name=$NETWORK_BRIDGE \
+      -o com.docker.network.bridge.enable_ip_masquerade=false kind >/dev/null
+  fi
+  iptables -C FORWARD -i $NETWORK_BRIDGE ! -o $NETWORK_BRIDGE -j DROP 2>/dev/null ||
+    iptables -I FORWARD -i $NETWORK_BRIDGE ! -o $NETWORK_BRIDGE -j DROP
+}
+
+stop_docker() {
+  if [ -s "$RUN_DIR/docker.pid" ]; then
+    local pid; pid=$(cat "$RUN_DIR/docker.pid")
+    if kill -0 "$pid" 2>/dev/null; then
+      log "stopping dockerd $pid"
+      kill "$pid"
+      for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    fi
+  fi
+  while iptables -C FORWARD -i $NETWORK_BRIDGE ! -o $NETWORK_BRIDGE -j DROP 2>/dev/null; do
+    iptables -D FORWARD -i $NETWORK_BRIDGE ! -o $NETWORK_BRIDGE -j DROP
+  done
+}
+
+# --- Go programs, from the module proxy ----------------------------------------------------
+
+# modsrc MODULE@VERSION: a writable copy of a module's source (its own go.mod and replaces).
+modsrc() {
+  local dir dst="$CACHE/src/${1//\//_}"
+  if [ ! -f "$dst/go.mod" ]; then
+    dir="$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+    [ -n "$dir" ] || die "go mod download $1 failed"
+    rm -rf "$dst.tmp" && mkdir -p "$(dirname "$dst")" && cp -r "$dir" "$dst.tmp" && chmod -R u+w "$dst.tmp"
+    mv "$dst.tmp" "$dst"
+  fi
+  echo "$dst"
+}
+
+# gobuild OUT MODULE@VERSION PKG [extra go build flags...]: builds PKG inside the module's copy.
+gobuild() {
+  local out=$1 mod=$2 pkg=$3 src; shift 3
+  [ -x "$out" ] && return 0
+  src="$(modsrc "$mod")"
+  mkdir -p "$(dirname "$out")"
+  (cd "$src" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED="${CGO:-0}" nice -n 10 go build -trimpath "$@" -o "$out.tmp" "$pkg")
+  mv "$out.tmp" "$out"
+  log "built $out"
+}
+
+# etcd's server module replaces its sibling modules by relative paths, so it cannot be built in
+# place: a throw-away main calls etcdmain.Main, as build-binaries.sh does.
+build_etcd() {
+  local out="$BIN/etcd-$ETCD_VERSION/etcd" work
+  [ -x "$out" ] && return 0
+  work="$(mktemp -d)"; mkdir -p "$(dirname "$out")"
+  (
+    cd "$work"
+    go mod init local/etcdbuild >/dev/null 2>&1
+    printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >main.go
+    GOFLAGS=-mod=mod go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1
+    GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1
+    CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$out" .
+  )
+  rm -rf "$work"
+  log "built $out"
+}
+
+KUBE_BIN="$BIN/kube-$KUBE_VERSION"
+build_kube() {
+  local todo=() c
+  for c in kubelet kubeadm kube-proxy; do [ -x "$KUBE_BIN/$c" ] || todo+=("$c"); done
+  [ ${#todo[@]} -eq 0 ] && return 0
+  # Same throw-away module as build-binaries.sh: k8s.io/kubernetes with every staging module
+  # replaced by its published v0.Y.Z release.
+  local work minor gomod pkg ldflags
+  work="$(mktemp -d)"; minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
+  mkdir -p "$KUBE_BIN"
+  (
+    cd "$work"
+    go mod init local/kubebuild >/dev/null 2>&1
+    gomod="$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+    { echo "require k8s.io/kubernetes $KUBE_VERSION"
+      grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging/' "$gomod" | awk -v v="v0.${KUBE_VERSION#v1.}" '{print "replace " $1 " => " $1 " " v}'
+    } >>go.mod
+    { printf '//go:build tools\n\npackage tools\n\nimport (\n'
+      for c in "${todo[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+      printf ')\n'; } >tools.go
+    GOFLAGS=-mod=mod go mod tidy >tidy.log 2>&1 || cat tidy.log >&2
+    pkg=k8s.io/component-base/version
+    ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+    for c in "${todo[@]}"; do
+      GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$KUBE_BIN/$c" "k8s.io/kubernetes/cmd/$c"
+      log "built $c"
+    done
+  )
+  rm -rf "$work"
+}
+
+# The control plane binaries come from the local provider's build (build-binaries.sh).
+control_plane_bin() { KUBE_VERSION=$KUBE_VERSION "$REPO/e2e/scripts/build-binaries.sh"; }
+
+build_go() {
+  local d="$BIN/containerd-$CONTAINERD_VERSION" cm="github.com/containerd/containerd/v2@$CONTAINERD_VERSION" p
+  local tags="no_aufs no_zfs no_btrfs no_devmapper"
+  for p in containerd containerd-shim-runc-v2 ctr; do
+    gobuild "$d/$p" "$cm" "./cmd/$p" -tags "$tags" -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+  done
+  gobuild "$BIN/crictl-$CRICTL_VERSION/crictl" "sigs.k8s.io/cri-tools@$CRICTL_VERSION" ./cmd/crictl -ldflags "-s -w"
+  for p in ipam/host-local main/loopback main/ptp main/bridge meta/portmap; do
+    gobuild "$BIN/cni-plugins-$CNI_PLUGINS_VERSION/${p#*/}" "github.com/containernetworking/plugins@$CNI_PLUGINS_VERSION" "./plugins/$p" -ldflags "-s -w"
+  done
+  build_etcd
+  gobuild "$BIN/coredns-$COREDNS_VERSION/coredns" "github.com/coredns/coredns@$COREDNS_VERSION" . -ldflags "-s -w"
+  gobuild "$BIN/kube-router-$KUBE_ROUTER_VERSION/kube-router" "github.com/cloudnativelabs/kube-router/v2@$KUBE_ROUTER_VERSION" ./cmd/kube-router \
+    -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
+  gobuild "$BIN/local-path-provisioner-$LPP_VERSION/local-path-provisioner" "github.com/rancher/local-path-provisioner@$LPP_VERSION" . -ldflags "-s -w"
+}
+
+# pause from Kubernetes' own source (build/pause/linux/pause.c in the k8s.io/kubernetes module).
+build_pause() {
+  local out="$BIN/pause-$PAUSE_VERSION/pause" src
+  [ -x "$out" ] && return 0
+  src="$(cd /tmp && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  mkdir -p "$(dirname "$out")"
+  gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION-polyaxon-deploy" -o "$out" "$src/build/pause/linux/pause.c"
+  strip "$out"
+}
+
+# --- root filesystems, from Debian's packages ---------------------------------------------
+
+ROOTFS="$CACHE/rootfs"
+NODE_PKGS=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,bash,ca-certificates,curl,jq,procps,runc
+NET_PKGS=iptables,ipset,conntrack,iproute2,kmod,ca-certificates
+# debootstrap_dir NAME PACKAGES: a bookworm minbase root filesystem, made once.
+debootstrap_dir() {
+  local dir="$ROOTFS/$1"
+  [ -f "$dir/.complete" ] && return 0
+  rm -rf "$dir.tmp"; mkdir -p "$ROOTFS"
+  nice -n 10 debootstrap --variant=minbase --include="$2" bookworm "$dir.tmp" "$DEBIAN_MIRROR" >"$ROOTFS/$1.log" 2>&1 ||
+    die "debootstrap $1 failed; see $ROOTFS/$1.log"
+  rm -rf "$dir.tmp"/var/cache/apt/archives/*.deb "$dir.tmp"/var/lib/apt/lists/*
+  touch "$dir.tmp/.complete"; rm -rf "$dir"; mv "$dir.tmp" "$dir"
+}
+
+# --- images -------------------------------------------------------------------------------
+
+have_image() { docker image inspect "$1" >/dev/null 2>&1; }
+
+# import_dir IMAGE DIR [--change ...]: one-layer image from a directory.
+import_dir() {
+  local img=$1 dir=$2; shift 2
+  tar --numeric-owner -C "$dir" -c . | docker import "$@" - "$img" >/dev/null
+  log "image $img"
+}
+
+# static_image IMAGE ENTRYPOINT_JSON FILE:DEST...: an image of static binaries only.
+static_image() {
+  local img=$1 ep=$2 d f; shift 2
+  have_image "$img" && return 0
+  d="$(mktemp -d)"
+  mkdir -p "$d/tmp" "$d/etc" && chmod 1777 "$d/tmp"
+  echo 'nobody:x:65534:65534:nobody:/:/sbin/nologin' >"$d/etc/passwd"
+  for f in "$@"; do install -D -m 0755 "${f%%:*}" "$d/${f#*:}"; done
+  import_dir "$img" "$d" --change "ENTRYPOINT $ep" --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin'
+  rm -rf "$d"
+}
+
+# net_image IMAGE ENTRYPOINT_JSON FILE:DEST...: static binaries on a Debian root with iptables.
+net_image() {
+  local img=$1 ep=$2 d f; shift 2
+  have_image "$img" && return 0
+  debootstrap_dir net-bookworm "$NET_PKGS"
+  d="$(mktemp -d)"
+  cp -a "$ROOTFS/net-bookworm/." "$d/"
+  for f in "$@"; do install -D -m 0755 "${f%%:*}" "$d/${f#*:}"; done
+  import_dir "$img" "$d" --change "ENTRYPOINT $ep" --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+  rm -rf "$d"
+}
+
+KPROXY_IMAGE="registry.k8s.io/kube-proxy:$KUBE_VERSION"
+KUBE_ROUTER_IMAGE="docker.io/cloudnativelabs/kube-router:$KUBE_ROUTER_VERSION"
+LPP_IMAGE="docker.io/rancher/local-path-provisioner:$LPP_VERSION"
+HELPER_IMAGE="docker.io/polyaxon-deploy/local-path-helper:bookworm"
+preload_images() {
+  local cp; cp="$(control_plane_bin)"
+  echo "registry.k8s.io/pause:$PAUSE_VERSION"
+  static_image "registry.k8s.io/pause:$PAUSE_VERSION" '["/pause"]' "$BIN/pause-$PAUSE_VERSION/pause:pause" >&2
+  echo "registry.k8s.io/etcd:${ETCD_VERSION#v}-0"
+  static_image "registry.k8s.io/etcd:${ETCD_VERSION#v}-0" '["/usr/local/bin/etcd"]' "$BIN/etcd-$ETCD_VERSION/etcd:usr/local/bin/etcd" >&2
+  echo "registry.k8s.io/coredns/coredns:$COREDNS_VERSION"
+  static_image "registry.k8s.io/coredns/coredns:$COREDNS_VERSION" '["/coredns"]' "$BIN/coredns-$COREDNS_VERSION/coredns:coredns" >&2
+  local c
+  for c in kube-apiserver kube-controller-manager kube-scheduler; do
+    echo "registry.k8s.io/$c:$KUBE_VERSION"
+    static_image "registry.k8s.io/$c:$KUBE_VERSION" "[\"/usr/local/bin/$c\"]" "$cp/$c:usr/local/bin/$c" >&2
+  done
+  echo "$KPROXY_IMAGE"
+  net_image "$KPROXY_IMAGE" '["/usr/local/bin/kube-proxy"]' "$KUBE_BIN/kube-proxy:usr/local/bin/kube-proxy" >&2
+  echo "$KUBE_ROUTER_IMAGE"
+  net_image "$KUBE_ROUTER_IMAGE" '["/usr/local/bin/kube-router"]' "$BIN/kube-router-$KUBE_ROUTER_VERSION/kube-router:usr/local/bin/kube-router" >&2
+  echo "$LPP_IMAGE"
+  static_image "$LPP_IMAGE" '["/usr/local/bin/local-path-provisioner"]' \
+    "$BIN/local-path-provisioner-$LPP_VERSION/local-path-provisioner:usr/local/bin/local-path-provisioner" >&2
+  # The provisioner's helper pod runs sh, mkdir, rm: the Debian root has them.
+  echo "$HELPER_IMAGE"
+  net_image "$HELPER_IMAGE" '[]' >&2
+}
+
+KIND_SRC=""
+kind_src() {
+  [ -n "$KIND_SRC" ] || KIND_SRC="$(cd /tmp && go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  echo "$KIND_SRC"
+}
+
+# The base: a Debian root with systemd, kind's node files (images/base/files of the kind
+# module), containerd 2, runc (Debian's), crictl, CNI plugins, kind-runc, kubelet/kubeadm/kubectl.
+node_rootfs() {
+  local dir=$1 ks cp; ks="$(kind_src)"; cp="$(control_plane_bin)"
+  debootstrap_dir node-bookworm "$NODE_PKGS"
+  cp -a "$ROOTFS/node-bookworm/." "$dir/"
+  # kind's base image layout (its Dockerfile's COPY lines), from the module's files.
+  install -m 0755 "$ks"/images/base/files/usr/local/bin/* "$dir/usr/local/bin/"
+  mkdir -p "$dir/kind/bin" "$dir/etc/containerd" "$dir/etc/systemd/system/kubelet.service.d" "$dir/etc/kubernetes/manifests" "$dir/opt/cni/bin"
+  cp -r "$ks/images/base/files/kind/." "$dir/kind/"
+  chmod 0755 "$dir/kind" "$dir/kind/bin" "$dir"/kind/bin/*
+  (cd "$ks/images/base/files/etc" && find . -type f | while read -r f; do install -D -m 0644 "$f" "$dir/etc/$f"; done)
+  # The Dockerfile's clean-ups and unit choices.
+  find "$dir/lib/systemd/system/sysinit.target.wants/" -name systemd-tmpfiles-setup.service -delete
+  rm -f "$dir"/lib/systemd/system/multi-user.target.wants/* "$dir"/etc/systemd/system/*.wants/* \
+    "$dir"/lib/systemd/system/local-fs.target.wants/* "$dir"/lib/systemd/system/sockets.target.wants/*udev* \
+    "$dir"/lib/systemd/system/sockets.target.wants/*initctl* "$dir"/lib/systemd/system/basic.target.wants/*
+  echo ReadKMsg=no >>"$dir/etc/systemd/journald.conf"
+  ln -sf /usr/lib/systemd/systemd "$dir/sbin/init"
+  # Binaries.
+  local d="$BIN/containerd-$CONTAINERD_VERSION" p
+  install -m 0755 "$d/containerd" "$d/containerd-shim-runc-v2" "$d/ctr" "$BIN/crictl-$CRICTL_VERSION/crictl" "$BIN/kind-runc" "$dir/usr/local/bin/"
+  install -m 0755 "$BIN/cni-plugins-$CNI_PLUGINS_VERSION"/* "$dir/opt/cni/bin/"
+  install -m 0755 "$KUBE_BIN/kubelet" "$KUBE_BIN/kubeadm" "$cp/kubectl" "$dir/usr/bin/"
+  ln -sf /usr/sbin/runc "$dir/usr/local/sbin/runc"
+  chroot "$dir" systemctl enable kubelet.service containerd.service undo-mount-hacks.service >/dev/null 2>&1
+  chroot "$dir" systemctl mask systemd-binfmt.service >/dev/null 2>&1
+  # containerd's default spec, without rlimits, with kind's createContainer hook.
+  chroot "$dir" sh -c 'ctr oci spec | jq ".hooks.createContainer[.hooks.createContainer|length] |= . + {\"path\": \"/kind/bin/mount-product-files.sh\"}" | jq "del(.process.rlimits)" >/etc/containerd/cri-base.json'
+  # Our containerd settings: the pause image built here, and kind-runc in front of runc for
+  # every pod (privileged pods ask for CAP_SYS_RESOURCE, which the node cannot grant).
+  sed -i "s|sandbox_image = .*|sandbox_image = \"registry.k8s.io/pause:$PAUSE_VERSION\"|" "$dir/etc/containerd/config.toml"
+  sed -i 's|^\(\s*\)SystemdCgroup = true|&\n\1BinaryName = "/usr/local/bin/kind-runc"|' "$dir/etc/containerd/config.toml"
+  grep -q 'BinaryName = "/usr/local/bin/kind-runc"' "$dir/etc/containerd/config.toml" || die "containerd config: no SystemdCgroup line to put BinaryName beside"
+  echo "$KUBE_VERSION" >"$dir/kind/version"
+  mkdir -p "$dir/kind/manifests"
+  install -m 0644 "$REPO/e2e/cluster/kindmanifests/default-cni.yaml" "$REPO/e2e/cluster/kindmanifests/default-storage.yaml" "$dir/kind/manifests/"
+}
+
+# inputs_stamp: a digest of what the repository puts into the node image (kind-runc, the
+# manifests, this script), kept as an image label so that a change rebuilds the image.
+inputs_stamp() {
+  cat "$BIN/kind-runc" "$REPO"/e2e/cluster/kindmanifests/*.yaml "$REPO/e2e/scripts/build-kind-images.sh" | sha256sum | cut -c1-16
+}
+STAMP_LABEL=dev.polyaxon-deploy.kind-inputs
+stamped() { [ "$(docker image inspect --format "{{index .Config.Labels \"$STAMP_LABEL\"}}" "$1" 2>/dev/null)" = "$2" ]; }
+
+build_node_image() {
+  local base="polyaxon-deploy/kind-base:$KUBE_VERSION" d id imgs stamp
+  stamp="$(inputs_stamp)"
+  stamped "$NODE_IMAGE" "$stamp" && return 0
+  imgs=$(preload_images)
+  if ! stamped "$base" "$stamp"; then
+    d="$(mktemp -d)"
+    node_rootfs "$d"
+    import_dir "$base" "$d" --change "LABEL $STAMP_LABEL=$stamp" --change 'ENV container=docker' --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]'
+    rm -rf "$d"
+  fi
+  # Preload: a containerd inside a build container imports each image's archive (content only,
+  # as kind's node-image build does), then the container is committed.
+  id=$(docker run -d --entrypoint sleep --security-opt seccomp=unconfined "$base" infinity)
+  trap "docker rm -f $id >/dev/null 2>&1 || true" EXIT
+  docker exec -d "$id" sh -c 'containerd >/var/log/containerd-build.log 2>&1'
+  for _ in $(seq 30); do docker exec "$id" ctr version >/dev/null 2>&1 && break; sleep 1; done
+  local img
+  for img in $imgs; do
+    docker save "$img" | docker exec -i "$id" ctr --namespace=k8s.io images import \
+      --label=io.cri-containerd.pinned=pinned --no-unpack --digests - >/dev/null
+  done
+  docker exec "$id" ctr --namespace=k8s.io images list -q >&2
+  docker exec "$id" sh -c 'kill $(pidof containerd); sleep 1; rm -f /var/log/containerd-build.log' || true
+  # Docker 20.10 takes STOPSIGNAL in neither import nor commit: kind removes nodes with rm -f.
+  docker commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' "$id" "$NODE_IMAGE" >/dev/null
+  docker rm -f "$id" >/dev/null; trap - EXIT
+  log "image $NODE_IMAGE"
+}
+
+case "${1:-build}" in
+  docker) start_docker ;;
+  stop) stop_docker ;;
+  env) echo "export DOCKER_HOST=$DOCKER_HOST" ;;
+  build)
+    start_docker
+    mkdir -p "$CACHE"
+    step "kubelet/kubeadm/kube-proxy $KUBE_VERSION" build_kube
+    step "control plane (build-binaries.sh)" control_plane_bin >/dev/null
+    step "Go programs (containerd, crictl, CNI plugins, etcd, CoreDNS, kube-router, local-path-provisioner)" build_go
+    step "pause" build_pause
+    step "node root filesystem (debootstrap)" debootstrap_dir node-bookworm "$NODE_PKGS"
+    step "node image $NODE_IMAGE" build_node_image
+    echo "$NODE_IMAGE"
+    ;;
+  *) die "unknown command $1 (build|docker|stop|env)" ;;
+esac
