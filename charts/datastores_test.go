@@ -182,3 +182,31 @@ func TestDataStoreClaimsAreOnePodsWhereTheClusterCan(t *testing.T) {
 	assert.Equal(t, rwo, modes["postgresql"])
 	assert.Equal(t, rwop, modes["redis"])
 }
+
+// An upgrade of Polyaxon (or of the chart) leaves the data stores' pods alone: their pod
+// templates carry no version, so the database keeps serving while the gateway rolls (a
+// version label on them restarted PostgreSQL in the middle of an upgrade).
+func TestPolyaxonUpgradeLeavesTheDataStoresRunning(t *testing.T) {
+	templates := func(version string) map[string]any {
+		r := render(t, profileValues(t, "production"), map[string]any{"polyaxon": map[string]any{"version": version}, "redis": map[string]any{"enabled": true}})
+		out := map[string]any{}
+		for _, o := range r.byKind("StatefulSet") {
+			tpl, _, err := unstructured.NestedMap(o.Object, "spec", "template")
+			require.NoError(t, err)
+			out[o.GetLabels()["app.kubernetes.io/component"]] = tpl
+		}
+		return out
+	}
+	before, after := templates("2.15.1"), templates("2.18.0")
+	require.Contains(t, before, "postgresql")
+	require.Contains(t, before, "redis")
+	assert.Equal(t, before, after, "the data stores' pod templates are the same for 2.15.1 and 2.18.0")
+
+	for _, o := range render(t, mergeValues(everything)).byKind("StatefulSet") {
+		labels, _, err := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+		require.NoError(t, err)
+		for _, versioned := range []string{"app.kubernetes.io/version", "helm.sh/chart"} {
+			assert.NotContains(t, labels, versioned, "%s's pod template", o.GetName())
+		}
+	}
+}

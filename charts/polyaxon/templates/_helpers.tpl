@@ -61,6 +61,18 @@ polyaxon.com/role: core
 {{- end }}
 {{- end -}}
 
+{{/* Pod labels of a data store (PostgreSQL, RabbitMQ, Redis): no Polyaxon or chart version,
+since a label of the pod template that changes restarts the store's pod; an upgrade of
+Polyaxon or of the chart must leave the database serving. */}}
+{{- define "polyaxon.dependency.podLabels" -}}
+{{ include "polyaxon.selectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: polyaxon
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
 {{/* The core components, from files/components.yaml (the one declaration), as a JSON list. */}}
 {{- define "polyaxon.coreComponents" -}}
 {{- (.ctx | default .).Files.Get "files/components.yaml" | fromYaml | dig "core" list | toJson -}}
