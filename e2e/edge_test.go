@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+)
+
+// oauth2-proxy, built from the Go module proxy by e2e/scripts/build-oauth2-proxy.sh (cached).
+var edgeBuild struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+func oauth2ProxyBuild(t *testing.T) string {
+	t.Helper()
+	edgeBuild.once.Do(func() {
+		start := time.Now()
+		edgeBuild.bin, edgeBuild.err = cluster.EnsureOAuth2Proxy(context.Background(), os.Stderr)
+		fmt.Fprintf(os.Stderr, "e2e: oauth2-proxy ready in %s\n", time.Since(start).Round(100*time.Millisecond))
+	})
+	require.NoError(t, edgeBuild.err)
+	return edgeBuild.bin
+}
+
+// TestEdge (issue 42): the production profile exposed through an Ingress, with the
+// authenticating edge in front (oauth2-proxy of the chart's pinned release, built from the
+// module proxy and run for the edge's pods) and an htpasswd Secret. `check --pre` refuses the
+// Secret missing; once installed, an anonymous request and the real polyaxon CLI without a
+// credential are refused by the edge and create nothing; the CLI with a credential the edge
+// accepts (basic auth, POLYAXON_AUTHENTICATION_TYPE=Basic) creates a project and a run, whose
+// status the agent still reports (it reaches the gateway inside the cluster, not through the
+// edge); a browser's htpasswd login gets a session that reaches the API.
+func TestEdge(t *testing.T) {
+	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
+	ns := nsInstall
+	bin := oauth2ProxyBuild(t)
+	c := polyaxonCluster(t, "edge", ns, cluster.WithHostPrograms(cluster.EdgeProgram(bin)))
+	venv, _ := polyaxonPrograms(t)
+	createNamespace(t, c, ns)
+
+	const user, password = "alice", "a long passphrase"
+	sum := sha1.Sum([]byte(password))
+	htpasswd := user + ":{SHA}" + base64.StdEncoding.EncodeToString(sum[:]) + "\n"
+	install := []string{"--profile", "production", "--namespace", ns,
+		"--set", c.postgresPasswordValue(),
+		"--set", "scheduler.enabled=false", "--set", "redis.enabled=false",
+		"--set", "artifactsStore.persistence.sharedVolume.hostPath.path=" + t.TempDir(),
+		"--set", "ingress.enabled=true", "--set", "ingress.host=localhost",
+		"--set", "edge.htpasswd.secretName=polyaxon-users",
+		// Plain HTTP here: a Secure cookie would never come back.
+		"--set", "edge.cookie.secure=false",
+	}
+
+	t.Run("check --pre refuses an htpasswd Secret that does not exist", func(t *testing.T) {
+		r := c.deploy(t, append([]string{"check", "--pre"}, install...)...).requireExit(t, 3)
+		assert.Contains(t, r.Stderr, `edge.htpasswd.secretName: Secret "polyaxon-users" not found in namespace "`+ns+`"`)
+	})
+	_, err := c.Clientset.CoreV1().Secrets(ns).Create(ctxT(t, time.Minute), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-users"},
+		StringData: map[string]string{"htpasswd": htpasswd},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	r := c.deploy(t, append([]string{"install"}, install...)...).requireExit(t, 0)
+	assert.Contains(t, r.Stderr, "every way in goes through the edge", "check-edge-exposure")
+	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
+
+	edgeAddr, err := c.ServiceAddress(ns, "polyaxon-edge", 80)
+	require.NoError(t, err)
+	gatewayAddr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
+	require.NoError(t, err)
+	edge, admin := "http://"+edgeAddr, "http://"+gatewayAddr
+	ctx := ctxT(t, 12*time.Minute)
+	// The administrators' way in (port-forward to the gateway): what exists, seen past the edge.
+	adminCLI := newPolyaxonCLI(t, venv, admin)
+	projectExists := func(name string) bool {
+		var p map[string]any
+		return adminCLI.get(ctx, "/api/v1/default/"+name, &p) == nil
+	}
+
+	t.Run("the edge pods are oauth2-proxy, hardened, with what they cost", func(t *testing.T) {
+		pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=edge"})
+		require.NoError(t, err)
+		require.Len(t, pods.Items, 2, "the production profile's two edge replicas")
+		ctr := pods.Items[0].Spec.Containers[0]
+		assert.Equal(t, "quay.io/oauth2-proxy/oauth2-proxy:v7.15.6", ctr.Image)
+		assert.True(t, *ctr.SecurityContext.ReadOnlyRootFilesystem)
+		t.Logf("edge container resources: requests %s cpu / %s memory, limit %s memory",
+			ctr.Resources.Requests.Cpu(), ctr.Resources.Requests.Memory(), ctr.Resources.Limits.Memory())
+		for _, p := range pods.Items {
+			t.Logf("edge pod %s: %s", p.Name, processRSS(t, bin))
+		}
+	})
+
+	t.Run("an anonymous request is refused by the edge and creates nothing", func(t *testing.T) {
+		for _, req := range []struct {
+			method, path, accept string
+			want                 int
+		}{
+			{http.MethodGet, "/", "text/html", http.StatusForbidden},               // the sign-in page
+			{http.MethodGet, "/api/v1/default/projects/list", "", http.StatusForbidden},
+			{http.MethodGet, "/api/v1/default/projects/list", "application/json", http.StatusUnauthorized},
+			{http.MethodPost, "/api/v1/default/projects/create", "application/json", http.StatusUnauthorized},
+		} {
+			var body io.Reader
+			if req.method == http.MethodPost {
+				body = strings.NewReader(`{"name": "anonymous"}`)
+			}
+			r, err := http.NewRequestWithContext(ctx, req.method, edge+req.path, body)
+			require.NoError(t, err)
+			if req.accept != "" {
+				r.Header.Set("Accept", req.accept)
+			}
+			r.Header.Set("Content-Type", "application/json")
+			resp, err := apiClient.Do(r)
+			require.NoError(t, err)
+			page, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equalf(t, req.want, resp.StatusCode, "%s %s (Accept %q)", req.method, req.path, req.accept)
+			if req.accept == "text/html" {
+				assert.Contains(t, string(page), "/oauth2/sign_in", "the edge's sign-in form")
+			}
+			t.Logf("anonymous %s %s (Accept %q): %s", req.method, req.path, req.accept, resp.Status)
+		}
+		assert.False(t, projectExists("anonymous"), "nothing reached Polyaxon")
+	})
+
+	t.Run("the polyaxon CLI without a credential is refused", func(t *testing.T) {
+		cli := newPolyaxonCLI(t, venv, edge)
+		out, err := cli.run(ctx, "project", "create", "--name", "nocredential")
+		require.Error(t, err, out)
+		t.Logf("polyaxon project create without a credential:\n%s", lastLines(out, 4))
+		assert.False(t, projectExists("nocredential"))
+	})
+
+	// The CLI with a credential: POLYAXON_AUTHENTICATION_TYPE=Basic and POLYAXON_AUTH_TOKEN
+	// base64(user:password) make its Authorization header one the edge checks against the
+	// htpasswd file (docs/authentication.md).
+	withCredential := credentialCLI(t, venv, edge, "Basic", base64.StdEncoding.EncodeToString([]byte(user+":"+password)))
+	t.Run("the polyaxon CLI with a credential creates a project and a run, whose status the agent reports", func(t *testing.T) {
+		out, err := withCredential.run(ctx, "project", "create", "--name", "authtest")
+		require.NoError(t, err, out)
+		assert.True(t, projectExists("authtest"))
+		root, err := cluster.RepoRoot()
+		require.NoError(t, err)
+		uuid := withCredential.submit(t, ctx, filepath.Join(root, "values", "polyaxonfiles", "hello-job.yaml"), "authtest")
+		adminCLI.waitStatus(t, ctx, "authtest", uuid, "succeeded")
+	})
+
+	t.Run("the edge keeps the credential from Polyaxon, which would refuse it", func(t *testing.T) {
+		// Polyaxon CE's API (Django REST framework's basic authentication) checks a Basic
+		// Authorization against its own users: the edge must not pass the CLI's on.
+		r, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/api/v1/default/authtest", nil)
+		require.NoError(t, err)
+		r.SetBasicAuth(user, password)
+		resp, err := apiClient.Do(r)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equalf(t, http.StatusForbidden, resp.StatusCode, "%s", body)
+		t.Logf("the credential sent to the gateway itself: %s %s", resp.Status, body)
+	})
+
+	t.Run("a wrong password is refused", func(t *testing.T) {
+		wrong := credentialCLI(t, venv, edge, "Basic", base64.StdEncoding.EncodeToString([]byte(user+":wrong")))
+		out, err := wrong.run(ctx, "project", "create", "--name", "wrongpassword")
+		require.Error(t, err, out)
+		assert.False(t, projectExists("wrongpassword"))
+	})
+
+	t.Run("an htpasswd login on the form gets a session that reaches the API", func(t *testing.T) {
+		jar, err := cookiejar.New(nil)
+		require.NoError(t, err)
+		browser := &http.Client{Jar: jar, Timeout: 15 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := browser.PostForm(edge+"/oauth2/sign_in", url.Values{"username": {user}, "password": {"wrong"}, "rd": {"/"}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a wrong password on the form")
+		resp, err = browser.PostForm(edge+"/oauth2/sign_in", url.Values{"username": {user}, "password": {password}, "rd": {"/ui/"}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusFound, resp.StatusCode)
+		assert.Equal(t, "/ui/", resp.Header.Get("Location"))
+		resp, err = browser.Get(edge + "/api/v1/default/authtest")
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equalf(t, http.StatusOK, resp.StatusCode, "%s", body)
+		assert.Contains(t, string(body), `"name":"authtest"`)
+		t.Logf("after the htpasswd login, GET /api/v1/default/authtest through the edge: %s", resp.Status)
+	})
+}
+
+// credentialCLI is the polyaxon CLI at host sending `Authorization: <scheme> <token>` on every
+// request, through its own settings (POLYAXON_AUTHENTICATION_TYPE, POLYAXON_AUTH_TOKEN).
+func credentialCLI(t *testing.T, venv, host, scheme, token string) *polyaxonCLI {
+	t.Helper()
+	wrapper := filepath.Join(t.TempDir(), "polyaxon")
+	script := fmt.Sprintf("#!/bin/sh\nexport POLYAXON_AUTHENTICATION_TYPE=%q POLYAXON_AUTH_TOKEN=%q\nexec %q \"$@\"\n",
+		scheme, token, filepath.Join(venv, "bin", "polyaxon"))
+	require.NoError(t, os.WriteFile(wrapper, []byte(script), 0o755))
+	cli := newPolyaxonCLI(t, venv, host)
+	cli.bin = wrapper
+	return cli
+}
+
+// processRSS reports the resident memory of this machine's processes of bin (the edge's host
+// programs).
+func processRSS(t *testing.T, bin string) string {
+	out, err := exec.Command("ps", "-C", filepath.Base(bin), "-o", "pid=,rss=,time=").Output()
+	if err != nil {
+		return "ps: " + err.Error()
+	}
+	var parts []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 3 {
+			parts = append(parts, fmt.Sprintf("pid %s rss %s KiB cpu %s", f[0], f[1], f[2]))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
