@@ -52,7 +52,7 @@ gateway:
 # other), its output printed when it ends.
 # The e2e package runs after the others, with the machine to itself: its scenarios share the
 # machine by their own measure (e2e package doc), and beside the other packages' tests
-# scenario 17's adoption passed its 5-minute bound. The kind test writes whether the kind
+# TestPolyaxonVersionUpgrade's adoption passed its 5-minute bound. The kind test writes whether the kind
 # provider was tested to a file printed at the end (go test shows nothing of a passing
 # package): without a Docker engine it is not, and the line says so; E2E_PROVIDER=kind makes
 # that an error.

@@ -130,7 +130,7 @@ var oldValues = map[string]any{
 	}},
 }
 
-// TestScenario10Adopt: a release of the official chart (stand-in, installed with plain Helm:
+// TestAdoptOfficialRelease: a release of the official chart (stand-in, installed with plain Helm:
 // its Secrets, a Bitnami-shaped Postgres whose exec reaches a real PostgreSQL seeded with
 // Polyaxon-like tables, CRDs owned by the release, a run object) is adopted. Bad input is
 // refused before anything changes; --dry-run changes nothing; a run killed after `install`
@@ -138,7 +138,7 @@ var oldValues = map[string]any{
 // the old release serves; then runs killed after each phase in turn each resume, and the last
 // finishes: same rows and checksums, same secret key, ours deployed, the old release removed
 // without its CRDs or run objects.
-func TestScenario10Adopt(t *testing.T) {
+func TestAdoptOfficialRelease(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := adoptCluster(t)
 	cs := c.Clientset

@@ -13,12 +13,12 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
-// TestScenario5BadInput: invalid values, and a cluster whose nodes match no `core` selector
+// TestBadInputChangesNothing: invalid values, and a cluster whose nodes match no `core` selector
 // (the core pool is labelled polyaxon=general). Both are rejected before anything is created:
 // invalid values with exit 1 and the value paths in the message, the cluster by the
 // scheduling checks (exit 3, their IDs in the output). Afterwards the cluster holds exactly
 // the objects it held before: no namespace, no Helm release Secret, no CRD, nothing.
-func TestScenario5BadInput(t *testing.T) {
+func TestBadInputChangesNothing(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	pools := cluster.DefaultNodePools()
 	for i := range pools {

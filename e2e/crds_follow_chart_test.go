@@ -28,12 +28,12 @@ var (
 	kfjobsGVR = schema.GroupVersionResource{Group: "polyaxon.com", Version: "v1", Resource: "kfjobs"}
 )
 
-// scenario11CRDsFollowTheChart (TestLifecycleScenarios): Helm never updates crds/, so a cluster first installed by an
+// crdsFollowTheChart (TestLifecycleScenarios): Helm never updates crds/, so a cluster first installed by an
 // older chart keeps its CRDs; earlier charts spelt the kfjobs kind KFJob where the operator
 // registers KfJob. Install and upgrade bring CRDs to the chart's. A kind cannot change in place
 // (the API server refuses), so the CRD is re-created, but only once it holds no run object: a
 // CRD's deletion deletes its objects.
-func scenario11CRDsFollowTheChart(t *testing.T) {
+func crdsFollowTheChart(t *testing.T) {
 	c := lifecycleCluster(t)
 	ns := "crds"
 	dyn := dynamic.NewForConfigOrDie(c.RESTConfig)

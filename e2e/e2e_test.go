@@ -6,12 +6,12 @@
 // The binary is built once per run (go build ./cmd/polyaxon-deploy); set
 // POLYAXON_DEPLOY_E2E_BINARY to test a prebuilt one instead (e.g. bin/polyaxon-deploy).
 //
-// Clusters: scenarios 1-4 and 7 share the "lifecycle" cluster (production node pools), each in
+// Clusters: the lifecycle tests (ProductionInstall, UpgradeWithBackup, FailedMigration, InterruptedUpgrade, PlainHelm) share the "lifecycle" cluster (production node pools), each in
 // its own namespace; `kubectl exec` into each namespace's polyaxon-postgresql-0 runs the
 // PostgreSQL client programs on this machine against a database of one real PostgreSQL
 // server started by installer/pgtest, so backups take the installer's real exec path and the
 // data can be compared. A migration pod given a script (migrationValues) runs it through the
-// same exec path against the same database, so migrations really write. Scenarios 5 and 6
+// same exec path against the same database, so migrations really write. TestBadInputChangesNothing and TestPreflightReportsEveryProblem
 // change cluster-wide things (no core nodes, no default StorageClass) and get clusters of
 // their own, as do 8 (run pods and the admission policies, cluster-scoped) and 9 (the Kubeflow
 // training operator and its CRDs, built by e2e/scripts/build-training-operator.sh on first use).
@@ -72,7 +72,7 @@ const (
 	commandTimeout = 5 * time.Minute
 )
 
-// Namespaces of the scenarios on the lifecycle cluster. Scenario 1 uses the default namespace,
+// Namespaces of the scenarios on the lifecycle cluster. ProductionInstall uses the default namespace,
 // as a user following the README does.
 const (
 	nsInstall     = "polyaxon"
@@ -83,7 +83,7 @@ const (
 	nsRestore     = "restore"
 	nsHelmMixed   = "helm-mixed"
 	// nsNameOverride holds release overrideRelease, installed with nameOverride and
-	// fullnameOverride (scenario 15): its Postgres pod is overrideFullname-postgresql-0.
+	// fullnameOverride (NameOverride): its Postgres pod is overrideFullname-postgresql-0.
 	nsNameOverride   = "name-override"
 	overrideRelease  = "ml"
 	overrideFullname = "ml-core"
@@ -473,21 +473,21 @@ func TestLifecycleScenarios(t *testing.T) {
 		name string
 		run  func(*testing.T)
 	}{
-		{"Scenario11CRDsFollowTheChart", scenario11CRDsFollowTheChart},
-		{"Scenario14HelmAndPolyaxonDeploy", scenario14HelmAndPolyaxonDeploy},
-		{"Scenario15NameOverride", scenario15NameOverride},
-		{"Scenario1ProductionInstall", scenario1ProductionInstall},
-		{"Scenario2UpgradeWithBackup", scenario2UpgradeWithBackup},
-		{"Scenario3FailedMigration", scenario3FailedMigration},
-		{"Scenario4InterruptedUpgrade", scenario4InterruptedUpgrade},
-		{"Scenario7PlainHelm", scenario7PlainHelm},
-		{"ScenarioMigrationDamageAndRestore", scenarioMigrationDamageAndRestore},
+		{"CRDsFollowTheChart", crdsFollowTheChart},
+		{"HelmAndPolyaxonDeploy", helmAndPolyaxonDeploy},
+		{"NameOverride", releaseWithNameOverride},
+		{"ProductionInstall", productionInstall},
+		{"UpgradeWithBackup", upgradeWithBackup},
+		{"FailedMigration", failedMigration},
+		{"InterruptedUpgrade", interruptedUpgrade},
+		{"PlainHelm", plainHelm},
+		{"MigrationDamageAndRestore", migrationDamageAndRestore},
 	} {
 		t.Run(s.name, s.run)
 	}
 }
 
-// lifecycleCluster is the shared cluster of scenarios 1-4, 7 and 14 (deleted by TestMain).
+// lifecycleCluster is the shared cluster of the lifecycle tests (TestLifecycleScenarios) (deleted by TestMain).
 func lifecycleCluster(t *testing.T) *testCluster {
 	t.Helper()
 	suite.lcOnce.Do(func() {

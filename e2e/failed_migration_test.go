@@ -17,11 +17,11 @@ import (
 // annotated cluster.FailAnnotation="true"). The annotation key has a dot: escaped for --set.
 var failMigrationFlag = "migrations.podAnnotations." + strings.ReplaceAll(cluster.FailAnnotation, ".", `\.`) + "=true"
 
-// scenario3FailedMigration (TestLifecycleScenarios): the migration Job of the target version fails. The upgrade
+// failedMigration (TestLifecycleScenarios): the migration Job of the target version fails. The upgrade
 // exits non-zero with a message naming the Job and how to restore; no Deployment changed, the
 // release stays at its previous revision (no new Helm revision), every workload is still
 // ready and the data is intact. A rerun without the fault then upgrades.
-func scenario3FailedMigration(t *testing.T) {
+func failedMigration(t *testing.T) {
 	target := nextVersion(t, 1)
 	c := lifecycleCluster(t)
 	cs := c.Clientset

@@ -24,14 +24,14 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
 
-// scenario14HelmAndPolyaxonDeploy (TestLifecycleScenarios): one release driven by both tools. Installed with
+// helmAndPolyaxonDeploy (TestLifecycleScenarios): one release driven by both tools. Installed with
 // polyaxon-deploy, upgraded with the chart alone through the Helm SDK as `helm upgrade -f
 // values/production.yaml -f my-values.yaml` does (gateway 3 replicas), then upgraded with
 // polyaxon-deploy: it says the revision was made outside it, lists the value it would revert
 // and refuses without --yes (nothing changes); check warns; a backup reads the Helm-made
 // revision; --keep-release-values keeps the Helm change and stores it; a rollback to the Helm
 // revision is told apart again, and --yes reverts what it lists.
-func scenario14HelmAndPolyaxonDeploy(t *testing.T) {
+func helmAndPolyaxonDeploy(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
 	ns := nsHelmMixed

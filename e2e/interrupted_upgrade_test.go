@@ -18,12 +18,12 @@ import (
 
 const freezeQuota = "e2e-freeze-rollouts"
 
-// scenario4InterruptedUpgrade (TestLifecycleScenarios): an upgrade whose rollout cannot progress (a ResourceQuota
+// interruptedUpgrade (TestLifecycleScenarios): an upgrade whose rollout cannot progress (a ResourceQuota
 // forbids new ReplicaSets, a cluster condition, not an input) is waiting on its workloads when
 // it receives SIGINT: the release is not left pending-*, and once the condition is gone the
 // same command succeeds. Then an upgrade killed with SIGKILL does leave the release
 // pending-upgrade; `recover --yes` marks it failed and rolls back to the last good revision.
-func scenario4InterruptedUpgrade(t *testing.T) {
+func interruptedUpgrade(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
 	ns := nsInterrupted

@@ -15,13 +15,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// scenarioMigrationDamageAndRestore (TestLifecycleScenarios): a migration that alters a table and deletes rows, then
+// migrationDamageAndRestore (TestLifecycleScenarios): a migration that alters a table and deletes rows, then
 // fails, really damages the data (so the scenarios' "data intact" checks can fail); the
 // upgrade stops at the previous revision and names the backup to restore. `polyaxon-deploy
 // restore DIR --yes` puts the data back, with the release's database writers scaled to zero
 // during the restore and back afterwards. The same broken upgrade with --restore-on-failure
 // restores by itself: the checksums are back to their values before the upgrade.
-func scenarioMigrationDamageAndRestore(t *testing.T) {
+func migrationDamageAndRestore(t *testing.T) {
 	target := nextVersion(t, 1)
 	c := lifecycleCluster(t)
 	cs := c.Clientset

@@ -18,14 +18,14 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 )
 
-// scenario15NameOverride (TestLifecycleScenarios): a release named ml, installed with nameOverride and
+// releaseWithNameOverride (TestLifecycleScenarios): a release named ml, installed with nameOverride and
 // fullnameOverride and a platform Secret of the user's own (secrets.existingSecret). Every
 // command that acts on the release's objects finds them by the chart's names: `check` sees its
 // workloads, `backup` dumps through ml-core-postgresql-0 and saves the user's Secret, a killed
 // `restore` is reported by `check` and undone by `recover`, `restore` puts the data back with
 // the writers down, and `uninstall --purge-data` deletes the release's volumes and Secrets and
 // the runs' namespace it created.
-func scenario15NameOverride(t *testing.T) {
+func releaseWithNameOverride(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
 	ns := nsNameOverride

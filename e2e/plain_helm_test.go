@@ -23,12 +23,12 @@ import (
 // deadlock users of other charts hit with hooks and --wait) would hang until it.
 const helmTimeout = 3 * time.Minute
 
-// scenario7PlainHelm (TestLifecycleScenarios): the chart alone, installed and upgraded through the Helm SDK as
+// plainHelm (TestLifecycleScenarios): the chart alone, installed and upgraded through the Helm SDK as
 // `helm install/upgrade --wait --wait-for-jobs` would, with migrations as Helm hooks
 // (migrations.useHelmHooks=true). Both finish well within the timeout, the post-install and
 // pre-upgrade migration Jobs complete, and the pre-upgrade one completes before the
 // Deployments roll.
-func scenario7PlainHelm(t *testing.T) {
+func plainHelm(t *testing.T) {
 	target := nextVersion(t, 1)
 	c := lifecycleCluster(t)
 	cs := c.Clientset

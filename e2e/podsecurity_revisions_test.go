@@ -43,7 +43,7 @@ func withoutPlacement() []string {
 	return args
 }
 
-// TestScenario16PodSecurityRevisions (issue 24, "Pod Security follows the revision"): the Pod
+// TestPodSecurityAcrossRevisions (issue 24, "Pod Security follows the revision"): the Pod
 // Security labels of the release namespace and of the runs' own (polyaxon-runs) are those of
 // the revision that ends up deployed, whichever command deployed it, and they change only under
 // the release lock. An install that finds another run holding the lock leaves an existing
@@ -56,7 +56,7 @@ func withoutPlacement() []string {
 // reason when nothing names its pool). `recover` puts the previous revision's policies and
 // NetworkPolicies back. Each level is the API server's own: a run pod admitted hardened, a pod
 // outside restricted refused.
-func TestScenario16PodSecurityRevisions(t *testing.T) {
+func TestPodSecurityAcrossRevisions(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := runsCluster(t, "podsecurity")
 	ns, runs := nsInstall, nsRuns

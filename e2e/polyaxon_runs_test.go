@@ -21,7 +21,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 )
 
-// TestScenario12PolyaxonRuns: `install --profile production` on the local provider, where the
+// TestPolyaxonRunsThroughTheCLI: `install --profile production` on the local provider, where the
 // platform's pods run Polyaxon's own programs (haupt's API, which migrates the database at
 // start, the polyaxon agent, and the operator stand-in) with the environment the chart
 // renders, and the real Kubeflow training operator runs TFJobs. Polyaxon's own CLI, pointed at
@@ -35,7 +35,7 @@ import (
 //
 // The broker is off (scheduler.enabled=false): Polyaxon then runs its tasks inline in the API,
 // which the local provider runs; RabbitMQ and Celery are not run here.
-func TestScenario12PolyaxonRuns(t *testing.T) {
+func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns, runsNS := nsInstall, nsRuns
 	opBin, crds := trainingOperatorBuild(t)
@@ -302,7 +302,7 @@ func TestScenario12PolyaxonRuns(t *testing.T) {
 		requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
 	})
 
-	// The API migrated at start (above); scenario 17's upgrade runs the migrations Job.
+	// The API migrated at start (above); TestPolyaxonVersionUpgrade's upgrade runs the migrations Job.
 	t.Run("the install's hook created the admin user through Polyaxon's own command", func(t *testing.T) {
 		// The hook's createuser wrote the admin user with the password the chart keeps.
 		secret, err := c.Clientset.CoreV1().Secrets(ns).Get(ctx, "polyaxon-platform", metav1.GetOptions{})

@@ -20,7 +20,7 @@ import (
 // (e2e/polyaxon/requirements-2.15.1.txt): where the upgrade scenario starts.
 const oldestPolyaxon = "2.15.1"
 
-// TestScenario17PolyaxonUpgrade: an official-chart install adopted, then upgraded onto the
+// TestPolyaxonVersionUpgrade: an official-chart install adopted, then upgraded onto the
 // chart's Polyaxon, every step through Polyaxon's own programs. A release of the official
 // chart's shape at 2.15.1 (e2e/testdata/official-shaped, installed with plain Helm, its own
 // PostgreSQL) runs the real 2.15.1 API, agent and operator stand-in; a project and a run are
@@ -29,7 +29,7 @@ const oldestPolyaxon = "2.15.1"
 // --profile production` to the chart's appVersion then takes and verifies the backup, runs the
 // new version's own migrate, and the new CLI lists the same project and run with the same
 // status; rollback to the adopted revision and restore bring 2.15.1 back with the backup's data.
-func TestScenario17PolyaxonUpgrade(t *testing.T) {
+func TestPolyaxonVersionUpgrade(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns := nsInstall
 	start := time.Now()

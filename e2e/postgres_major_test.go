@@ -24,7 +24,7 @@ import (
 
 const nsPGMajor = "pg-major"
 
-// TestScenarioPostgresMajorUpgrade: `upgrade --allow-postgres-major-upgrade` from Postgres 16
+// TestPostgresMajorUpgrade: `upgrade --allow-postgres-major-upgrade` from Postgres 16
 // to 17 dumps the database, verifies the dump, starts the new server on a new volume
 // (data-pg17), restores the dump into it, runs the migrations there, then applies the release.
 //
@@ -36,7 +36,7 @@ const nsPGMajor = "pg-major"
 // major version): what is under test is the installer's data path across the switch (a real
 // dump out of the old server, a real restore into an empty new one, migrations on the new one,
 // the old volume left as it was), not PostgreSQL's own cross-version dump compatibility.
-func TestScenarioPostgresMajorUpgrade(t *testing.T) {
+func TestPostgresMajorUpgrade(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	target := nextVersion(t, 1)
 	ctx := ctxT(t, 3*time.Minute)

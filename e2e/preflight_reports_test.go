@@ -22,13 +22,13 @@ const (
 	defaultSCAnno = "storageclass.kubernetes.io/is-default-class"
 )
 
-// TestScenario6Preflight: three things wrong at once: the chart supports only Kubernetes
+// TestPreflightReportsEveryProblem: three things wrong at once: the chart supports only Kubernetes
 // <1.20.0 (a chart copy), the identity may read the cluster but create almost nothing (a
 // ServiceAccount with a tiny Role, used through a kubeconfig holding its token), and no
 // StorageClass is the default. One `check --pre` run reports each by its check ID, and an
 // install with the same input is refused without creating anything. Each condition alone is
 // then checked too, so a failure says which check does not work.
-func TestScenario6Preflight(t *testing.T) {
+func TestPreflightReportsEveryProblem(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := newCluster(t, "preflight")
 	ns := nsInstall

@@ -35,14 +35,14 @@ var runCategoryPools = map[string]string{
 	"BUILDS":       cluster.PoolBuilds,
 }
 
-// scenario1ProductionInstall (TestLifecycleScenarios): `polyaxon-deploy install --profile production` on a cluster
+// productionInstall (TestLifecycleScenarios): `polyaxon-deploy install --profile production` on a cluster
 // with core, experiments (GPU, tainted) and builds pools. Every workload becomes ready, core
 // pods run on core nodes, Postgres/RabbitMQ/Redis never on experiments/builds nodes, the
 // canary of each run category (placed as the chart's admission policies place its runs) lands
 // on that category's pool, runs go to a namespace of their own (polyaxon-runs, created by the
 // release) where the agent's, operator's and gateway's Roles are, and both namespaces enforce
 // Pod Security "restricted" with every pod admitted.
-func scenario1ProductionInstall(t *testing.T) {
+func productionInstall(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
 	ns := nsInstall
@@ -147,7 +147,7 @@ func scenario1ProductionInstall(t *testing.T) {
 
 	t.Run("run categories land on their pools", func(t *testing.T) {
 		// The canary creates one pod per category with the scheduling the chart's admission
-		// policies give it (scenario 8 creates Polyaxon-shaped run pods and checks the
+		// policies give it (TestRunPodsLandOnTheirPools creates Polyaxon-shaped run pods and checks the
 		// policies themselves) and reports where the real scheduler put it.
 		var pr plan.Result
 		c.deploy(t, "plan", "--canary", "--no-release", "-o", "json").requireExit(t, 0).data(t, &pr)

@@ -32,7 +32,7 @@ const (
 	replicaMemory = "2Gi"
 )
 
-// TestScenario9PyTorchJobThroughTheTrainingOperator: the real Kubeflow training operator
+// TestPyTorchJobThroughTheTrainingOperator: the real Kubeflow training operator
 // (v1.8.1, built from the Go module proxy) on the local control plane. Before its CRDs exist,
 // `check` refuses operators.pytorchjob=true (distributed-backends) with the fix; with them the
 // production install passes. A PyTorchJob shaped as Polyaxon's operator creates it, in the runs'
@@ -42,7 +42,7 @@ const (
 // chart's policies (the operator's own init container included) and the scheduler binds them to
 // the experiments pool. `plan --topology` for the same topology said so beforehand: all fit on
 // polyaxon=experiments for 1+3 replicas; for 1+8 replicas, 8 fit and 1 does not, as happens.
-func TestScenario9PyTorchJobThroughTheTrainingOperator(t *testing.T) {
+func TestPyTorchJobThroughTheTrainingOperator(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	bin, crdDir := trainingOperatorBuild(t)
 	c := runsCluster(t, "kubeflow")

@@ -23,7 +23,7 @@ import (
 // the GPU pool's taint away (values: tolerations.<category>; null drops the profile's list).
 const noExperimentsToleration = "tolerations.experiments=null"
 
-// TestScenario8RunPods: run pods shaped as Polyaxon 2.15 creates them
+// TestRunPodsLandOnTheirPools: run pods shaped as Polyaxon 2.15 creates them
 // (e2e/testdata/runpods: labels, init and sidecar containers without a securityContext, the
 // artifacts claim mounted) on a real control plane after `install --profile production`, in
 // the runs' own namespace (polyaxon-runs), where Polyaxon's agent sends them.
@@ -40,7 +40,7 @@ const noExperimentsToleration = "tolerations.experiments=null"
 // restrictions (it could land on the protected core pool), as `plan` predicts and as `check`
 // says when it refuses such an upgrade or install until its scheduling checks are demoted, and
 // one that names its pool is admitted and lands there.
-func TestScenario8RunPods(t *testing.T) {
+func TestRunPodsLandOnTheirPools(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := runsCluster(t, "runs")
 	ns, runs := nsInstall, nsRuns

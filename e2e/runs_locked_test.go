@@ -20,7 +20,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/admission"
 )
 
-// TestScenario13RunsLocked (issue 24, "runs are runs" and "runs never share the core pool in
+// TestRunsLocked (issue 24, "runs are runs" and "runs never share the core pool in
 // production"): after `install --profile production`, the API server refuses, with the
 // reason, every run pod in the runs' namespace (polyaxon-runs) that names another service account than the runs one, a nodeName, a
 // priority class, another scheduler, or the core pool's nodes (by nodeSelector or required
@@ -29,7 +29,7 @@ import (
 // (installer/admission over the policies `render` prints). A run pod of each category as
 // Polyaxon sends it is still admitted and placed on its pool, and so is one pinned to a node
 // of its pool.
-func TestScenario13RunsLocked(t *testing.T) {
+func TestRunsLocked(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := runsCluster(t, "locked")
 	ns, runs := nsInstall, nsRuns

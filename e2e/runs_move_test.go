@@ -17,13 +17,13 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
-// TestScenarioRunsMoveToTheirNamespace (issue 37, existing releases): a release whose runs
+// TestRunsMoveToTheirNamespace (issue 37, existing releases): a release whose runs
 // live in the platform's namespace (as before runs.namespace) is upgraded to the production
 // layout with one run still running. The upgrade warns of that run; new runs go to the runs'
 // namespace and succeed; the run that was running keeps its pod where it was, and the API
 // still lists it, since no runner watches the old namespace any more. What a user sees is
 // logged for the README.
-func TestScenarioRunsMoveToTheirNamespace(t *testing.T) {
+func TestRunsMoveToTheirNamespace(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns, runsNS := nsInstall, nsRuns
 	c := polyaxonCluster(t, "moved", ns)

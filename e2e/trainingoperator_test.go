@@ -106,7 +106,7 @@ func applyKubeflowCRDs(t *testing.T, c *testCluster, crdDir string, plurals ...s
 const rotatorCertFile = "/tmp/k8s-webhook-server/serving-certs/tls.crt"
 
 // rotatorCert counts this run's operators that rely on rotatorCertFile, so that the file
-// this run created goes when the last of them (scenarios 9 and 12 run side by side) ends.
+// this run created goes when the last of them (TestPyTorchJobThroughTheTrainingOperator and TestPolyaxonRunsThroughTheCLI run side by side) ends.
 var rotatorCert struct {
 	sync.Mutex
 	users   int
@@ -159,7 +159,7 @@ const trainingOperatorNamespace = "kubeflow"
 // harness creates the Secret and, as the kubelet would mount it, writes its files. Its webhook
 // server, started right after, must load a certificate: a self-signed one is in place before
 // the process starts, since the controller's "mounted" check (rotatorCertFile) may already
-// pass on another operator's file when scenarios 9 and 12 run side by side, before the harness
+// pass on another operator's file when TestPyTorchJobThroughTheTrainingOperator and TestPolyaxonRunsThroughTheCLI run side by side, before the harness
 // copied the Secret. The process is killed when the test ends; its log is printed if the test
 // failed.
 func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, schemes ...string) {

@@ -33,12 +33,12 @@ func (d upgradeData) phaseIndex(name string) int {
 	})
 }
 
-// scenario2UpgradeWithBackup (TestLifecycleScenarios): a production release upgraded to a new Polyaxon version
+// upgradeWithBackup (TestLifecycleScenarios): a production release upgraded to a new Polyaxon version
 // (a chart copy one minor version up) with a changed value. Before anything changes a backup is written
 // and verified (it restores to the same data); the migration Job of the target version runs
 // (its pod writes to the release's database) and completes before any Deployment rolls; the
 // generated Secrets are unchanged and the data in Postgres is intact.
-func scenario2UpgradeWithBackup(t *testing.T) {
+func upgradeWithBackup(t *testing.T) {
 	target := nextVersion(t, 1)
 	c := lifecycleCluster(t)
 	cs := c.Clientset

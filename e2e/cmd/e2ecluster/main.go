@@ -2,7 +2,7 @@
 // kind when a Docker engine answers, else the local (kwok) provider, with production-shaped
 // node pools.
 //
-// On the local provider the demo runs what scenario 12 runs: Polyaxon's own programs (haupt's
+// On the local provider the demo runs what TestPolyaxonRunsThroughTheCLI runs: Polyaxon's own programs (haupt's
 // API, the polyaxon agent, the operator stand-in) as processes on this machine for the
 // platform's pods, and a real PostgreSQL server behind the Postgres pod of namespace polyaxon,
 // its database "polyaxon" (user polyaxon) seeded with sample data beside Polyaxon's own
