@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
@@ -53,72 +54,98 @@ type InstallResult struct {
 	Warnings []string
 }
 
+// installRun is one install's state, which its phases share (as upgrade's pipeline does).
+type installRun struct {
+	a        *Install
+	rendered *render.Result
+	res      *InstallResult
+	lock     *phase.Lock
+	rc       *release.Client
+	ps       release.PodSecurity
+	opts     []release.InstallOption
+}
+
 // Run installs. Failed checks are a *ChecksFailedError, returned with the result so far: its
 // Info is nil when they were the preflight checks (nothing was installed).
 func (a *Install) Run(ctx context.Context) (*InstallResult, error) {
-	in := a.Inputs
-	var rc *release.Client
-	lock := a.lock(nil, nil) // the release's, once the client is made
-	rendered, err := a.render(in, a.Render)
+	rendered, err := a.render(a.Inputs, a.Render)
 	if err != nil {
 		return nil, err
 	}
-	res := &InstallResult{}
-	var (
-		ps   release.PodSecurity
-		opts []release.InstallOption
-	)
-	checks := step("checks", func(ctx context.Context) error { return a.preflight(ctx, rendered, res) })
-	prepare := step("release client", func(context.Context) (err error) {
-		if rc, err = a.Release(); err != nil {
-			return err
-		}
-		lock.Lock, lock.Revisions = rc.Lock(), rc
-		ps, opts, err = a.options(rendered, rc.Namespace(), res)
-		return err
-	})
+	r := &installRun{a: a, rendered: rendered, res: &InstallResult{}, lock: a.lock(nil, nil)}
+	if err := a.run(ctx, r.phases()...); err != nil {
+		return failedChecks(r.res, err)
+	}
 	if a.DryRun {
-		err := a.run(ctx, checks, prepare, step("install (dry run)", func(ctx context.Context) (err error) {
-			res.Info, err = rc.Install(ctx, in.Chart, in.Values, append(opts, release.WithDryRun())...)
-			return err
-		}))
-		if err != nil {
-			return failedChecks(res, err)
-		}
 		a.progress().OK("dry run: the release renders and validates; nothing was changed")
-		return res, nil
+		return r.res, nil
 	}
-	err = a.run(ctx, checks, prepare,
-		// The Lease lives in the namespace: a missing one is created (with its Pod Security
-		// labels) first; an existing one is relabelled by the install, under the lock.
-		step("namespace", func(ctx context.Context) error {
-			created, err := rc.CreateNamespace(ctx, ps)
-			if created {
-				a.progress().OK("created namespace " + rc.Namespace())
-			}
-			return err
-		}),
-		lock,
-		step("install", func(ctx context.Context) (err error) {
-			a.progress().Step(fmt.Sprintf("Installing release %s (chart %s, Polyaxon %s, profile %s) in namespace %s",
-				rc.Name(), in.Chart.Metadata.Version, polyaxonversion.Of(in.Chart.Metadata, in.Values), in.Profile.Name, rc.Namespace()))
-			res.Info, err = rc.Install(ctx, in.Chart, in.Values, opts...)
-			return err
-		}))
-	if err != nil {
-		return failedChecks(res, err)
+	a.progress().OK(fmt.Sprintf("Release %s installed (revision %d)", r.res.Info.Name, r.res.Info.Revision))
+	return r.postInstall(ctx)
+}
+
+// phases: checks, the release client, then (a dry run stops here) the namespace, the lock
+// and the install. The Lease lives in the namespace: a missing one is created (with its Pod
+// Security labels) first; an existing one is relabelled by the install, under the lock.
+func (r *installRun) phases() []phase.Phase {
+	ph := []phase.Phase{step("checks", r.checks), step("release client", r.client)}
+	if r.a.DryRun {
+		return append(ph, step("install (dry run)", r.dryRun))
 	}
-	a.progress().OK(fmt.Sprintf("Release %s installed (revision %d)", res.Info.Name, res.Info.Revision))
+	return append(ph, step("namespace", r.namespace), r.lock, step("install", r.install))
+}
+
+func (r *installRun) checks(ctx context.Context) error {
+	return r.a.preflight(ctx, r.rendered, r.res)
+}
+
+// client makes the release client once the checks passed: they report an unreachable
+// cluster with the fix, a client could only fail.
+func (r *installRun) client(context.Context) (err error) {
+	if r.rc, err = r.a.Release(); err != nil {
+		return err
+	}
+	r.lock.Lock, r.lock.Revisions = r.rc.Lock(), r.rc
+	r.ps, r.opts, err = r.a.options(r.rendered, r.rc.Namespace(), r.res)
+	return err
+}
+
+func (r *installRun) dryRun(ctx context.Context) (err error) {
+	in := r.a.Inputs
+	r.res.Info, err = r.rc.Install(ctx, in.Chart, in.Values, append(r.opts, release.WithDryRun())...)
+	return err
+}
+
+func (r *installRun) namespace(ctx context.Context) error {
+	created, err := r.rc.CreateNamespace(ctx, r.ps)
+	if created {
+		r.a.progress().OK("created namespace " + r.rc.Namespace())
+	}
+	return err
+}
+
+func (r *installRun) install(ctx context.Context) (err error) {
+	in := r.a.Inputs
+	r.a.progress().Step(fmt.Sprintf("Installing release %s (chart %s, Polyaxon %s, profile %s) in namespace %s",
+		r.rc.Name(), in.Chart.Metadata.Version, polyaxonversion.Of(in.Chart.Metadata, in.Values), in.Profile.Name, r.rc.Namespace()))
+	r.res.Info, err = r.rc.Install(ctx, in.Chart, in.Values, r.opts...)
+	return err
+}
+
+// postInstall checks the installed release and reads where its pods landed.
+func (r *installRun) postInstall(ctx context.Context) (*InstallResult, error) {
+	a, res := r.a, r.res
 	post := a.Checks
 	post.SettleTime = postCheckSettle
-	if res.Checks, err = a.runChecks(ctx, post, in, rendered, false); err != nil {
+	var err error
+	if res.Checks, err = a.runChecks(ctx, post, a.Inputs, r.rendered, false); err != nil {
 		return nil, err
 	}
-	names, err := rc.Names(ctx)
+	names, err := r.rc.Names(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if res.Pods, err = rc.Placement(ctx, names); err != nil {
+	if res.Pods, err = r.rc.Placement(ctx, names); err != nil {
 		return nil, err
 	}
 	if res.Checks.Failed() {
