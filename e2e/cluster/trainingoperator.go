@@ -16,7 +16,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -92,7 +94,13 @@ type TrainingOperator struct {
 	Schemes []string
 	// Dir holds its TMPDIR (webhook certificate) and its log, training-operator.log.
 	Dir string
+	// Env is its environment (default: this process's), before KUBECONFIG, TMPDIR and
+	// MY_POD_NAMESPACE.
+	Env []string
 }
+
+// LogPath is the manager's log.
+func (o TrainingOperator) LogPath() string { return filepath.Join(o.Dir, "training-operator.log") }
 
 // Run starts the manager and plays the kubelet's part for it: the Secret its certificate
 // controller fills exists, and once filled its files are where the manager reads them. No
@@ -122,7 +130,7 @@ func (o TrainingOperator) Run(ctx context.Context, c *Cluster) (done <-chan stru
 	if err := os.WriteFile(filepath.Join(certDir, "tls.key"), key, 0o600); err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(o.Dir, "training-operator.log")
+	logPath := o.LogPath()
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -141,7 +149,11 @@ func (o TrainingOperator) Run(ctx context.Context, c *Cluster) (done <-chan stru
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
 		"--webhook-server-port="+strconv.Itoa(ports[2]),
 		"--zap-log-level=info")...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "MY_POD_NAMESPACE="+TrainingOperatorNamespace, "TMPDIR="+filepath.Join(o.Dir, "tmp"))
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(slices.Clone(env), "KUBECONFIG="+c.KubeconfigPath, "MY_POD_NAMESPACE="+TrainingOperatorNamespace, "TMPDIR="+filepath.Join(o.Dir, "tmp"))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// It goes with whoever started it, even when that one is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -158,7 +170,7 @@ func (o TrainingOperator) Run(ctx context.Context, c *Cluster) (done <-chan stru
 		return nil, fmt.Errorf("%w; its log (%s) ends:\n%s", err, logPath, tailLines(b, 20))
 	}
 
-	created := false // whether this process made rotatorCertFile
+	var release func() // this operator's use of rotatorCertFile
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-exited:
@@ -175,15 +187,13 @@ func (o TrainingOperator) Run(ctx context.Context, c *Cluster) (done <-chan stru
 			}
 		}
 		// Shared by every operator on this machine: created if missing, never rewritten.
-		created, err = createIfMissing(rotatorCertFile, s.Data["tls.crt"])
+		release, err = useRotatorCert(s.Data["tls.crt"])
 		return err == nil, err
 	})
 	if err != nil {
 		return fail(fmt.Errorf("the training operator's webhook certificate: %w", err))
 	}
-	if created {
-		go func() { <-exited; _ = os.Remove(rotatorCertFile) }()
-	}
+	go func() { <-exited; release() }()
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-exited:
@@ -204,19 +214,43 @@ func (o TrainingOperator) Run(ctx context.Context, c *Cluster) (done <-chan stru
 	return exited, nil
 }
 
-func createIfMissing(path string, data []byte) (bool, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return false, err
+// rotatorCert counts this process's operators that rely on rotatorCertFile, so that the file
+// it created goes when the last of them ends (tests run several side by side).
+var rotatorCert struct {
+	sync.Mutex
+	users   int
+	created bool
+}
+
+// useRotatorCert makes sure rotatorCertFile exists (created with pem if missing, never
+// rewritten); release ends this operator's use, removing the file this process created once
+// no operator of it needs it.
+func useRotatorCert(pem []byte) (release func(), err error) {
+	rotatorCert.Lock()
+	defer rotatorCert.Unlock()
+	if err := os.MkdirAll(filepath.Dir(rotatorCertFile), 0o700); err != nil {
+		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if os.IsExist(err) {
-		return false, nil
+	f, err := os.OpenFile(rotatorCertFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		_, err = f.Write(pem)
+		if err = errors.Join(err, f.Close()); err != nil {
+			return nil, err
+		}
+		rotatorCert.created = true
+	case !os.IsExist(err):
+		return nil, err
 	}
-	if err != nil {
-		return false, err
-	}
-	_, err = f.Write(data)
-	return err == nil, errors.Join(err, f.Close())
+	rotatorCert.users++
+	return sync.OnceFunc(func() {
+		rotatorCert.Lock()
+		defer rotatorCert.Unlock()
+		if rotatorCert.users--; rotatorCert.users == 0 && rotatorCert.created {
+			_ = os.Remove(rotatorCertFile)
+			rotatorCert.created = false
+		}
+	}), nil
 }
 
 // selfSignedCert is a PEM certificate for dnsName and its key, valid for a year.
