@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
@@ -104,4 +105,35 @@ func TestKindOffline(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(logs), "hello from smoke"), string(logs))
 	t.Logf("smoke pod log: %s", strings.TrimSpace(string(logs)))
+
+	// The default StorageClass (local-path-provisioner, built here) binds a claim, and a pod
+	// writes to it.
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	_, err = cs.CoreV1().PersistentVolumeClaims("default").Create(ctx, claim, metav1.CreateOptions{})
+	require.NoError(t, err)
+	writer := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "writer", Namespace: "default", Labels: map[string]string{"app": "writer"}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "w", Image: local, ImagePullPolicy: corev1.PullNever,
+				Command:      []string{"sh", "-c", "echo persisted >/data/f && cat /data/f"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "d", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		},
+	}
+	_, err = cs.CoreV1().Pods("default").Create(ctx, writer, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "writer", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodSucceeded, nil
+	}), "writer pod on a provisioned volume succeeded")
 }

@@ -9,12 +9,13 @@
 # The images live in a private Docker engine (its own socket and data root), never the default
 # socket, so that tools looking for an engine at /var/run/docker.sock do not find this one.
 #
-# Usage: e2e/scripts/build-kind-images.sh [build|docker|stop|env]
+# Usage: e2e/scripts/build-kind-images.sh [build|docker|stop|env|polyaxon]
 #   build   (default) start the private engine and build whatever is missing; a second run is a
 #           no-op. Prints the node image's name on stdout.
 #   docker  only start the private engine
 #   stop    stop the private engine (and remove its forwarding guard)
 #   env     print the DOCKER_HOST line for the private engine
+#   polyaxon  (started) the Python root of Polyaxon's images, with the pinned haupt/polyaxon
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
@@ -381,10 +382,51 @@ build_node_image() {
   log "image $NODE_IMAGE"
 }
 
+# --- Polyaxon (issue 39 item 1, started) ---------------------------------------------------
+# The shared root of Polyaxon's images: Debian's python3 and a virtual environment at
+# /opt/polyaxon with the pinned haupt and polyaxon of e2e/polyaxon/requirements-<version>.txt
+# (hashes required, wheels only), as install-polyaxon.sh installs them on the host.
+POLYAXON_VERSION="${POLYAXON_VERSION:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$REPO/charts/polyaxon/Chart.yaml")}"
+PY_PKGS=python3,python3-venv,ca-certificates
+build_polyaxon_python() {
+  local img="polyaxon-deploy/polyaxon-python:$POLYAXON_VERSION" req="$REPO/e2e/polyaxon/requirements-$POLYAXON_VERSION.txt" d stamp
+  stamp="$(sha256sum "$req" | cut -c1-16)"
+  stamped "$img" "$stamp" && return 0
+  debootstrap_dir python-bookworm "$PY_PKGS"
+  d="$(mktemp -d)"
+  cp -a "$ROOTFS/python-bookworm/." "$d/"
+  # The wheels are fetched by the host's pip (its index and trust settings), checked against
+  # the pinned hashes, and installed in the chroot without an index.
+  local wheels="$CACHE/wheels/polyaxon-$POLYAXON_VERSION"
+  if [ ! -f "$wheels/.complete" ]; then
+    mkdir -p "$wheels"
+    python3 -m pip download -q --disable-pip-version-check --require-hashes --no-deps --only-binary=:all: \
+      --python-version 3.11 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+      --platform manylinux_2_17_x86_64 --platform linux_x86_64 --implementation cp \
+      -r "$req" -d "$wheels" >&2
+    touch "$wheels/.complete"
+  fi
+  mkdir -p "$d/tmp/wheels" && cp "$wheels"/*.whl "$d/tmp/wheels/"
+  install -m 0644 "$req" "$d/tmp/requirements.txt"
+  chroot "$d" python3 -m venv /opt/polyaxon
+  chroot "$d" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin /opt/polyaxon/bin/pip install -q --disable-pip-version-check \
+    --no-index --find-links /tmp/wheels --require-hashes --no-deps -r /tmp/requirements.txt >&2
+  chroot "$d" /opt/polyaxon/bin/haupt --help >/dev/null
+  chroot "$d" /opt/polyaxon/bin/polyaxon --help >/dev/null
+  rm -rf "$d/tmp/requirements.txt" "$d/tmp/wheels"
+  import_dir "$img" "$d" --change "LABEL $STAMP_LABEL=$stamp" \
+    --change 'ENV PATH=/opt/polyaxon/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+  rm -rf "$d"
+}
+
 case "${1:-build}" in
   docker) start_docker ;;
   stop) stop_docker ;;
   env) echo "export DOCKER_HOST=$DOCKER_HOST" ;;
+  polyaxon)
+    start_docker
+    step "Polyaxon $POLYAXON_VERSION Python root" build_polyaxon_python
+    ;;
   build)
     start_docker
     mkdir -p "$CACHE"
@@ -396,5 +438,5 @@ case "${1:-build}" in
     step "node image $NODE_IMAGE" build_node_image
     echo "$NODE_IMAGE"
     ;;
-  *) die "unknown command $1 (build|docker|stop|env)" ;;
+  *) die "unknown command $1 (build|docker|stop|env|polyaxon)" ;;
 esac
