@@ -255,21 +255,12 @@ func streamRestore(ctx context.Context, target Target, dump string, p DumpPart, 
 	}
 	defer in.Close()
 
-	// An OS pipe, not an io.Pipe: a local pg_restore reads it directly, without a copying
-	// goroutine in between. Our end of it is closed once pg_restore is gone, so a write to a
-	// pg_restore that stopped early fails instead of blocking.
-	pr, pw, err := os.Pipe()
+	pw, stderr, done, err := startOnPipe(ctx, func(ctx context.Context, stdin io.Reader, stderr io.Writer) error {
+		return target.Run(ctx, "pg_restore", args, Stdio{Stdin: stdin, Stderr: stderr})
+	})
 	if err != nil {
 		return err
 	}
-	_ = widenPipe(pw)
-	stderr := newTail(8192)
-	done := make(chan error, 1)
-	go func() {
-		err := target.Run(ctx, "pg_restore", args, Stdio{Stdin: pr, Stderr: stderr})
-		_ = pr.Close()
-		done <- err
-	}()
 	// abort ends pg_restore's input before the end of the archive: it fails, and its one
 	// transaction is rolled back.
 	abort := func() { _ = pw.Close(); <-done }

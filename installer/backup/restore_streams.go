@@ -33,6 +33,26 @@ import (
 // pipeTool runs a tool that reads an archive from stdin (the caller's pg_restore).
 type pipeTool func(ctx context.Context, stdin io.Reader, stderr io.Writer) error
 
+// startOnPipe starts tool reading an OS pipe, not an io.Pipe: a local pg_restore reads it
+// directly, without a copying goroutine in between. The pipe's read end is closed once the
+// tool is gone, so a write to a tool that stopped early fails instead of blocking; done gets
+// the tool's error, stderr the end of what it printed.
+func startOnPipe(ctx context.Context, tool pipeTool) (pw *os.File, stderr *tailBuffer, done <-chan error, err error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	_ = widenPipe(pw)
+	stderr = newTail(8192)
+	result := make(chan error, 1)
+	go func() {
+		err := tool(ctx, pr, stderr)
+		_ = pr.Close()
+		result <- err
+	}()
+	return pw, stderr, result, nil
+}
+
 // restorePart decodes one archive of the dump into tool and checks the file's sha256 once the
 // tool is done with it. Neither way of restoring commits anything to the target before every
 // archive checked out, so the tool may stop reading early (unlike streamRestore's). A failure is reported as an altered dump when the file's sha256 is not
@@ -43,19 +63,10 @@ func restorePart(ctx context.Context, path string, p DumpPart, codec string, too
 		return err
 	}
 	defer in.Close()
-	// An OS pipe: a local pg_restore reads it directly, without a copying goroutine.
-	pr, pw, err := os.Pipe()
+	pw, stderr, done, err := startOnPipe(ctx, tool)
 	if err != nil {
 		return err
 	}
-	_ = widenPipe(pw)
-	stderr := newTail(8192)
-	done := make(chan error, 1)
-	go func() {
-		err := tool(ctx, pr, stderr)
-		_ = pr.Close() // a write to a tool that stopped early fails instead of blocking
-		done <- err
-	}()
 	out := &writeTracker{w: pw}
 	_, copyErr := io.CopyBuffer(out, onlyReader{in}, make([]byte, 256<<10))
 	_ = pw.Close()
