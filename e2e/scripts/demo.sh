@@ -47,6 +47,7 @@ up() {
   "$E2ECLUSTER" up --provider "${DEMO_PROVIDER:-auto}" --namespace "$NAMESPACE" >/dev/null
   local provider kubeconfig postgres_password_file="" venv="" namespace hosts_log=""
   local gw_url="" gw_ca="" gw_ns="" gw_name="" gw_listener=""
+  local demo_user="" demo_password="" demo_secret=""
   eval "$("$E2ECLUSTER" env)"
   local kc="$kubeconfig"
   local k=("$kubectl" --kubeconfig "$kc")
@@ -78,6 +79,12 @@ up() {
     values+=(--set httpRoute.enabled=true --set "httpRoute.parentRefs[0].name=$gw_name"
       --set "httpRoute.parentRefs[0].namespace=$gw_ns" --set "httpRoute.parentRefs[0].sectionName=$gw_listener"
       --set "httpRoute.hostnames[0]=localhost")
+    # The production profile puts the authenticating edge (oauth2-proxy, run by the hosts
+    # daemon) in front of the route: the demo's one user logs in with an htpasswd entry.
+    say "The demo's user of the authenticating edge (an htpasswd Secret, made once)"
+    { read -r demo_user; read -r demo_password; read -r demo_secret; } <<<"$("$E2ECLUSTER" demo-user --namespace "$NAMESPACE")"
+    echo "  Secret $NAMESPACE/$demo_secret, user $demo_user"
+    values+=(--set "edge.htpasswd.secretName=$demo_secret")
   fi
   if "$BIN" status --kubeconfig "$kc" -n "$NAMESPACE" >/dev/null 2>&1; then
     say "Release polyaxon is already installed in this cluster: skipping the install"
@@ -112,8 +119,10 @@ up() {
       say "Through the Gateway over https (the chart's HTTPRoute; Traefik terminates TLS)"
       "${k[@]}" -n "$NAMESPACE" get httproute polyaxon-gateway \
         -o custom-columns='ROUTE:.metadata.name,PARENT:.status.parents[*].parentRef.name,ACCEPTED:.status.parents[*].conditions[?(@.type=="Accepted")].status,RESOLVED REFS:.status.parents[*].conditions[?(@.type=="ResolvedRefs")].status' || true
-      echo "  curl --cacert $gw_ca $gw_url/api/v1/installation"
-      echo "  $gw_url/ui/ in a browser that trusts $gw_ca"
+      echo "  $gw_url/ui/ in a browser that trusts $gw_ca: log in as $demo_user, password $demo_password"
+      echo "  curl --cacert $gw_ca -u $demo_user:$demo_password $gw_url/api/v1/installation"
+      echo "  (without a login the edge answers 401 or its sign-in page; the two lines at the end reach"
+      echo "  the gateway Service inside the cluster, as kubectl port-forward does for administrators)"
     fi
     say "Distributed runs: the Kubeflow training operator (tfjob, pytorchjob) runs for $RUNS_NAMESPACE (its log: ${hosts_log%/*}/training-operator/)"
     echo "  polyaxon run -f values/polyaxonfiles/distributed-tf.yaml -p demo        seed 001: 1 chief, 7 workers, 3 ps on the GPU pool"

@@ -60,7 +60,10 @@ func prepareHosts(ctx context.Context, venv, ns string) (*hostsState, error) {
 	if err := buildOperator(ctx, root, h.Operator); err != nil {
 		return nil, err
 	}
-	h.TrainingOperator, h.KubeflowCRDs, err = buildTrainingOperator(ctx, root)
+	if h.TrainingOperator, h.KubeflowCRDs, err = buildTrainingOperator(ctx, root); err != nil {
+		return nil, err
+	}
+	h.Edge, err = cluster.EnsureOAuth2Proxy(ctx, os.Stderr)
 	return h, err
 }
 
@@ -149,6 +152,9 @@ func ensureHosts(ctx context.Context, s *state) error {
 		"--venv", h.Venv, "--operator", h.Operator, "--address-file", h.AddressFile}
 	if h.TrainingOperator != "" {
 		args = append(args, "--training-operator", h.TrainingOperator, "--kubeflow-crds", h.KubeflowCRDs)
+	}
+	if h.Edge != "" {
+		args = append(args, "--edge", h.Edge)
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
@@ -278,7 +284,7 @@ func runHosts(c *cli.Context) error {
 		go runTrainingOperator(ctx, cl, cluster.TrainingOperator{Bin: bin, Namespace: c.String("runs-namespace"),
 			Schemes: kubeflowSchemes, Dir: filepath.Join(filepath.Dir(c.String("address-file")), "training-operator")})
 	}
-	programs := cluster.PolyaxonPrograms(oneVenv(c.String("venv")), c.String("operator"))
+	programs := (&hostsState{Venv: c.String("venv"), Operator: c.String("operator"), Edge: c.String("edge")}).programs()
 	backends := []cluster.HostBackend{{Namespace: ns, Pod: cluster.PostgresPod, Port: 5432, Address: c.String("postgres")}}
 	err = cl.RunHostPrograms(ctx, programs, backends, func(address func(ns, svc string, port int32) (string, error)) {
 		addr, err := address(ns, gatewayService, gatewayPort)

@@ -68,6 +68,17 @@ type hostsState struct {
 	// Empty in the state of a demo made before the demo ran it.
 	TrainingOperator string `json:"trainingOperator,omitempty"`
 	KubeflowCRDs     string `json:"kubeflowCRDs,omitempty"`
+	// Edge is oauth2-proxy (build-oauth2-proxy.sh), run for the authenticating edge's pods.
+	Edge string `json:"edge,omitempty"`
+}
+
+// programs are what the hosts run for the platform's pods.
+func (h *hostsState) programs() []cluster.Program {
+	programs := cluster.PolyaxonPrograms(oneVenv(h.Venv), h.Operator)
+	if h.Edge != "" {
+		programs = append(programs, cluster.EdgeProgram(h.Edge))
+	}
+	return programs
 }
 
 func demoDir() string { return filepath.Join(cluster.CacheDir(), "demo") }
@@ -147,7 +158,7 @@ func up(c *cli.Context) error {
 			// Distributed runs' pods end as their training would (seed 001 reaches succeeded).
 			cluster.WithStages(cluster.KubeflowPodsCompleteStage()),
 			cluster.WithClusterExec(cluster.PostgresExec(ns, pg, pg.Database)),
-			cluster.WithHostProgramStages(cluster.PolyaxonPrograms(oneVenv(hosts.Venv), hosts.Operator)...))
+			cluster.WithHostProgramStages(hosts.programs()...))
 	}
 	fmt.Fprintf(os.Stderr, "creating %s cluster %s with node pools core, experiments (GPU, tainted), builds\n", p.Name(), name)
 	cl, err := p.Create(ctx, name, opts...)
@@ -317,6 +328,14 @@ func main() {
 				Action: gatewayHTTPS,
 			},
 			{
+				Name:  "demo-user",
+				Usage: "make the demo's user of the authenticating edge (an htpasswd Secret) if missing; print its name, password and Secret",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "namespace", Value: "polyaxon"},
+				},
+				Action: demoUserCmd,
+			},
+			{
 				Name:   "hosts",
 				Usage:  "run Polyaxon's programs for the demo cluster's pods until SIGTERM (started by up)",
 				Hidden: true,
@@ -330,6 +349,7 @@ func main() {
 					&cli.StringFlag{Name: "training-operator", Usage: "the Kubeflow training operator's manager to run (none when empty)"},
 					&cli.StringFlag{Name: "kubeflow-crds", Usage: "the directory of its CRDs"},
 					&cli.StringFlag{Name: "runs-namespace", Value: "polyaxon-runs", Usage: "the namespace the training operator watches"},
+					&cli.StringFlag{Name: "edge", Usage: "oauth2-proxy, run for the authenticating edge's pods (none when empty)"},
 				},
 				Action: runHosts,
 			},
