@@ -384,12 +384,14 @@ build_node_image() {
 
 # --- Polyaxon (issue 39 item 1, started) ---------------------------------------------------
 # The shared root of Polyaxon's images: Debian's python3 and a virtual environment at
-# /opt/polyaxon with the pinned haupt and polyaxon of e2e/polyaxon/requirements-<version>.txt
-# (hashes required, wheels only), as install-polyaxon.sh installs them on the host.
+# /opt/polyaxon with the pinned haupt and polyaxon of e2e/polyaxon/image/requirements-<version>.txt
+# (hashes required, wheels only). These pins are the host's (e2e/polyaxon/requirements-*.txt)
+# resolved again for bookworm's Python 3.11.2: the host's resolve for 3.11.7 has a package that
+# needs 3.11.5 (soupsieve 4.1.3).
 POLYAXON_VERSION="${POLYAXON_VERSION:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$REPO/charts/polyaxon/Chart.yaml")}"
 PY_PKGS=python3,python3-venv,ca-certificates
 build_polyaxon_python() {
-  local img="polyaxon-deploy/polyaxon-python:$POLYAXON_VERSION" req="$REPO/e2e/polyaxon/requirements-$POLYAXON_VERSION.txt" d stamp
+  local img="polyaxon-deploy/polyaxon-python:$POLYAXON_VERSION" req="$REPO/e2e/polyaxon/image/requirements-$POLYAXON_VERSION.txt" d stamp
   stamp="$(sha256sum "$req" | cut -c1-16)"
   stamped "$img" "$stamp" && return 0
   debootstrap_dir python-bookworm "$PY_PKGS"
@@ -397,11 +399,11 @@ build_polyaxon_python() {
   cp -a "$ROOTFS/python-bookworm/." "$d/"
   # The wheels are fetched by the host's pip (its index and trust settings), checked against
   # the pinned hashes, and installed in the chroot without an index.
-  local wheels="$CACHE/wheels/polyaxon-$POLYAXON_VERSION"
+  local wheels="$CACHE/wheels/polyaxon-$POLYAXON_VERSION-$stamp"
   if [ ! -f "$wheels/.complete" ]; then
     mkdir -p "$wheels"
     python3 -m pip download -q --disable-pip-version-check --require-hashes --no-deps --only-binary=:all: \
-      --python-version 3.11 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+      --python-version 3.11.2 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
       --platform manylinux_2_17_x86_64 --platform linux_x86_64 --implementation cp \
       -r "$req" -d "$wheels" >&2
     touch "$wheels/.complete"
