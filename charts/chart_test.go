@@ -626,6 +626,16 @@ func TestNotesNeverPromiseALogin(t *testing.T) {
 	}
 	assert.Contains(t, render(t, map[string]any{"auth": map[string]any{"enabled": true}}).notes,
 		`whatever auth.enabled says (it made the admin user "admin"`)
+
+	// Behind the edge, the notes say where users log in, and that inside the cluster the
+	// gateway's Service still has no login.
+	notes := render(t, profileValues(t, "production"), map[string]any{
+		"ingress": map[string]any{"enabled": true, "host": "polyaxon.example.com"},
+		"edge":    map[string]any{"htpasswd": map[string]any{"secretName": "team-users"}},
+	}).notes
+	assert.Contains(t, notes, "Users log in at the authenticating edge (polyaxon-edge, oauth2-proxy) before they reach Polyaxon: with a user of Secret team-users")
+	assert.Contains(t, notes, "inside the cluster, whoever reaches the gateway's Service uses it")
+	assert.NotContains(t, notes, "anyone who reaches the gateway uses Polyaxon")
 }
 
 func TestLint(t *testing.T) {
