@@ -51,7 +51,7 @@ func DatabaseSettings(names render.Names, v *chartvalues.Values) DBSettings {
 		InCluster:   v.Postgresql.Enabled,
 		SecretName:  pg,
 		SecretKey:   postgresPasswordKey,
-		ClientImage: "postgres:" + v.Postgresql.Image.Tag,
+		ClientImage: "postgres:" + string(v.Postgresql.Image.Tag),
 	}
 	if d.InCluster {
 		auth := v.Postgresql.Auth

@@ -5,6 +5,7 @@
 package chartvalues
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -34,7 +35,7 @@ type Values struct {
 	// Operators are the distributed-run operators the chart turns on (operators.tfjob, ...).
 	Operators map[string]bool `json:"operators"`
 	// NodeSelectors and Tolerations are per scheduling category (core, experiments, ...).
-	NodeSelectors map[string]map[string]string  `json:"nodeSelectors"`
+	NodeSelectors map[string]map[string]string   `json:"nodeSelectors"`
 	Tolerations   map[string][]corev1.Toleration `json:"tolerations"`
 }
 
@@ -72,7 +73,7 @@ type StoreAuth struct {
 type Postgresql struct {
 	Enabled bool `json:"enabled"`
 	Image   struct {
-		Tag string `json:"tag"`
+		Tag Scalar `json:"tag"`
 	} `json:"image"`
 	Auth struct {
 		Username string `json:"username"`
@@ -95,6 +96,30 @@ type ExternalPostgresql struct {
 	ExistingSecret string    `json:"existingSecret"`
 	PasswordKey    string    `json:"passwordKey"`
 	Options        DBOptions `json:"options"`
+}
+
+// Scalar is a value the schema lets be a string or a number (an image tag: `--set
+// postgresql.image.tag=16` gives a number), read as the string the chart's templates print.
+type Scalar string
+
+// UnmarshalJSON reads a string, a number or a boolean.
+func (s *Scalar) UnmarshalJSON(b []byte) error {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return err
+	}
+	switch t := v.(type) {
+	case string:
+		*s = Scalar(t)
+	case json.Number, bool:
+		*s = Scalar(fmt.Sprint(t))
+	case nil:
+	default:
+		return fmt.Errorf("want a string or a number, not %s", b)
+	}
+	return nil
 }
 
 // DBOptions are connection options: a map, or (as older releases wrote them) one string of
