@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/sha1"
 	"encoding/base64"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,24 +22,6 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
-
-// oauth2-proxy, built from the Go module proxy by e2e/scripts/build-oauth2-proxy.sh (cached).
-var edgeBuild struct {
-	once sync.Once
-	bin  string
-	err  error
-}
-
-func oauth2ProxyBuild(t *testing.T) string {
-	t.Helper()
-	edgeBuild.once.Do(func() {
-		start := time.Now()
-		edgeBuild.bin, edgeBuild.err = cluster.EnsureOAuth2Proxy(context.Background(), os.Stderr)
-		fmt.Fprintf(os.Stderr, "e2e: oauth2-proxy ready in %s\n", time.Since(start).Round(100*time.Millisecond))
-	})
-	require.NoError(t, edgeBuild.err)
-	return edgeBuild.bin
-}
 
 // TestEdge (issue 42): the production profile exposed through an Ingress, with the
 // authenticating edge in front (oauth2-proxy of the chart's pinned release, built from the
@@ -54,7 +34,7 @@ func oauth2ProxyBuild(t *testing.T) string {
 func TestEdge(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns := nsInstall
-	bin := oauth2ProxyBuild(t)
+	bin := oauth2Proxy.get(t)
 	c := polyaxonCluster(t, "edge", ns, cluster.WithHostPrograms(cluster.EdgeProgram(bin)))
 	venv, _ := polyaxonPrograms(t)
 	createNamespace(t, c, ns)
@@ -117,7 +97,7 @@ func TestEdge(t *testing.T) {
 			method, path, accept string
 			want                 int
 		}{
-			{http.MethodGet, "/", "text/html", http.StatusForbidden},               // the sign-in page
+			{http.MethodGet, "/", "text/html", http.StatusForbidden}, // the sign-in page
 			{http.MethodGet, "/api/v1/default/projects/list", "", http.StatusForbidden},
 			{http.MethodGet, "/api/v1/default/projects/list", "application/json", http.StatusUnauthorized},
 			{http.MethodPost, "/api/v1/default/projects/create", "application/json", http.StatusUnauthorized},

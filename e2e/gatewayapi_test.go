@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,25 +22,6 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
-
-// Traefik and the Gateway API CRDs, built and fetched from the Go module proxy by
-// e2e/scripts/build-traefik.sh (cached; only the tests that need them build them).
-var gatewayBuild struct {
-	once  sync.Once
-	build cluster.GatewayBuild
-	err   error
-}
-
-func traefikBuild(t *testing.T) cluster.GatewayBuild {
-	t.Helper()
-	gatewayBuild.once.Do(func() {
-		start := time.Now()
-		gatewayBuild.build, gatewayBuild.err = cluster.EnsureGatewayBuild(context.Background(), os.Stderr)
-		fmt.Fprintf(os.Stderr, "e2e: Traefik and the Gateway API CRDs ready in %s\n", time.Since(start).Round(100*time.Millisecond))
-	})
-	require.NoError(t, gatewayBuild.err)
-	return gatewayBuild.build
-}
 
 // TestGatewayAPIRoute (issue 41): the production profile with httpRoute on, behind a real
 // Gateway API implementation: the standard channel's CRDs of the version Traefik is built
@@ -55,7 +35,7 @@ func traefikBuild(t *testing.T) cluster.GatewayBuild {
 func TestGatewayAPIRoute(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns := nsInstall
-	build := traefikBuild(t)
+	build := traefik.get(t)
 	c := polyaxonCluster(t, "gateway", ns)
 	ctx := ctxT(t, 5*time.Minute)
 	require.NoError(t, c.InstallGatewayAPICRDs(ctx, build.CRDs))

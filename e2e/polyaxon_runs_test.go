@@ -38,10 +38,10 @@ import (
 func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns, runsNS := nsInstall, nsRuns
-	opBin, crds := trainingOperatorBuild(t)
+	op := trainingOperator.get(t)
 	c := polyaxonCluster(t, "polyaxon", ns)
 	venv, _ := polyaxonPrograms(t)
-	applyKubeflowCRDs(t, c, crds, "tfjobs")
+	applyKubeflowCRDs(t, c, op.CRDs, "tfjobs")
 	createNamespace(t, c, ns)
 
 	root, err := cluster.RepoRoot()
@@ -76,7 +76,7 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 		StringData: map[string]string{"api-key": "not-a-real-key"},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	startTrainingOperator(t, c, opBin, runsNS, "tfjob")
+	startTrainingOperator(t, c, op.Bin, runsNS, "tfjob")
 	platform := platformPods(t, c, ns)
 
 	addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)

@@ -44,7 +44,7 @@ const (
 // polyaxon=experiments for 1+3 replicas; for 1+8 replicas, 8 fit and 1 does not, as happens.
 func TestPyTorchJobThroughTheTrainingOperator(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
-	bin, crdDir := trainingOperatorBuild(t)
+	op := trainingOperator.get(t)
 	c := runsCluster(t, "kubeflow")
 	ns, runs := nsInstall, nsRuns
 	pytorch := []string{"--set", "operators.pytorchjob=true"}
@@ -54,12 +54,12 @@ func TestPyTorchJobThroughTheTrainingOperator(t *testing.T) {
 		res := r.result(t)
 		assert.Equal(t, []string{"distributed-backends"}, failedChecks(res))
 		assert.Contains(t, checkDetail(res, "distributed-backends"), "operators.pytorchjob is true but the cluster does not serve PyTorchJob (kubeflow.org/v1): install the Kubeflow training operator v1.8")
-		applyKubeflowCRDs(t, c, crdDir, "pytorchjobs")
+		applyKubeflowCRDs(t, c, op.CRDs, "pytorchjobs")
 		c.deploy(t, append([]string{"check", "--pre", "--profile", "production", "-o", "json"}, pytorch...)...).requireExit(t, 0)
 	})
 
 	c.deploy(t, append([]string{"install", "--profile", "production", "-o", "json"}, pytorch...)...).requireExit(t, 0)
-	startTrainingOperator(t, c, bin, runs)
+	startTrainingOperator(t, c, op.Bin, runs)
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	require.NoError(t, err)
 	ev, _ := offlineEvaluator(t, ns, "operators.pytorchjob=true")

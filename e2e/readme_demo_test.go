@@ -181,7 +181,7 @@ func demoEnv(t *testing.T, home, kubeBin string) []string {
 	}
 	return append(env, "HOME="+home, "GOCACHE="+goenv[0], "GOMODCACHE="+goenv[1], "GOPATH="+goenv[2],
 		cluster.BinDirEnv+"="+kubeBin, "DEMO_BIN="+deployBinary(t), "DEMO_PROVIDER=local",
-		"POLYAXON_DEPLOY_TRAEFIK="+traefikBuild(t).Traefik) // the demo's Gateway: the suite's Traefik
+		"POLYAXON_DEPLOY_TRAEFIK="+traefik.get(t).Traefik) // the demo's Gateway: the suite's Traefik
 }
 
 // demoDown runs `make demo-down` (demo.sh down) and checks that the cluster, Polyaxon's

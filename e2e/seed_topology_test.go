@@ -35,10 +35,10 @@ import (
 func TestSeed001DistributedRunsThroughTheCLI(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns, runsNS := nsInstall, nsRuns
-	opBin, crds := trainingOperatorBuild(t)
+	op := trainingOperator.get(t)
 	c := polyaxonCluster(t, "seeds", ns, cluster.WithStages(cluster.KubeflowPodsCompleteStage()))
 	venv, _ := polyaxonPrograms(t)
-	applyKubeflowCRDs(t, c, crds, "tfjobs", "pytorchjobs")
+	applyKubeflowCRDs(t, c, op.CRDs, "tfjobs", "pytorchjobs")
 	createNamespace(t, c, ns)
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestSeed001DistributedRunsThroughTheCLI(t *testing.T) {
 		"--set", "artifactsStore.persistence.sharedVolume.hostPath.path="+t.TempDir(),
 	).requireExit(t, 0)
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
-	startTrainingOperator(t, c, opBin, runsNS, "tfjob", "pytorchjob")
+	startTrainingOperator(t, c, op.Bin, runsNS, "tfjob", "pytorchjob")
 
 	addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)

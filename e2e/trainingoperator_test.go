@@ -2,14 +2,8 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,42 +11,6 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
-
-// The Kubeflow training operator, built from the Go module proxy by
-// e2e/scripts/build-training-operator.sh (cached; only the scenarios that need it build it).
-var trainingOperator struct {
-	once      sync.Once
-	bin, crds string
-	err       error
-}
-
-func trainingOperatorBuild(t *testing.T) (bin, crdDir string) {
-	t.Helper()
-	trainingOperator.once.Do(func() {
-		root, err := cluster.RepoRoot()
-		if err != nil {
-			trainingOperator.err = err
-			return
-		}
-		start := time.Now()
-		var out bytes.Buffer
-		cmd := exec.Command("bash", filepath.Join(root, "e2e", "scripts", "build-training-operator.sh"))
-		cmd.Stdout, cmd.Stderr = &out, os.Stderr
-		if err := cmd.Run(); err != nil {
-			trainingOperator.err = fmt.Errorf("build-training-operator.sh: %w", err)
-			return
-		}
-		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-		if len(lines) < 2 {
-			trainingOperator.err = fmt.Errorf("build-training-operator.sh printed %q, want the binary and the CRD directory", out.String())
-			return
-		}
-		trainingOperator.bin, trainingOperator.crds = lines[len(lines)-2], lines[len(lines)-1]
-		fmt.Fprintf(os.Stderr, "e2e: training operator ready in %s\n", time.Since(start).Round(100*time.Millisecond))
-	})
-	require.NoError(t, trainingOperator.err)
-	return trainingOperator.bin, trainingOperator.crds
-}
 
 // applyKubeflowCRDs creates the operator's CRDs for plurals (e.g. "pytorchjobs") straight from
 // the module cache and waits until the API server serves them.

@@ -1,12 +1,10 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -34,26 +32,11 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (string, error) {
 	if d := os.Getenv(BinDirEnv); d != "" {
 		return d, checkBinaries(d)
 	}
-	root, err := RepoRoot()
+	p, err := runBuildScript(ctx, "build-binaries.sh", 1, progress)
 	if err != nil {
 		return "", err
 	}
-	script := filepath.Join(root, "e2e", "scripts", "build-binaries.sh")
-	if progress == nil {
-		progress = io.Discard
-	}
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Stdout = &out
-	cmd.Stderr = progress
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build e2e binaries with %s: %w", script, err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	dir := strings.TrimSpace(lines[len(lines)-1])
-	if dir == "" {
-		return "", fmt.Errorf("%s printed no binary directory", script)
-	}
+	dir := p[0]
 	return dir, checkBinaries(dir)
 }
 

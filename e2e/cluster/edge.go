@@ -1,12 +1,7 @@
 package cluster
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -14,27 +9,6 @@ import (
 // EdgeImage is the repository of the chart's authenticating edge (templates/edge/): its pods
 // run EdgeProgram here.
 const EdgeImage = "quay.io/oauth2-proxy/oauth2-proxy"
-
-// EnsureOAuth2Proxy builds oauth2-proxy from the Go module proxy (e2e/scripts/build-oauth2-proxy.sh,
-// cached outside the repository) and returns the binary's path.
-func EnsureOAuth2Proxy(ctx context.Context, progress io.Writer) (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	script := filepath.Join(root, "e2e", "scripts", "build-oauth2-proxy.sh")
-	if progress == nil {
-		progress = io.Discard
-	}
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Stdout, cmd.Stderr = &out, progress
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build oauth2-proxy with %s: %w", script, err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	return strings.TrimSpace(lines[len(lines)-1]), nil
-}
 
 // EdgeProgram runs oauth2-proxy (bin) for the edge's pods: the container's own flags, with its
 // listening address on the loopback port the runner gives it. The gateway's address and the

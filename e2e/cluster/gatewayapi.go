@@ -17,10 +17,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,25 +65,11 @@ type GatewayBuild struct {
 // EnsureGatewayBuild runs e2e/scripts/build-traefik.sh (a build of several minutes the first
 // time, cached under CacheDir; a no-op afterwards). Build progress goes to progress (may be nil).
 func EnsureGatewayBuild(ctx context.Context, progress io.Writer) (GatewayBuild, error) {
-	root, err := RepoRoot()
+	p, err := runBuildScript(ctx, "build-traefik.sh", 2, progress)
 	if err != nil {
 		return GatewayBuild{}, err
 	}
-	script := filepath.Join(root, "e2e", "scripts", "build-traefik.sh")
-	if progress == nil {
-		progress = io.Discard
-	}
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Stdout, cmd.Stderr = &out, progress
-	if err := cmd.Run(); err != nil {
-		return GatewayBuild{}, fmt.Errorf("build Traefik with %s: %w", script, err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) < 2 {
-		return GatewayBuild{}, fmt.Errorf("%s printed %q, not the binary and the CRDs' directory", script, out.String())
-	}
-	return GatewayBuild{Traefik: strings.TrimSpace(lines[len(lines)-2]), CRDs: strings.TrimSpace(lines[len(lines)-1])}, nil
+	return GatewayBuild{Traefik: p[0], CRDs: p[1]}, nil
 }
 
 // InstallGatewayAPICRDs applies every object of the YAML files in dir (the CRDs, and the

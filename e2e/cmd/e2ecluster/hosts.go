@@ -60,27 +60,13 @@ func prepareHosts(ctx context.Context, venv, ns string) (*hostsState, error) {
 	if err := buildOperator(ctx, root, h.Operator); err != nil {
 		return nil, err
 	}
-	if h.TrainingOperator, h.KubeflowCRDs, err = buildTrainingOperator(ctx, root); err != nil {
+	op, err := cluster.EnsureTrainingOperator(ctx, os.Stderr)
+	if err != nil {
 		return nil, err
 	}
+	h.TrainingOperator, h.KubeflowCRDs = op.Bin, op.CRDs
 	h.Edge, err = cluster.EnsureOAuth2Proxy(ctx, os.Stderr)
 	return h, err
-}
-
-// buildTrainingOperator builds the Kubeflow training operator once (cached outside the
-// repository) and returns its manager and the directory of its CRDs.
-func buildTrainingOperator(ctx context.Context, root string) (bin, crds string, err error) {
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "e2e", "scripts", "build-training-operator.sh"))
-	cmd.Dir, cmd.Stderr = root, os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", "", fmt.Errorf("build-training-operator.sh: %w", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) < 2 {
-		return "", "", fmt.Errorf("build-training-operator.sh printed %q, want the binary and the CRD directory", out)
-	}
-	return lines[len(lines)-2], lines[len(lines)-1], nil
 }
 
 func buildOperator(ctx context.Context, root, out string) error {

@@ -1,0 +1,78 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// runBuildScript runs e2e/scripts/<name>, one of the scripts that build a program from the Go
+// module proxy into a cache outside the repository (a no-op once cached), with its progress on
+// progress (may be nil). It returns the last want lines of what the script printed on stdout:
+// the paths it made, in the order its usage says.
+func runBuildScript(ctx context.Context, name string, want int, progress io.Writer) ([]string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	script := filepath.Join(root, "e2e", "scripts", name)
+	if progress == nil {
+		progress = io.Discard
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, &out, progress
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s: %w", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < want || strings.TrimSpace(lines[len(lines)-1]) == "" {
+		return nil, fmt.Errorf("%s printed %q, want %d path(s)", script, out.String(), want)
+	}
+	lines = lines[len(lines)-want:]
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return lines, nil
+}
+
+// TrainingOperatorBuild is what build-training-operator.sh made: the Kubeflow training
+// operator's manager and the directory of its CRDs.
+type TrainingOperatorBuild struct {
+	Bin, CRDs string
+}
+
+// EnsureTrainingOperator builds the Kubeflow training operator from the Go module proxy
+// (e2e/scripts/build-training-operator.sh; minutes cold, cached) and returns its manager and
+// CRDs.
+func EnsureTrainingOperator(ctx context.Context, progress io.Writer) (TrainingOperatorBuild, error) {
+	p, err := runBuildScript(ctx, "build-training-operator.sh", 2, progress)
+	if err != nil {
+		return TrainingOperatorBuild{}, err
+	}
+	return TrainingOperatorBuild{Bin: p[0], CRDs: p[1]}, nil
+}
+
+// EnsureOAuth2Proxy builds oauth2-proxy from the Go module proxy (e2e/scripts/build-oauth2-proxy.sh,
+// cached outside the repository) and returns the binary's path.
+func EnsureOAuth2Proxy(ctx context.Context, progress io.Writer) (string, error) {
+	p, err := runBuildScript(ctx, "build-oauth2-proxy.sh", 1, progress)
+	if err != nil {
+		return "", err
+	}
+	return p[0], nil
+}
+
+// EnsureDex builds Dex, the OpenID Connect provider of the edge's e2e, from the Go module
+// proxy (e2e/scripts/build-dex.sh, cached) and returns the binary's path.
+func EnsureDex(ctx context.Context, progress io.Writer) (string, error) {
+	p, err := runBuildScript(ctx, "build-dex.sh", 1, progress)
+	if err != nil {
+		return "", err
+	}
+	return p[0], nil
+}
