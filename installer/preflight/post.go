@@ -38,14 +38,19 @@ func (e *Env) checkOrigin(ctx context.Context) (string, error) {
 }
 
 // PostChecks verify an installed release (`check` without --pre): the API, the version, the
-// release record, who made the deployed revision, the guards that keep runs apart and the
-// readiness of every workload.
+// release record, who made the deployed revision, the guards that keep runs apart, the edge's
+// Secrets and the readiness of every workload.
 func PostChecks(env *Env) []check.Check {
 	all := Checks(env)
 	var checks []check.Check
+	var edgeSecrets check.Check
 	for _, c := range all {
-		if c.ID == "kube-api" || c.ID == "kube-version" {
+		switch c.ID {
+		case "kube-api", "kube-version":
 			checks = append(checks, c)
+		case "edge-secrets":
+			// After the install too: a Secret changed since is why the edge's pods are not ready.
+			edgeSecrets = c
 		}
 	}
 	checks = append(checks,
@@ -61,6 +66,7 @@ func PostChecks(env *Env) []check.Check {
 		check.Check{ID: "gateway-route-status", Category: "network", Description: "the Gateways' controller accepted the HTTPRoute and resolved its backend", Severity: check.Error,
 			Hint: "kubectl -n NAMESPACE describe httproute shows each Gateway's conditions; fix the Gateway's listener or the route's backend it names",
 			Run:  env.checkGatewayRouteStatus},
+		edgeSecrets,
 		check.Check{ID: "workloads-ready", Category: "release", Description: "every Deployment and StatefulSet of the release is ready", Severity: check.Error,
 			Hint: "kubectl -n NAMESPACE describe pods -l app.kubernetes.io/instance=RELEASE shows why pods are not ready",
 			Run:  env.checkWorkloadsReady},
