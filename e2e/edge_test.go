@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"crypto/sha1"
 	"encoding/base64"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -11,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -42,12 +45,37 @@ func TestEdge(t *testing.T) {
 	const user, password = "alice", "a long passphrase"
 	sum := sha1.Sum([]byte(password))
 	htpasswd := user + ":{SHA}" + base64.StdEncoding.EncodeToString(sum[:]) + "\n"
+
+	// The OIDC issuer: Dex, on this machine, knowing the edge's callback (the edge Service's
+	// address here is known before the install) and two accounts, one of a domain the edge
+	// lets in.
+	edgeAddr, err := c.ServiceAddress(ns, "polyaxon-edge", 80)
+	require.NoError(t, err)
+	member, outsider := cluster.DexUser{Email: "carol@example.com", Password: "carol's passphrase"},
+		cluster.DexUser{Email: "mallory@elsewhere.example", Password: "mallory's passphrase"}
+	const clientSecret = "the client's secret at Dex"
+	idp, err := c.StartDex(ctxT(t, time.Minute), dex.get(t), cluster.DexOptions{
+		ClientID: "polyaxon", ClientSecret: clientSecret,
+		RedirectURIs: []string{"http://" + edgeAddr + "/oauth2/callback"},
+		Users:        []cluster.DexUser{member, outsider},
+	})
+	require.NoError(t, err)
+	t.Cleanup(idp.Stop)
+	_, err = c.Clientset.CoreV1().Secrets(ns).Create(ctxT(t, time.Minute), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-oidc"},
+		StringData: map[string]string{"client-secret": clientSecret},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
 	install := []string{"--profile", "production", "--namespace", ns,
 		"--set", c.postgresPasswordValue(),
 		"--set", "scheduler.enabled=false", "--set", "redis.enabled=false",
 		"--set", "artifactsStore.persistence.sharedVolume.hostPath.path=" + t.TempDir(),
 		"--set", "ingress.enabled=true", "--set", "ingress.host=localhost",
 		"--set", "edge.htpasswd.secretName=polyaxon-users",
+		"--set", "edge.oidc.issuerURL=" + idp.Issuer, "--set", "edge.oidc.clientID=polyaxon",
+		"--set", "edge.oidc.clientSecret.name=polyaxon-oidc", "--set", "edge.oidc.emailDomains={example.com}",
+		"--set", "edge.oidc.acceptBearerTokens=true",
 		// Plain HTTP here: a Secure cookie would never come back.
 		"--set", "edge.cookie.secure=false",
 	}
@@ -56,7 +84,7 @@ func TestEdge(t *testing.T) {
 		r := c.deploy(t, append([]string{"check", "--pre"}, install...)...).requireExit(t, 3)
 		assert.Contains(t, r.Stderr, `edge.htpasswd.secretName: Secret "polyaxon-users" not found in namespace "`+ns+`"`)
 	})
-	_, err := c.Clientset.CoreV1().Secrets(ns).Create(ctxT(t, time.Minute), &corev1.Secret{
+	_, err = c.Clientset.CoreV1().Secrets(ns).Create(ctxT(t, time.Minute), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-users"},
 		StringData: map[string]string{"htpasswd": htpasswd},
 	}, metav1.CreateOptions{})
@@ -65,8 +93,6 @@ func TestEdge(t *testing.T) {
 	assert.Contains(t, r.Stderr, "every way in goes through the edge", "check-edge-exposure")
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
 
-	edgeAddr, err := c.ServiceAddress(ns, "polyaxon-edge", 80)
-	require.NoError(t, err)
 	gatewayAddr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
 	edge, admin := "http://"+edgeAddr, "http://"+gatewayAddr
@@ -137,13 +163,14 @@ func TestEdge(t *testing.T) {
 	// base64(user:password) make its Authorization header one the edge checks against the
 	// htpasswd file (docs/authentication.md).
 	withCredential := credentialCLI(t, venv, edge, "Basic", base64.StdEncoding.EncodeToString([]byte(user+":"+password)))
+	var uuid string // the run the CLI with a credential submits
 	t.Run("the polyaxon CLI with a credential creates a project and a run, whose status the agent reports", func(t *testing.T) {
 		out, err := withCredential.run(ctx, "project", "create", "--name", "authtest")
 		require.NoError(t, err, out)
 		assert.True(t, projectExists("authtest"))
 		root, err := cluster.RepoRoot()
 		require.NoError(t, err)
-		uuid := withCredential.submit(t, ctx, filepath.Join(root, "values", "polyaxonfiles", "hello-job.yaml"), "authtest")
+		uuid = withCredential.submit(t, ctx, filepath.Join(root, "values", "polyaxonfiles", "hello-job.yaml"), "authtest")
 		adminCLI.waitStatus(t, ctx, "authtest", uuid, "succeeded")
 	})
 
@@ -189,6 +216,118 @@ func TestEdge(t *testing.T) {
 		assert.Contains(t, string(body), `"name":"authtest"`)
 		t.Logf("after the htpasswd login, GET /api/v1/default/authtest through the edge: %s", resp.Status)
 	})
+
+	t.Run("an OIDC login at the issuer gets a session that reaches the API; an account of another domain gets none", func(t *testing.T) {
+		code, body := oidcLogin(t, ctx, edge, "/api/v1/default/authtest", member)
+		assert.Equalf(t, http.StatusOK, code, "%s", body)
+		assert.Contains(t, body, `"name":"authtest"`)
+		t.Logf("after %s's login at Dex, GET /api/v1/default/authtest through the edge: %d", member.Email, code)
+		code, body = oidcLogin(t, ctx, edge, "/api/v1/default/authtest", outsider)
+		assert.Equalf(t, http.StatusForbidden, code, "edge.oidc.emailDomains={example.com} lets %s in: %s", outsider.Email, body)
+		t.Logf("after %s's login at Dex: %d", outsider.Email, code)
+	})
+
+	t.Run("the polyaxon CLI with an ID token of the issuer (Bearer) creates a project; another domain's token is refused", func(t *testing.T) {
+		token, err := idp.PasswordGrant(ctx, member.Email, member.Password)
+		require.NoError(t, err)
+		out, err := credentialCLI(t, venv, edge, "Bearer", token).run(ctx, "project", "create", "--name", "oidctest")
+		require.NoError(t, err, out)
+		assert.True(t, projectExists("oidctest"))
+		token, err = idp.PasswordGrant(ctx, outsider.Email, outsider.Password)
+		require.NoError(t, err)
+		out, err = credentialCLI(t, venv, edge, "Bearer", token).run(ctx, "project", "create", "--name", "outsider")
+		require.Error(t, err, out)
+		assert.False(t, projectExists("outsider"))
+		// A token whose signature the issuer's keys do not vouch for.
+		head, _, _ := strings.Cut(token, ".")
+		forged := head + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"iss":"`+idp.Issuer+`","aud":"polyaxon","email":"carol@example.com","email_verified":true,"exp":4102444800}`)) + ".c2lnbmF0dXJl"
+		out, err = credentialCLI(t, venv, edge, "Bearer", forged).run(ctx, "project", "create", "--name", "forged")
+		require.Error(t, err, out)
+		assert.False(t, projectExists("forged"))
+	})
+
+	t.Run("after an OIDC login in a browser, the web UI shows the run", func(t *testing.T) {
+		require.NotEmpty(t, uuid, "the run submitted with a credential")
+		browser := headlessChromium(t)
+		runs := "/ui/default/authtest/runs"
+		signInOnForm(t, browser, edge+"/oauth2/start?rd="+url.QueryEscape(runs),
+			[][2]string{{"login", member.Email}, {"password", member.Password}}, edge+runs, 2*time.Minute)
+		openWebUI(t, browser, edge+runs, 3*time.Minute, []string{"hello", uuid[:8]}, []string{runs + "/" + uuid})
+	})
+
+	t.Run("with the htpasswd Secret wrong, the edge's pods fail their readiness and check says why", func(t *testing.T) {
+		// `htpasswd -nb` (without -B) writes MD5, which oauth2-proxy refuses at start.
+		_, err := c.Clientset.CoreV1().Secrets(ns).Update(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-users"},
+			StringData: map[string]string{"htpasswd": user + ":$apr1$Qm7sUhLr$3bxc2mM8bKZ4k0zJ8sYq51\n"},
+		}, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		// The edge's pods start again (a node drained, a rollout): they read the Secret anew.
+		require.NoError(t, c.Clientset.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=edge"}))
+		waitFor(t, 3*time.Minute, "the edge's new pods restarting, none ready", func(ctx context.Context) (bool, string, error) {
+			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=edge"})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			var restarted int
+			var seen []string
+			for _, p := range pods.Items {
+				ready := false
+				for _, cond := range p.Status.Conditions {
+					ready = ready || (cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue)
+				}
+				for _, cs := range p.Status.ContainerStatuses {
+					if cs.RestartCount > 0 && !ready {
+						restarted++
+					}
+				}
+				seen = append(seen, fmt.Sprintf("%s ready=%t", p.Name, ready))
+			}
+			return len(pods.Items) == 2 && restarted == 2, strings.Join(seen, ", "), nil
+		})
+		r := c.deploy(t, "check", "--namespace", ns)
+		assert.NotEqualf(t, 0, r.Code, "%s", r)
+		out := r.Stdout + r.Stderr
+		assert.Contains(t, out, `edge.htpasswd.secretName: Secret "polyaxon-users" key "htpasswd": user(s) alice are hashed with a scheme oauth2-proxy does not read`, "check-edge-secrets says why")
+		assert.Contains(t, out, "polyaxon-edge", "check-workloads-ready names the edge")
+		t.Logf("check with the edge's htpasswd Secret wrong:\n%s", lastLines(out, 12))
+	})
+}
+
+// oidcLogin signs in at the edge as a browser would, with a new cookie jar: the edge's
+// /oauth2/start sends it to the issuer (Dex), whose login form it fills in as user; the issuer
+// sends it back to the edge's callback, and the edge to rd. It returns the status and body of
+// the last answer.
+func oidcLogin(t *testing.T, ctx context.Context, edge, rd string, user cluster.DexUser) (int, string) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	get := func(u string) (*http.Response, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		require.NoError(t, err)
+		req.Header.Set("Accept", "text/html")
+		resp, err := browser.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, page := get(edge + "/oauth2/start?rd=" + url.QueryEscape(rd))
+	m := regexp.MustCompile(`<form method="post" action="([^"]+)"`).FindStringSubmatch(page)
+	require.NotNilf(t, m, "the issuer's login form, after the edge's /oauth2/start (at %s):\n%s", resp.Request.URL, page)
+	action, err := resp.Request.URL.Parse(html.UnescapeString(m[1]))
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, action.String(),
+		strings.NewReader(url.Values{"login": {user.Email}, "password": {user.Password}}.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err = browser.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
 }
 
 // credentialCLI is the polyaxon CLI at host sending `Authorization: <scheme> <token>` on every

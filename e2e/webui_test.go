@@ -102,3 +102,34 @@ func openWebUI(t *testing.T, browser context.Context, url string, timeout time.D
 		url, text, links, timeout, err, last.Text, strings.Join(last.Links, "\n"), strings.Join(failed, "\n"))
 	return webUIPage{}
 }
+
+// signInOnForm opens url (a sign-in page, or an address that leads to one) in a tab of
+// browser, types each field's value into the input of that name, submits that form, and waits
+// until the tab's address starts with landed. The browser keeps the session's cookies, so
+// the tabs it opens afterwards are signed in.
+func signInOnForm(t *testing.T, browser context.Context, url string, fields [][2]string, landed string, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	defer cancelTimeout()
+	steps := []chromedp.Action[chromedp.Void]{chromedp.Navigate(url)}
+	for _, f := range fields {
+		input := `input[name="` + f[0] + `"]`
+		steps = append(steps, chromedp.WaitVisible(input), chromedp.SendKeys(input, f[1]))
+	}
+	steps = append(steps, chromedp.Submit(`input[name="`+fields[0][0]+`"]`))
+	require.NoErrorf(t, chromedp.Do(ctx, steps...), "fill in and submit the sign-in form at %s", url)
+	var at string
+	for ctx.Err() == nil {
+		// Between two pages the address cannot be read: try again.
+		if loc, err := chromedp.Run(ctx, chromedp.Location()); err == nil {
+			if at = loc; strings.HasPrefix(at, landed) {
+				return
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	text, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.Evaluate[string](`document.body.innerText`))
+	require.FailNowf(t, "the sign-in did not land", "after submitting the form at %s the browser is at %s, not %s*\n--- the page's text\n%s", url, at, landed, text)
+}
