@@ -15,7 +15,11 @@
 #   docker  only start the private engine
 #   stop    stop the private engine (and remove its forwarding guard)
 #   env     print the DOCKER_HOST line for the private engine
-#   polyaxon  (started) the Python root of Polyaxon's images, with the pinned haupt/polyaxon
+#   preflight  check what kind's nodes need of this machine (root, overlay, cgroups, netfilter);
+#           every command that starts the engine checks it first
+#   polyaxon  Polyaxon's images under the chart's names and appVersion (api, agent, init, sidecar,
+#           scheduler, events-handlers on the Python root; the operator stand-in), and Postgres
+#           and Redis from Debian's packages; prints every image's name on stdout, one a line
 set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
@@ -52,7 +56,28 @@ step() {
   echo "$(date -u +%FT%TZ) $name $(($(date +%s) - s))s" >>"$TIMINGS"
 }
 
-need_root() { [ "$(id -u)" = 0 ] || die "needs root (dockerd, debootstrap); the local provider needs neither"; }
+
+# preflight: what kind's nodes need of this machine, checked before anything is installed or
+# built; names everything missing and the local provider as the way on.
+preflight() {
+  local missing=() c
+  [ "$(id -u)" = 0 ] || missing+=("root (dockerd, debootstrap and kind's privileged node containers)")
+  grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
+    missing+=("the overlay filesystem (Docker's overlay2, containerd's overlayfs snapshotter)")
+  if [ ! -f /sys/fs/cgroup/cgroup.controllers ]; then
+    for c in cpu memory pids; do
+      [ -d "/sys/fs/cgroup/$c" ] || missing+=("the $c cgroup controller (the kubelet's)")
+    done
+  fi
+  [ -d /proc/sys/net/netfilter ] || modprobe nf_conntrack 2>/dev/null ||
+    missing+=("netfilter connection tracking (kube-proxy, kube-router)")
+  [ -d /proc/sys/net/bridge ] || modprobe br_netfilter 2>/dev/null ||
+    missing+=("br_netfilter (Services between pods of one node's bridge)")
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "the kind provider cannot run on this machine; missing:"
+  for c in "${missing[@]}"; do log "  - $c"; done
+  die "nothing was built. The local provider needs none of this: make demo (without E2E_PROVIDER=kind)"
+}
 
 ensure_packages() {
   local want=()
@@ -76,7 +101,7 @@ build_kind_runc() {
 }
 
 start_docker() {
-  need_root
+  preflight
   ensure_packages
   build_kind_runc
   mkdir -p "$RUN_DIR/exec" "$CACHE/docker"
@@ -345,9 +370,10 @@ node_rootfs() {
 }
 
 # inputs_stamp: a digest of what the repository puts into the node image (kind-runc, the
-# manifests, this script), kept as an image label so that a change rebuilds the image.
+# manifests, this script up to its Polyaxon part), kept as an image label so that a change rebuilds the image.
 inputs_stamp() {
-  cat "$BIN/kind-runc" "$REPO"/e2e/cluster/kindmanifests/*.yaml "$REPO/e2e/scripts/build-kind-images.sh" | sha256sum | cut -c1-16
+  { cat "$BIN/kind-runc" "$REPO"/e2e/cluster/kindmanifests/*.yaml
+    sed '/^# --- Polyaxon.s images/,$d' "$REPO/e2e/scripts/build-kind-images.sh"; } | sha256sum | cut -c1-16
 }
 STAMP_LABEL=dev.polyaxon-deploy.kind-inputs
 stamped() { [ "$(docker image inspect --format "{{index .Config.Labels \"$STAMP_LABEL\"}}" "$1" 2>/dev/null)" = "$2" ]; }
@@ -382,24 +408,32 @@ build_node_image() {
   log "image $NODE_IMAGE"
 }
 
-# --- Polyaxon (issue 39 item 1, started) ---------------------------------------------------
-# The shared root of Polyaxon's images: Debian's python3 and a virtual environment at
-# /opt/polyaxon with the pinned haupt and polyaxon of e2e/polyaxon/image/requirements-<version>.txt
-# (hashes required, wheels only). These pins are the host's (e2e/polyaxon/requirements-*.txt)
-# resolved again for bookworm's Python 3.11.2: the host's resolve for 3.11.7 has a package that
-# needs 3.11.5 (soupsieve 4.1.3).
+# --- Polyaxon's images and their dependencies (issue 39 items 1 and 2) ------------------------
+# The shared root of Polyaxon's images: Debian's python3 and a virtual environment at $VENV
+# with the pinned haupt and polyaxon of e2e/polyaxon/image/requirements-<version>.txt (hashes
+# required, wheels only). These pins are the host's (e2e/polyaxon/requirements-*.txt) resolved
+# again for bookworm's Python 3.11.2: the host's resolve for 3.11.7 has a package that needs
+# 3.11.5 (soupsieve 4.1.3). The venv is not under /opt/polyaxon: Polyaxon mounts its run tools
+# at /opt/polyaxon/bin in run pods.
 POLYAXON_VERSION="${POLYAXON_VERSION:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$REPO/charts/polyaxon/Chart.yaml")}"
 PY_PKGS=python3,python3-venv,ca-certificates
+PY_BASE="polyaxon-deploy/polyaxon-python:$POLYAXON_VERSION"
+VENV=/usr/local/lib/polyaxon
+IMAGE_DIR="$REPO/e2e/polyaxon/image"
+# Every image that stands in for a published one says so in this label.
+STANDIN_LABEL=dev.polyaxon-deploy.stand-in
+standin() { echo "$STANDIN_LABEL=\"local stand-in for $1, built by e2e/scripts/build-kind-images.sh; not the published image\""; }
+
 build_polyaxon_python() {
-  local img="polyaxon-deploy/polyaxon-python:$POLYAXON_VERSION" req="$REPO/e2e/polyaxon/image/requirements-$POLYAXON_VERSION.txt" d stamp
-  stamp="$(sha256sum "$req" | cut -c1-16)"
+  local img="$PY_BASE" req="$IMAGE_DIR/requirements-$POLYAXON_VERSION.txt" d stamp
+  stamp="$({ cat "$req"; echo "$VENV"; } | sha256sum | cut -c1-16)"
   stamped "$img" "$stamp" && return 0
   debootstrap_dir python-bookworm "$PY_PKGS"
   d="$(mktemp -d)"
   cp -a "$ROOTFS/python-bookworm/." "$d/"
   # The wheels are fetched by the host's pip (its index and trust settings), checked against
   # the pinned hashes, and installed in the chroot without an index.
-  local wheels="$CACHE/wheels/polyaxon-$POLYAXON_VERSION-$stamp"
+  local wheels="$CACHE/wheels/polyaxon-$POLYAXON_VERSION-$(sha256sum "$req" | cut -c1-16)"
   if [ ! -f "$wheels/.complete" ]; then
     mkdir -p "$wheels"
     python3 -m pip download -q --disable-pip-version-check --require-hashes --no-deps --only-binary=:all: \
@@ -410,24 +444,123 @@ build_polyaxon_python() {
   fi
   mkdir -p "$d/tmp/wheels" && cp "$wheels"/*.whl "$d/tmp/wheels/"
   install -m 0644 "$req" "$d/tmp/requirements.txt"
-  chroot "$d" python3 -m venv /opt/polyaxon
-  chroot "$d" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin /opt/polyaxon/bin/pip install -q --disable-pip-version-check \
+  chroot "$d" python3 -m venv "$VENV"
+  chroot "$d" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$VENV/bin/pip" install -q --disable-pip-version-check \
     --no-index --find-links /tmp/wheels --require-hashes --no-deps -r /tmp/requirements.txt >&2
-  chroot "$d" /opt/polyaxon/bin/haupt --help >/dev/null
-  chroot "$d" /opt/polyaxon/bin/polyaxon --help >/dev/null
+  chroot "$d" "$VENV/bin/haupt" --help >/dev/null
+  chroot "$d" "$VENV/bin/polyaxon" --help >/dev/null
   rm -rf "$d/tmp/requirements.txt" "$d/tmp/wheels"
+  # The user the chart runs Polyaxon's containers as (securityContext.user), with a home.
+  echo 'polyaxon:x:2222:2222:polyaxon:/home/polyaxon:/bin/bash' >>"$d/etc/passwd"
+  echo 'polyaxon:x:2222:' >>"$d/etc/group"
+  install -d -o 2222 -g 2222 "$d/home/polyaxon"
   import_dir "$img" "$d" --change "LABEL $STAMP_LABEL=$stamp" \
-    --change 'ENV PATH=/opt/polyaxon/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+    --change "ENV PATH=$VENV/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
   rm -rf "$d"
+}
+
+# polyaxon_image NAME SERVICE: polyaxon/NAME:<appVersion> on the Python root, with the
+# entrypoint of e2e/polyaxon/image and POLYAXON_SERVICE=SERVICE.
+polyaxon_image() {
+  local name=$1 service=$2 img="polyaxon/$1:$POLYAXON_VERSION" stamp
+  stamp="$({ docker image inspect --format '{{.Id}}' "$PY_BASE"; cat "$IMAGE_DIR/Dockerfile" "$IMAGE_DIR/entrypoint.sh"; echo "$service"; } | sha256sum | cut -c1-16)"
+  stamped "$img" "$stamp" && return 0
+  local out
+  # The classic builder (Docker 20.10's default; it warns that it is deprecated).
+  out="$(DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$PY_BASE" --build-arg "SERVICE=$service" \
+    --build-arg "PUBLISHED=polyaxon/$name" --build-arg "VERSION=$POLYAXON_VERSION" \
+    --label "$STAMP_LABEL=$stamp" -t "$img" "$IMAGE_DIR" 2>&1)" || die "docker build $img: $out"
+  log "image $img"
+}
+
+# The operator: the e2e stand-in (e2e/cmd/polyaxon-operator), a static binary at /manager.
+build_operator_image() {
+  local img="polyaxon/polyaxon-operator:$POLYAXON_VERSION" out="$BIN/polyaxon-operator" d stamp
+  (cd "$REPO" && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$out" ./e2e/cmd/polyaxon-operator)
+  stamp="$(sha256sum "$out" | cut -c1-16)"
+  stamped "$img" "$stamp" && return 0
+  d="$(mktemp -d)"
+  mkdir -p "$d/tmp" "$d/etc" && chmod 1777 "$d/tmp"
+  echo 'polyaxon:x:2222:2222:polyaxon:/tmp:/sbin/nologin' >"$d/etc/passwd"
+  install -m 0755 "$out" "$d/manager"
+  import_dir "$img" "$d" --change "LABEL $STAMP_LABEL=$stamp" --change "LABEL $(standin "polyaxon/polyaxon-operator:$POLYAXON_VERSION (e2e/cmd/polyaxon-operator)")" \
+    --change 'ENTRYPOINT ["/manager"]' --change 'USER 2222:2222'
+  rm -rf "$d"
+}
+
+# Postgres and Redis from Debian bookworm's packages: PostgreSQL 15 and Redis 7.0 (bookworm
+# has no 16 or 7.4, nor has any suite of Debian's mirror: trixie has 17 and 8.0). Each is
+# tagged with the version it holds and its major (minor for Redis), never as the chart's
+# default 16.4/7.4: the chart names Postgres's data volume by the tag's major. The kind demo
+# sets these tags (values/kind-demo.yaml).
+pkg_version() { chroot "$1" dpkg-query -W -f '${Version}' "$2" | sed 's/^[0-9]*://; s/[-+~].*//'; }
+
+build_postgres_image() {
+  local d v stamp
+  debootstrap_dir postgres-bookworm postgresql-15
+  v="$(pkg_version "$ROOTFS/postgres-bookworm" postgresql-15)"
+  stamp="$(cat "$IMAGE_DIR/postgres-entrypoint.sh" | sha256sum | cut -c1-16)"
+  if ! stamped "postgres:$v" "$stamp"; then
+    d="$(mktemp -d)"
+    cp -a "$ROOTFS/postgres-bookworm/." "$d/"
+    # The package's own cluster (pg_createcluster at install) is not used.
+    rm -rf "$d"/etc/postgresql/15 "$d"/var/lib/postgresql/15
+    install -m 0755 "$IMAGE_DIR/postgres-entrypoint.sh" "$d/usr/local/bin/postgres-entrypoint"
+    # The chart's user for the Postgres pod (postgresql.securityContext.user): initdb needs a name.
+    echo 'pgpolyaxon:x:2232:2232:postgres:/var/lib/postgresql:/bin/sh' >>"$d/etc/passwd"
+    echo 'pgpolyaxon:x:2232:' >>"$d/etc/group"
+    mkdir -p "$d/var/lib/postgresql/data" "$d/var/run/postgresql"
+    import_dir "postgres:$v" "$d" --change "LABEL $STAMP_LABEL=$stamp" \
+      --change "LABEL $(standin "postgres (PostgreSQL $v from Debian bookworm's postgresql-15)")" \
+      --change 'ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change 'ENV PGDATA=/var/lib/postgresql/data' --change 'USER 2232:2232' \
+      --change 'ENTRYPOINT ["/usr/local/bin/postgres-entrypoint"]' --change 'CMD ["postgres"]'
+    rm -rf "$d"
+  fi
+  docker tag "postgres:$v" "postgres:${v%%.*}"
+  echo "postgres:$v postgres:${v%%.*}"
+}
+
+build_redis_image() {
+  local d v
+  debootstrap_dir redis-bookworm redis-server
+  v="$(pkg_version "$ROOTFS/redis-bookworm" redis-server)"
+  if ! have_image "redis:$v"; then
+    d="$(mktemp -d)"
+    cp -a "$ROOTFS/redis-bookworm/." "$d/"
+    mkdir -p "$d/data"
+    import_dir "redis:$v" "$d" --change "LABEL $(standin "redis (Redis $v from Debian bookworm's redis-server)")" \
+      --change 'USER 2234:2234' --change 'WORKDIR /data' --change 'CMD ["redis-server"]'
+    rm -rf "$d"
+  fi
+  docker tag "redis:$v" "redis:${v%.*}"
+  echo "redis:$v redis:${v%.*}"
+}
+
+# The images a kind cluster needs for the chart, one per line (Polyaxon's at the chart's
+# appVersion; Postgres and Redis as tagged above).
+build_polyaxon_images() {
+  step "Polyaxon $POLYAXON_VERSION Python root" build_polyaxon_python
+  local n
+  for n in api:api agent:agent init:init sidecar:sidecar scheduler:scheduler events-handlers:events_handlers; do
+    step "polyaxon/polyaxon-${n%%:*}:$POLYAXON_VERSION" polyaxon_image "polyaxon-${n%%:*}" "${n#*:}"
+    echo "polyaxon/polyaxon-${n%%:*}:$POLYAXON_VERSION"
+  done
+  step "polyaxon/polyaxon-operator:$POLYAXON_VERSION" build_operator_image
+  echo "polyaxon/polyaxon-operator:$POLYAXON_VERSION"
+  step "postgres (Debian's postgresql-15)" build_postgres_image | tr ' ' '\n'
+  step "redis (Debian's redis-server)" build_redis_image | tr ' ' '\n'
 }
 
 case "${1:-build}" in
   docker) start_docker ;;
   stop) stop_docker ;;
   env) echo "export DOCKER_HOST=$DOCKER_HOST" ;;
+  preflight) preflight ;;
   polyaxon)
     start_docker
-    step "Polyaxon $POLYAXON_VERSION Python root" build_polyaxon_python
+    mkdir -p "$CACHE"
+    build_polyaxon_images
     ;;
   build)
     start_docker
@@ -440,5 +573,5 @@ case "${1:-build}" in
     step "node image $NODE_IMAGE" build_node_image
     echo "$NODE_IMAGE"
     ;;
-  *) die "unknown command $1 (build|docker|stop|env|polyaxon)" ;;
+  *) die "unknown command $1 (build|docker|stop|env|preflight|polyaxon)" ;;
 esac
