@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartsource"
@@ -51,35 +48,4 @@ func chartOptions(c *cli.Context) chartsource.Options {
 		},
 		Log: debugWriter{c, "log"},
 	}
-}
-
-const chartKey = "polyaxon-deploy.chart"
-
-// loadChart loads the command's chart once (a registry pull included) and keeps it for the
-// rest of the command. Flags that do not fit together are a usage error (exit 2).
-func loadChart(c *cli.Context) (*chartsource.Chart, error) {
-	if ch, ok := c.App.Metadata[chartKey].(*chartsource.Chart); ok {
-		return ch, nil
-	}
-	o := chartOptions(c)
-	if err := o.Validate(); err != nil {
-		return nil, withExit(ExitUsage, err)
-	}
-	if chartsource.IsOCI(o.Ref) {
-		what := o.Ref
-		if o.Version != "" {
-			what += " version " + o.Version
-		}
-		progress(c).Step("Pulling chart " + what)
-	}
-	ch, err := chartsource.Load(c.Context, o)
-	if err != nil {
-		return nil, err
-	}
-	if ch.Digest != "" {
-		progress(c).OK(fmt.Sprintf("Pulled chart %s %s (%s)", ch.Metadata.Name, ch.Metadata.Version, strings.TrimPrefix(ch.Source, "oci://")))
-	}
-	debugf(c, "chart %s %s from %s", ch.Metadata.Name, ch.Metadata.Version, ch.Source)
-	c.App.Metadata[chartKey] = ch
-	return ch, nil
 }

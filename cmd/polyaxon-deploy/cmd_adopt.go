@@ -107,21 +107,10 @@ func runAdopt(c *cli.Context) error {
 	if fromNS == "" {
 		fromNS = c.String(flagNamespace)
 	}
-	if _, err := printer(c); err != nil {
-		return err
-	}
-	given, _, err := readInputs(c, true)
-	if err != nil {
-		return err
-	}
-	ch, err := loadChart(c)
-	if err != nil {
-		return err
-	}
-	return runAction(c, func(ctx context.Context) (*output.Result, error) {
+	clients := func() (adopt.Options, error) {
 		o, err := adoptClients(c, from, fromNS)
 		if err != nil {
-			return nil, err
+			return o, err
 		}
 		o.BackupDir, o.ToolsDir = c.String(flagBackupDir), c.String(flagPGBinDir)
 		o.RemoveOld, o.PurgeOldData = c.Bool(flagRemoveOld), c.Bool(flagPurgeOldData)
@@ -132,7 +121,10 @@ func runAdopt(c *cli.Context) error {
 				}
 			}
 		}
-		a := &action.Adopt{Env: actionEnv(c), Clients: o, Chart: ch.Chart, ChartSource: ch.Source, Given: given, Checks: checksOf(c),
+		return o, nil
+	}
+	return runAction(c, func(ctx context.Context) (*output.Result, error) {
+		a := &action.Adopt{Env: actionEnv(c), Clients: clients, Given: givenOf(c, true), Checks: checksOf(c),
 			Render: releaseOptions(c), Timeout: c.Duration(flagTimeout), AllowUnmapped: c.Bool(flagAllowUnmapped), KeepDefaults: c.Bool(flagKeepDefaults), DryRun: c.Bool(flagDryRun)}
 		res, err := a.Run(ctx)
 		return adoptResult(c, res, err), adoptExit(err)

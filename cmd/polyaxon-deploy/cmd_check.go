@@ -37,17 +37,18 @@ func runCheck(c *cli.Context) error {
 	if err := noArgs(c, ""); err != nil {
 		return err
 	}
-	p, in, err := startInputsCommand(c)
+	p, err := printer(c)
 	if err != nil {
 		return err
 	}
 	ctx, stop := commandContext(c)
 	defer stop()
-	a := &action.Check{Env: actionEnv(c), Checks: checksOf(c), Inputs: in, Render: clusterReleaseOptions(c), Pre: c.Bool("pre")}
-	rep, err := a.Run(ctx)
+	a := &action.Check{Env: actionEnv(c), Checks: checksOf(c), Given: givenOf(c, true), Render: releaseOptions(c), Cluster: clusterCapabilities(c), Pre: c.Bool("pre")}
+	done, err := a.Run(ctx)
 	if err != nil {
 		return releaseExit(err)
 	}
+	in, rep := done.Inputs, done.Report
 	res := resultWithWarnings("check", in).WithChecks(rep)
 	res.Release.Name, res.Release.Namespace = c.String(flagRelease), c.String(flagNamespace)
 	if p.Structured() {

@@ -5,19 +5,14 @@ package main
 // as a values layer beneath the -f files). The table lives in installer/convert.
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	"helm.sh/helm/v3/pkg/chartutil"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/convert"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 const (
@@ -95,9 +90,10 @@ func runConvertValues(c *cli.Context) error {
 		return usageErrorf("convert-values takes one values file (- for stdin), got %q", args)
 	}
 	file := args[0]
-	res, err := convertFile(c, file)
+	env := actionEnv(c)
+	res, err := env.ConvertOfficial(officialOf(c, file))
 	if err != nil {
-		return err
+		return usageExit(err)
 	}
 	for _, e := range res.Entries {
 		fmt.Fprintln(stderr(c), "  "+e.String())
@@ -141,71 +137,7 @@ func runConvertValues(c *cli.Context) error {
 	return err
 }
 
-// convertFile reads and converts a values file of the official chart.
-func convertFile(c *cli.Context, file string) (*convert.Result, error) {
-	var data []byte
-	var err error
-	if strings.TrimSpace(file) == "-" {
-		data, err = readStdin()
-	} else {
-		data, err = os.ReadFile(file)
-	}
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("values file %s: not found (fix: check the path)", file)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("values file %s: %w", file, err)
-	}
-	in, err := chartutil.ReadValues(data)
-	if err != nil {
-		return nil, fmt.Errorf("values file %s: not valid YAML: %w", file, err)
-	}
-	opts, err := defaultsOption(c)
-	if err != nil {
-		return nil, err
-	}
-	// Only what is carried over is a secret of this run: the official chart's well-known
-	// default passwords are dropped, and masking them would garble every key name.
-	res := convert.Convert(in, opts...)
-	envOf(c).scrub.Add(redact.Secrets(res.Values)...)
-	return res, nil
+// officialOf are the conversion's flags for the official values file.
+func officialOf(c *cli.Context, file string) action.Official {
+	return action.Official{File: file, AllowUnmapped: c.Bool(flagAllowUnmapped), KeepDefaults: c.Bool(flagKeepDefaults), Version: c.String(flagOfficialVersion)}
 }
-
-// defaultsOption is the conversion's WithDefaults, unless --keep-defaults.
-func defaultsOption(c *cli.Context) ([]convert.Option, error) {
-	if c.Bool(flagKeepDefaults) {
-		return nil, nil
-	}
-	v := c.String(flagOfficialVersion)
-	d, err := convert.OfficialDefaults(v)
-	if err != nil {
-		return nil, usageErrorf("--%s %s: %v", flagOfficialVersion, v, err)
-	}
-	return []convert.Option{convert.WithDefaults(v, d)}, nil
-}
-
-// officialLayer converts --from-official-values FILE into a values file to layer beneath
-// this run's -f files, with the warnings to show. nil when the flag is not given.
-func officialLayer(c *cli.Context) (*values.File, []values.Warning, error) {
-	file := c.String(flagFromOfficial)
-	if file == "" {
-		return nil, nil, nil
-	}
-	res, err := convertFile(c, file)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := res.Check(file, c.Bool(flagAllowUnmapped)); err != nil {
-		return nil, nil, err
-	}
-	b, err := res.YAML()
-	if err != nil {
-		return nil, nil, err
-	}
-	name := file + " (converted from the official chart)"
-	return &values.File{Name: name, Content: string(b)}, res.Warnings(file), nil
-}
-
-// readStdin is os.Stdin's content (a variable for tests).
-var readStdin = func() ([]byte, error) { return io.ReadAll(os.Stdin) }
-

@@ -5,7 +5,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/urfave/cli/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/convert"
@@ -73,29 +72,6 @@ func TestFromOfficialValues(t *testing.T) {
 	r = runCLI(t, nil, "render", "--profile", "development", "--from-official-values", bad, "--allow-unmapped", "--values-only")
 	assert.Equal(t, ExitOK, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "ldap is not carried over (--allow-unmapped)")
-}
-
-// install and upgrade store the converted layer with the release, beneath the -f files, so
-// an upgrade months later replays it without the official file.
-func TestFromOfficialValuesIsStoredWithTheInputs(t *testing.T) {
-	over := writeFile(t, "mine.yaml", "gateway:\n  replicas: 5\n")
-	require.NoError(t, withInputFlags(t, []string{"--profile", "development", "--from-official-values", officialExample, "-f", over}, func(c *cli.Context) error {
-		raw, warns, err := readInputs(c, true)
-		if err != nil {
-			return err
-		}
-		require.Len(t, raw.ValuesFiles, 2)
-		assert.Equal(t, officialExample+" (converted from the official chart)", raw.ValuesFiles[0].Name, "the converted layer comes first")
-		assert.Contains(t, raw.ValuesFiles[0].Content, "host: polyaxon.example.com", "stored converted, not as the official file")
-		in, err := buildInputs(c, raw, warns)
-		if err != nil {
-			return err
-		}
-		n, _ := values.Lookup(in.Values, "gateway.replicas")
-		assert.EqualValues(t, 5, n)
-		assert.NotEmpty(t, in.Warnings, "the conversion's warnings reach the command")
-		return nil
-	}))
 }
 
 // `helm get values --all` output of an official 2.15.1 release: convert-values leaves out the

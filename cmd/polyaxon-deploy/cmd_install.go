@@ -34,16 +34,8 @@ func runInstall(c *cli.Context) error {
 	if err := noArgs(c, ""); err != nil {
 		return err
 	}
-	if _, err := printer(c); err != nil {
-		return err
-	}
-	in, err := loadInputs(c)
-	if err != nil {
-		return err
-	}
-	warnInputs(c, in)
-	a := &action.Install{Env: actionEnv(c), Release: func() (*release.Client, error) { return releaseClient(c) }, Inputs: in,
-		Checks: checksOf(c), Render: clusterReleaseOptions(c), Timeout: c.Duration(flagTimeout), KeepFailed: c.Bool(flagKeepFailed), DryRun: c.Bool(flagDryRun)}
+	a := &action.Install{Env: actionEnv(c), Release: func() (*release.Client, error) { return releaseClient(c) }, Given: givenOf(c, true),
+		Checks: checksOf(c), Render: releaseOptions(c), Cluster: clusterCapabilities(c), Timeout: c.Duration(flagTimeout), KeepFailed: c.Bool(flagKeepFailed), DryRun: c.Bool(flagDryRun)}
 	return runAction(c, func(ctx context.Context) (*output.Result, error) {
 		res, err := a.Run(ctx)
 		return installResult(c, a, res), err
@@ -56,7 +48,7 @@ func installResult(c *cli.Context, a *action.Install, res *action.InstallResult)
 	if res == nil || (res.Info == nil && !structured(c)) {
 		return nil
 	}
-	out := resultWithWarnings("install", a.Inputs).WithChecks(res.Checks)
+	out := resultWithWarnings("install", res.Inputs).WithChecks(res.Checks)
 	out.Release.Name, out.Release.Namespace = c.String(flagRelease), c.String(flagNamespace)
 	switch {
 	case res.Info == nil:
@@ -67,7 +59,7 @@ func installResult(c *cli.Context, a *action.Install, res *action.InstallResult)
 		out.WithData(placementData{Info: res.Info, Pods: res.Pods})
 		out.Notes = res.Info.Notes
 	}
-	fillRelease(out, res.Info, a.Inputs.Profile.Name)
+	fillRelease(out, res.Info, res.Inputs.Profile.Name)
 	for _, w := range res.Warnings {
 		withWarning(out, w)
 	}

@@ -64,29 +64,16 @@ func runPlan(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	// Topologies first: a typo should fail before any cluster call.
-	var topologies []action.Topology
-	for _, f := range c.StringSlice(flagTopology) {
-		t, err := plan.LoadTopology(f)
-		if err != nil {
-			return err
-		}
-		topologies = append(topologies, action.Topology{File: f, Topology: t})
-	}
-	in, err := loadInputs(c)
-	if err != nil {
-		return err
-	}
-	warnInputs(c, in)
 	ctx, stop := commandContext(c)
 	defer stop()
-	res, err := (&action.Plan{Env: actionEnv(c), Clients: kubeSettings(c), Inputs: in, Render: clusterReleaseOptions(c), Topologies: topologies,
-		NoRelease: c.Bool(flagNoRelease), PoolLabels: listFlag(c, flagPoolLabel),
+	done, err := (&action.Plan{Env: actionEnv(c), Clients: kubeSettings(c), Given: givenOf(c, true), Render: releaseOptions(c), Cluster: clusterCapabilities(c),
+		Topologies: c.StringSlice(flagTopology), NoRelease: c.Bool(flagNoRelease), PoolLabels: listFlag(c, flagPoolLabel),
 		Canary: c.Bool(flagCanary), CanaryTimeout: c.Duration(flagCanaryTimeout)}).Run(ctx)
 	if err != nil {
-		return err
+		return usageExit(err)
 	}
-	if err := printPlan(c, p, in, res); err != nil {
+	res := done.Result
+	if err := printPlan(c, p, done.Inputs, res); err != nil {
 		return err
 	}
 	switch res.ExitCode(c.Bool(flagStrict)) {

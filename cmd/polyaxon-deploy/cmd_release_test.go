@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // withInputFlags parses args with the input flags and hands the context to fn.
@@ -29,69 +27,26 @@ func withInputFlags(t *testing.T, args []string, fn func(c *cli.Context) error) 
 	return app.RunContext(context.Background(), append([]string{"polyaxon-deploy", "x"}, args...))
 }
 
-func TestStoredInputsRebuildWithoutTheOriginalFiles(t *testing.T) {
-	f := writeFile(t, "prod.yaml", "gateway:\n  replicas: 4\n")
-	var raw release.Inputs
-	require.NoError(t, withInputFlags(t, []string{"--profile", "development", "-f", f, "--set", "gateway.pdb.enabled=true"}, func(c *cli.Context) error {
-		var err error
-		raw, _, err = readInputs(c, true)
-		return err
-	}))
-	assert.Equal(t, "development", raw.Profile)
-	require.Len(t, raw.ValuesFiles, 1)
-	assert.Equal(t, f, raw.ValuesFiles[0].Name)
-	assert.Equal(t, "gateway:\n  replicas: 4\n", raw.ValuesFiles[0].Content)
-	require.NoError(t, os.Remove(f)) // months later: the file is gone
-
-	// An upgrade with one more --set: the stored file still applies, the new --set on top.
-	require.NoError(t, withInputFlags(t, []string{"--set", "gateway.replicas=5"}, func(c *cli.Context) error {
-		now, _, err := readInputs(c, false)
-		if err != nil {
-			return err
-		}
-		assert.Empty(t, now.Profile, "an upgrade without --profile keeps the stored one")
-		merged := raw.Layer(now, false)
-		in, err := buildInputs(c, merged, nil)
-		if err != nil {
-			return err
-		}
-		assert.Equal(t, "development", in.Profile.Name)
-		v, _ := values.Lookup(in.Values, "gateway.replicas")
-		assert.EqualValues(t, 5, v)
-		v, _ = values.Lookup(in.Values, "gateway.pdb.enabled")
-		assert.Equal(t, true, v)
-		assert.Equal(t, f, in.Given.ValuesFiles[0].Name, "messages and output name the user's file")
-
-		reset := raw.Layer(now, true)
-		in2, err := buildInputs(c, reset, nil)
-		if err != nil {
-			return err
-		}
-		v, _ = values.Lookup(in2.Values, "gateway.pdb.enabled")
-		assert.NotEqual(t, true, v, "--reset-values drops the stored --set")
+// The input flags become the action's Given as given: paths, not contents; the profile only
+// when set, unless the command always takes one (install: its default).
+func TestGivenOfTheFlags(t *testing.T) {
+	args := []string{"-f", "a.yaml", "-f", "b.yaml", "--set", "x=1", "--set-string", "y=2", "--set-file", "z=c.txt", "--chart", "./chart", "--from-official-values", "old.yaml", "--allow-unmapped"}
+	require.NoError(t, withInputFlags(t, args, func(c *cli.Context) error {
+		g := givenOf(c, false)
+		assert.Empty(t, g.Profile, "an upgrade without --profile keeps the stored one")
+		assert.Equal(t, []string{"a.yaml", "b.yaml"}, g.Values)
+		assert.Equal(t, []string{"x=1"}, g.Set)
+		assert.Equal(t, []string{"y=2"}, g.SetString)
+		assert.Equal(t, []string{"z=c.txt"}, g.SetFile)
+		assert.Equal(t, "./chart", g.Chart.Ref)
+		assert.Equal(t, action.Official{File: "old.yaml", AllowUnmapped: true, Version: c.String(flagOfficialVersion)}, g.Official)
+		assert.Equal(t, defaultProfile, givenOf(c, true).Profile)
 		return nil
 	}))
-}
-
-func TestStoredInputErrorsNameTheOriginalFile(t *testing.T) {
-	raw := release.Inputs{Profile: "production", ValuesFiles: []values.File{{Name: "/home/me/broken.yaml", Content: "gateway: [\n"}}}
-	err := withInputFlags(t, nil, func(c *cli.Context) error {
-		_, err := buildInputs(c, raw, nil)
-		return err
-	})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "/home/me/broken.yaml")
-	assert.NotContains(t, err.Error(), "polyaxon-deploy-inputs-", "no temporary path leaks into messages")
-}
-
-func TestReadInputsMissingFileNamesTheFix(t *testing.T) {
-	err := withInputFlags(t, []string{"-f", "/nonexistent/values.yaml"}, func(c *cli.Context) error {
-		_, _, err := readInputs(c, true)
-		return err
-	})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "/nonexistent/values.yaml")
-	assert.Contains(t, err.Error(), "fix")
+	require.NoError(t, withInputFlags(t, []string{"--profile", "development"}, func(c *cli.Context) error {
+		assert.Equal(t, "development", givenOf(c, false).Profile)
+		return nil
+	}))
 }
 
 func TestReleaseExitCodes(t *testing.T) {

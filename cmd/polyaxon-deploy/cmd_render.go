@@ -48,23 +48,20 @@ func runRender(c *cli.Context) error {
 	if err := noArgs(c, ""); err != nil {
 		return err
 	}
-	p, in, err := startInputsCommand(c)
+	p, err := printer(c)
 	if err != nil {
 		return err
 	}
 	opts := releaseOptions(c)
 	opts.KubeVersion = c.String("kube-version")
-	a := &action.Render{Env: actionEnv(c), Inputs: in, Render: opts, ShowOnly: listFlag(c, "show-only")}
-	if c.Bool("values-only") {
-		vals, err := a.Values()
-		if err != nil {
-			return err
-		}
-		return printValues(c, p, in, vals)
-	}
-	res, err := a.Run()
+	a := &action.Render{Env: actionEnv(c), Given: givenOf(c, true), Render: opts, ShowOnly: listFlag(c, "show-only"), ValuesOnly: c.Bool("values-only")}
+	res, err := a.Run(c.Context)
 	if err != nil {
-		return err
+		return usageExit(err)
+	}
+	in := res.Inputs
+	if a.ValuesOnly {
+		return printValues(c, p, in, res.Values)
 	}
 	// Manifests go out unmasked: their Secrets must keep their values. Everything else in the
 	// result is masked at the source (warnings by path).

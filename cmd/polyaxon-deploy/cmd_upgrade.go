@@ -59,38 +59,30 @@ func runUpgrade(c *cli.Context) error {
 	if _, err := printer(c); err != nil {
 		return err
 	}
-	now, warns, err := readInputs(c, false)
-	if err != nil {
-		return err
-	}
-	// The chart first: a wrong reference or registry fails before the cluster is asked anything.
-	ch, err := loadChart(c)
-	if err != nil {
-		return err
-	}
 	db, err := databaseOf(c)
 	if err != nil {
 		return err
 	}
-	return onRelease(c, func(ctx context.Context, rc *release.Client) (*output.Result, error) {
-		res, err := (&action.Upgrade{Env: actionEnv(c), Release: rc, Chart: ch.Chart, ChartSource: ch.Source,
-			Given: now, GivenWarnings: warns, ResetValues: c.Bool(flagResetValues), KeepReleaseValues: c.Bool(flagKeepRelease), Checks: checksOf(c), Render: clusterReleaseOptions(c), Database: db,
+	return runAction(c, func(ctx context.Context) (*output.Result, error) {
+		res, err := (&action.Upgrade{Env: actionEnv(c), Release: func() (*release.Client, error) { return releaseClient(c) },
+			Given: givenOf(c, false), ResetValues: c.Bool(flagResetValues), KeepReleaseValues: c.Bool(flagKeepRelease), Checks: checksOf(c),
+			Render: releaseOptions(c), Cluster: clusterCapabilities(c), Database: db,
 			Timeout: c.Duration(flagTimeout), SkipBackup: c.Bool(flagSkipBackup), Yes: c.Bool(flagYes),
 			RestoreOnFailure: c.Bool(flagRestoreOnFailure), Force: c.Bool(flagForce), AllowPostgresMajorUpgrade: c.Bool(flagAllowPGMajor),
 			DryRun: c.Bool(flagDryRun),
 		}).Run(ctx)
-		return upgradeResult(c, rc, res, err), err
+		return upgradeResult(c, res, err), err
 	})
 }
 
 // upgradeResult is what upgrade prints: the pipeline's report with every check it ran; after a
 // failure, for scripts only (the phases printed themselves).
-func upgradeResult(c *cli.Context, rc *release.Client, res *action.UpgradeResult, err error) *output.Result {
+func upgradeResult(c *cli.Context, res *action.UpgradeResult, err error) *output.Result {
 	if res == nil || (err != nil && !structured(c)) {
 		return nil
 	}
 	out := resultWithWarnings("upgrade", res.Inputs)
-	out.Release.Name, out.Release.Namespace = rc.Name(), rc.Namespace()
+	out.Release.Name, out.Release.Namespace = c.String(flagRelease), c.String(flagNamespace)
 	out.Checks = append(out.Checks, res.Checks...)
 	if r := res.Result; r != nil {
 		out.WithData(r)

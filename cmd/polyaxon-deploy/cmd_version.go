@@ -40,9 +40,10 @@ func versionCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			ch, err := loadChart(c)
+			env := actionEnv(c)
+			ch, err := env.LoadChart(c.Context, chartOptions(c))
 			if err != nil {
-				return err
+				return usageExit(err)
 			}
 			info := VersionInfo{Version: version, ChartSource: ch.Source}
 			info.ChartVersion, info.AppVersion, info.KubeVersion = ch.Metadata.Version, ch.Metadata.AppVersion, ch.Metadata.KubeVersion

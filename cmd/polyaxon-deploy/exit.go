@@ -84,3 +84,13 @@ func releaseExit(err error) error {
 	}
 	return err
 }
+
+// usageExit maps a refused combination of options (*action.UsageError) to exit 2, for the
+// commands whose other errors are plain (exit 1).
+func usageExit(err error) error {
+	var ue *action.UsageError
+	if errors.As(err, &ue) {
+		return withExit(ExitUsage, err)
+	}
+	return err
+}

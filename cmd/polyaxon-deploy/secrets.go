@@ -34,24 +34,3 @@ func redactArgs(args []string) []string {
 	}
 	return out
 }
-
-type setFilePair struct{ key, path string }
-
-// setFilePairs splits --set-file arguments into key and path (unescaped, as Helm reads it),
-// refusing empty arguments and pairs without a key or a path.
-func setFilePairs(args []string) ([]setFilePair, error) {
-	var out []setFilePair
-	for _, a := range args {
-		pairs, err := values.SplitSetArg(a)
-		if err != nil {
-			return nil, usageErrorf("--%s %q: %v", flagSetFile, a, err)
-		}
-		for _, p := range pairs {
-			if !p.Assigned || strings.TrimSpace(p.Value) == "" {
-				return nil, usageErrorf("--%s %q: want key=path", flagSetFile, a)
-			}
-			out = append(out, setFilePair{key: p.Key, path: values.Unescape(p.Value)})
-		}
-	}
-	return out, nil
-}

@@ -8,8 +8,6 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 
-	"helm.sh/helm/v3/pkg/chart"
-
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/adopt"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/convert"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
@@ -26,12 +24,11 @@ import (
 // -f files; every refusal comes before the lock, the record or any other change.
 type Adopt struct {
 	Env
-	// Clients reach both releases; Chart and Inputs are the rest of adopt.Options, filled here.
-	Clients     adopt.Options
-	Chart       *chart.Chart
-	ChartSource string
+	// Clients make the clients that reach both releases, once this run's inputs and the chart
+	// are read; the chart and the inputs are the rest of adopt.Options, filled here.
+	Clients func() (adopt.Options, error)
 	// Given are this run's inputs (profile, -f, --set).
-	Given         release.Inputs
+	Given         Given
 	Checks        Checks
 	Render        render.Options
 	Timeout       time.Duration
@@ -53,8 +50,15 @@ type AdoptResult struct {
 // Run adopts. A finished adoption whose record outlived the old release is forgotten, with
 // nothing else done (Done and Inputs nil).
 func (a *Adopt) Run(ctx context.Context) (*AdoptResult, error) {
-	o := a.Clients
-	if done, err := a.finished(ctx); done || err != nil {
+	l, err := a.read(ctx, a.Given)
+	if err != nil {
+		return nil, err
+	}
+	o, err := a.Clients()
+	if err != nil {
+		return nil, err
+	}
+	if done, err := a.finished(ctx, o); done || err != nil {
 		return &AdoptResult{}, err
 	}
 	old, err := adopt.Identify(ctx, o.Old)
@@ -77,22 +81,19 @@ func (a *Adopt) Run(ctx context.Context) (*AdoptResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	given := a.Given
+	given := l.given
 	layers := []values.File{{Name: source + " (converted from the official chart " + old.ChartVersion + ")", Content: string(layer)}}
 	// Ours keeps the old release's Polyaxon when our chart supports it: adopt moves the
 	// release, an upgrade asked for later moves the version (and the schema).
-	kept := adopt.VersionLayer(old, a.Chart.Metadata)
+	kept := adopt.VersionLayer(old, l.chart.Metadata)
 	if kept != nil {
 		layers = append(layers, *kept)
 	}
 	given.ValuesFiles = append(layers, given.ValuesFiles...)
-	in, err := LoadInputs(a.Chart, a.ChartSource, given, a.Secrets)
+	l.warnings = append(conv.Warnings(source), l.warnings...)
+	in, err := a.build(l, given)
 	if err != nil {
 		return nil, err
-	}
-	in.Warnings = append(conv.Warnings(source), in.Warnings...)
-	for _, w := range in.Warnings {
-		a.progress().Warn(w.String())
 	}
 	res := &AdoptResult{Inputs: in, Old: old}
 	ours := polyaxonversion.Of(in.Chart.Metadata, in.Values)
@@ -142,8 +143,7 @@ func (a *Adopt) Run(ctx context.Context) (*AdoptResult, error) {
 
 // finished handles a run after the old release was removed by a run that did not live to
 // delete its record.
-func (a *Adopt) finished(ctx context.Context) (bool, error) {
-	o := a.Clients
+func (a *Adopt) finished(ctx context.Context, o adopt.Options) (bool, error) {
 	rec, err := adopt.LoadRecord(ctx, o.Kube, o.Ours.Namespace(), o.Ours.Name())
 	if err != nil || rec == nil || !rec.Complete() {
 		return false, err

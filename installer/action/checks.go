@@ -39,18 +39,33 @@ type Checks struct {
 type Check struct {
 	Env
 	Checks Checks
-	Inputs *Inputs
+	Given  Given
 	Render render.Options
-	Pre    bool
+	// Cluster reads the cluster's capabilities for the render (see Install.Cluster).
+	Cluster func() *render.Cluster
+	Pre     bool
 }
 
-// Run renders the release and runs its checks, printing each result as it finishes.
-func (a *Check) Run(ctx context.Context) (check.Report, error) {
-	rendered, err := a.render(a.Inputs, a.Render)
+// CheckResult is the checks' report, with the inputs the release was rendered from.
+type CheckResult struct {
+	Inputs *Inputs
+	check.Report
+}
+
+// Run loads the inputs, renders the release and runs its checks, printing each result as it
+// finishes. The result is nil when the inputs did not load.
+func (a *Check) Run(ctx context.Context) (*CheckResult, error) {
+	in, err := a.load(ctx, a.Given)
 	if err != nil {
-		return check.Report{}, err
+		return nil, err
 	}
-	return a.runChecks(ctx, a.Checks, a.Inputs, rendered, a.Pre)
+	res := &CheckResult{Inputs: in}
+	rendered, err := a.render(in, withCluster(a.Render, a.Cluster))
+	if err != nil {
+		return res, err
+	}
+	res.Report, err = a.runChecks(ctx, a.Checks, in, rendered, a.Pre)
+	return res, err
 }
 
 // render renders the release for its checks (the kube-version check reports the version) and

@@ -33,9 +33,12 @@ type Install struct {
 	// Release makes the release client, once the checks passed: they report an unreachable
 	// cluster with the fix, a client could only fail.
 	Release func() (*release.Client, error)
-	Inputs  *Inputs
+	Given   Given
 	Checks  Checks
 	Render  render.Options
+	// Cluster reads the cluster's capabilities for the render, once the inputs are loaded (a
+	// bad input fails before the cluster is asked); nil renders offline.
+	Cluster func() *render.Cluster
 	// Timeout bounds the wait for the workloads (0: the profile's).
 	Timeout time.Duration
 	// KeepFailed keeps a failed install for inspection instead of removing it.
@@ -47,6 +50,8 @@ type Install struct {
 // InstallResult is what Install did. Checks are the preflight checks, or after an install the
 // installed release's.
 type InstallResult struct {
+	// Inputs are the loaded inputs (nil when they did not load).
+	Inputs *Inputs
 	Info   *release.Info
 	Checks check.Report
 	Pods   []release.PodPlacement
@@ -57,6 +62,7 @@ type InstallResult struct {
 // installRun is one install's state, which its phases share (as upgrade's pipeline does).
 type installRun struct {
 	a        *Install
+	in       *Inputs
 	rendered *render.Result
 	res      *InstallResult
 	lock     *phase.Lock
@@ -68,11 +74,15 @@ type installRun struct {
 // Run installs. Failed checks are a *ChecksFailedError, returned with the result so far: its
 // Info is nil when they were the preflight checks (nothing was installed).
 func (a *Install) Run(ctx context.Context) (*InstallResult, error) {
-	rendered, err := a.render(a.Inputs, a.Render)
+	in, err := a.load(ctx, a.Given)
 	if err != nil {
 		return nil, err
 	}
-	r := &installRun{a: a, rendered: rendered, res: &InstallResult{}, lock: a.lock(nil, nil)}
+	rendered, err := a.render(in, withCluster(a.Render, a.Cluster))
+	if err != nil {
+		return nil, err
+	}
+	r := &installRun{a: a, in: in, rendered: rendered, res: &InstallResult{Inputs: in}, lock: a.lock(nil, nil)}
 	if err := a.run(ctx, r.phases()...); err != nil {
 		return failedChecks(r.res, err)
 	}
@@ -96,7 +106,7 @@ func (r *installRun) phases() []phase.Phase {
 }
 
 func (r *installRun) checks(ctx context.Context) error {
-	return r.a.preflight(ctx, r.rendered, r.res)
+	return r.a.preflight(ctx, r.in, r.rendered, r.res)
 }
 
 // client makes the release client once the checks passed: they report an unreachable
@@ -106,12 +116,12 @@ func (r *installRun) client(context.Context) (err error) {
 		return err
 	}
 	r.lock.Lock, r.lock.Revisions = r.rc.Lock(), r.rc
-	r.ps, r.opts, err = r.a.options(r.rendered, r.rc.Namespace(), r.res)
+	r.ps, r.opts, err = r.a.options(r.in, r.rendered, r.rc.Namespace(), r.res)
 	return err
 }
 
 func (r *installRun) dryRun(ctx context.Context) (err error) {
-	in := r.a.Inputs
+	in := r.in
 	r.res.Info, err = r.rc.Install(ctx, in.Chart, in.Values, append(r.opts, release.WithDryRun())...)
 	return err
 }
@@ -125,7 +135,7 @@ func (r *installRun) namespace(ctx context.Context) error {
 }
 
 func (r *installRun) install(ctx context.Context) (err error) {
-	in := r.a.Inputs
+	in := r.in
 	r.a.progress().Step(fmt.Sprintf("Installing release %s (chart %s, Polyaxon %s, profile %s) in namespace %s",
 		r.rc.Name(), in.Chart.Metadata.Version, polyaxonversion.Of(in.Chart.Metadata, in.Values), in.Profile.Name, r.rc.Namespace()))
 	r.res.Info, err = r.rc.Install(ctx, in.Chart, in.Values, r.opts...)
@@ -138,7 +148,7 @@ func (r *installRun) postInstall(ctx context.Context) (*InstallResult, error) {
 	post := a.Checks
 	post.SettleTime = postCheckSettle
 	var err error
-	if res.Checks, err = a.runChecks(ctx, post, a.Inputs, r.rendered, false); err != nil {
+	if res.Checks, err = a.runChecks(ctx, post, r.in, r.rendered, false); err != nil {
 		return nil, err
 	}
 	names, err := r.rc.Names(ctx)
@@ -156,8 +166,8 @@ func (r *installRun) postInstall(ctx context.Context) (*InstallResult, error) {
 }
 
 // preflight runs the preflight checks; nothing is installed when one fails.
-func (a *Install) preflight(ctx context.Context, rendered *render.Result, res *InstallResult) (err error) {
-	if res.Checks, err = a.runChecks(ctx, a.Checks, a.Inputs, rendered, true); err != nil {
+func (a *Install) preflight(ctx context.Context, in *Inputs, rendered *render.Result, res *InstallResult) (err error) {
+	if res.Checks, err = a.runChecks(ctx, a.Checks, in, rendered, true); err != nil {
 		return err
 	}
 	if res.Checks.Failed() {
@@ -169,8 +179,8 @@ func (a *Install) preflight(ctx context.Context, rendered *render.Result, res *I
 
 // options are the install's: the stored inputs, the timeout, and the namespace's Pod
 // Security (lowered to what the rendered release allows, with a warning).
-func (a *Install) options(rendered *render.Result, namespace string, res *InstallResult) (release.PodSecurity, []release.InstallOption, error) {
-	ps, warning, err := NamespacePodSecurity(a.Inputs, rendered, namespace)
+func (a *Install) options(in *Inputs, rendered *render.Result, namespace string, res *InstallResult) (release.PodSecurity, []release.InstallOption, error) {
+	ps, warning, err := NamespacePodSecurity(in, rendered, namespace)
 	if err != nil {
 		return ps, nil, err
 	}
@@ -178,11 +188,19 @@ func (a *Install) options(rendered *render.Result, namespace string, res *Instal
 		a.progress().Warn(warning)
 		res.Warnings = append(res.Warnings, warning)
 	}
-	opts := []release.InstallOption{release.WithInputs(a.Inputs.Given), release.WithTimeout(TimeoutOf(a.Timeout, a.Inputs.Profile)), release.WithPodSecurity(ps)}
+	opts := []release.InstallOption{release.WithInputs(in.Given), release.WithTimeout(TimeoutOf(a.Timeout, in.Profile)), release.WithPodSecurity(ps)}
 	if a.KeepFailed {
 		opts = append(opts, release.WithKeepOnFailure())
 	}
 	return ps, opts, nil
+}
+
+// withCluster are opts with the cluster's capabilities, when cluster reads them.
+func withCluster(opts render.Options, cluster func() *render.Cluster) render.Options {
+	if cluster != nil {
+		opts.Cluster = cluster()
+	}
+	return opts
 }
 
 // failedChecks returns the result with failed checks, and nothing with any other error.

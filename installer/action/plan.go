@@ -16,10 +16,14 @@ import (
 // Canary it then asks the real scheduler, one tiny pod per run category.
 type Plan struct {
 	Env
-	Clients    Clients
-	Inputs     *Inputs
-	Render     render.Options
-	Topologies []Topology
+	Clients Clients
+	Given   Given
+	Render  render.Options
+	// Cluster reads the cluster's capabilities for the render (see Install.Cluster).
+	Cluster func() *render.Cluster
+	// Topologies are the files of distributed runs to place (--topology), read first: a typo
+	// fails before anything else is read.
+	Topologies []string
 	// NoRelease leaves the release's pods out (it is installed): topologies and probes only.
 	NoRelease bool
 	// PoolLabels name node pools (nil: plan.DefaultPoolLabels).
@@ -28,21 +32,40 @@ type Plan struct {
 	CanaryTimeout time.Duration
 }
 
-// Topology is a distributed run to place, with the file it came from (its name).
-type Topology struct {
-	File string
+// topology is a distributed run to place, with the file it came from (its name).
+type topology struct {
+	file string
 	*plan.Topology
 }
 
-// Run plans.
-func (a *Plan) Run(ctx context.Context) (*plan.Result, error) {
-	rendered, err := render.Render(a.Inputs.Chart, a.Inputs.Values, a.Render)
+// PlanResult is the plan, with the inputs the release was rendered from.
+type PlanResult struct {
+	Inputs *Inputs
+	*plan.Result
+}
+
+// Run plans. The result is nil after an error.
+func (a *Plan) Run(ctx context.Context) (*PlanResult, error) {
+	var topologies []topology
+	for _, f := range a.Topologies {
+		t, err := plan.LoadTopology(f)
+		if err != nil {
+			return nil, err
+		}
+		topologies = append(topologies, topology{file: f, Topology: t})
+	}
+	in, err := a.load(ctx, a.Given)
+	if err != nil {
+		return nil, err
+	}
+	ropts := withCluster(a.Render, a.Cluster)
+	rendered, err := render.Render(in.Chart, in.Values, ropts)
 	if err != nil {
 		return nil, err
 	}
 	a.Secrets.Add(render.SecretValues(rendered.All())...)
 	objs := rendered.Objects()
-	ns := a.Render.Namespace
+	ns := ropts.Namespace
 
 	var pods []plan.PodToPlace
 	if !a.NoRelease {
@@ -50,7 +73,7 @@ func (a *Plan) Run(ctx context.Context) (*plan.Result, error) {
 			return nil, err
 		}
 	}
-	decl, err := runs.Load(a.Inputs.Chart)
+	decl, err := runs.Load(in.Chart)
 	if err != nil {
 		return nil, err
 	}
@@ -62,11 +85,11 @@ func (a *Plan) Run(ctx context.Context) (*plan.Result, error) {
 		return nil, err
 	}
 	pods = append(pods, plan.CategoryProbes(placement, ns)...)
-	for _, t := range a.Topologies {
+	for _, t := range topologies {
 		defaults, _ := placement.Get(t.RunCategory())
-		tp, err := t.Pods(plan.TopologyName(t.File), ns, defaults)
+		tp, err := t.Pods(plan.TopologyName(t.file), ns, defaults)
 		if err != nil {
-			return nil, fmt.Errorf("topology %s: %w", t.File, err)
+			return nil, fmt.Errorf("topology %s: %w", t.file, err)
 		}
 		pods = append(pods, tp...)
 	}
@@ -79,7 +102,7 @@ func (a *Plan) Run(ctx context.Context) (*plan.Result, error) {
 	start := time.Now()
 	var snapOpts []plan.SnapshotOption
 	if !a.NoRelease {
-		names, err := render.NamesOf(a.Inputs.Chart, a.Inputs.Values, a.Render.ReleaseName)
+		names, err := render.NamesOf(in.Chart, in.Values, ropts.ReleaseName)
 		if err != nil {
 			return nil, err
 		}
@@ -110,5 +133,5 @@ func (a *Plan) Run(ctx context.Context) (*plan.Result, error) {
 			return nil, err
 		}
 	}
-	return res, nil
+	return &PlanResult{Inputs: in, Result: res}, nil
 }

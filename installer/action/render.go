@@ -1,6 +1,8 @@
 package action
 
 import (
+	"context"
+
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
@@ -10,22 +12,41 @@ import (
 // ShowOnly's templates.
 type Render struct {
 	Env
-	Inputs   *Inputs
+	Given    Given
 	Render   render.Options
 	ShowOnly []string
+	// ValuesOnly returns the merged values instead of the manifests.
+	ValuesOnly bool
 }
 
-// RenderResult are the rendered objects in install order (CRDs, objects, hooks), the chart's
-// notes, and the warning that an offline render generated new secrets ("" when it did not).
+// RenderResult are the inputs, and the rendered objects in install order (CRDs, objects,
+// hooks), the chart's notes, and the warning that an offline render generated new secrets
+// ("" when it did not); or, with ValuesOnly, the merged values.
 type RenderResult struct {
+	Inputs         *Inputs
 	Manifests      []render.Manifest
 	Notes          string
 	OfflineSecrets string
+	// Values are the merged values Helm would render with (chart defaults < profile < -f <
+	// --set), their secrets masked like every other result.
+	Values map[string]any
 }
 
-// Run renders the manifests.
-func (a *Render) Run() (*RenderResult, error) {
-	in, res := a.Inputs, &RenderResult{}
+// Run loads the inputs and renders the manifests (or the values).
+func (a *Render) Run(ctx context.Context) (*RenderResult, error) {
+	in, err := a.load(ctx, a.Given)
+	if err != nil {
+		return nil, err
+	}
+	res := &RenderResult{Inputs: in}
+	if a.ValuesOnly {
+		merged, err := render.MergedValues(in.Chart, in.Values)
+		if err != nil {
+			return nil, err
+		}
+		res.Values = redact.Values(merged)
+		return res, nil
+	}
 	if len(a.ShowOnly) > 0 {
 		for _, t := range a.ShowOnly {
 			ms, err := render.RenderTemplate(in.Chart, in.Values, a.Render, t)
@@ -55,14 +76,4 @@ func (a *Render) Run() (*RenderResult, error) {
 		a.progress().Warn(res.OfflineSecrets)
 	}
 	return res, nil
-}
-
-// Values are the merged values Helm would render with (chart defaults < profile < -f <
-// --set), their secrets masked like every other result.
-func (a *Render) Values() (map[string]any, error) {
-	merged, err := render.MergedValues(a.Inputs.Chart, a.Inputs.Values)
-	if err != nil {
-		return nil, err
-	}
-	return redact.Values(merged), nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
@@ -23,22 +22,22 @@ import (
 // version guard, backup, verify, migrations, apply, post-checks.
 type Upgrade struct {
 	Env
-	Release     *release.Client
-	Chart       *chart.Chart
-	ChartSource string
-	// Given are this run's inputs; ResetValues drops the stored files and --set values.
-	Given release.Inputs
-	// GivenWarnings are about this run's inputs, found before (converting the official
-	// chart's values): shown with the migration warnings.
-	GivenWarnings []values.Warning
-	ResetValues   bool
+	// Release makes the release client, once this run's inputs and the chart are read (a bad
+	// input fails before the cluster is asked).
+	Release func() (*release.Client, error)
+	// Given are this run's inputs (no Profile: the stored one); ResetValues drops the stored
+	// files and --set values.
+	Given       Given
+	ResetValues bool
 	// KeepReleaseValues takes the values of a deployed revision made outside polyaxon-deploy
 	// (helm, a GitOps tool) as a layer between the profile and this run's -f/--set, in place
 	// of the stored -f/--set; without it such an upgrade lists what it reverts and asks (Yes).
 	KeepReleaseValues bool
 	Checks            Checks
-	// Render renders the release for its checks (the cluster's capabilities, when known).
-	Render render.Options
+	// Render renders the release for its checks, with the cluster's capabilities that
+	// Cluster reads once the release client is made (nil: offline).
+	Render  render.Options
+	Cluster func() *render.Cluster
 	// Database takes the backup before the upgrade.
 	Database Database
 	// Timeout bounds the waits for the workloads and the migration Job (0: the profile's).
@@ -113,10 +112,18 @@ func releaseValuesFile(origin release.Origin) (values.File, error) {
 
 // Run upgrades. A result with Inputs comes back once the inputs are known, with any error.
 func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
-	rc := a.Release
+	l, err := a.read(ctx, a.Given)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := a.Release()
+	if err != nil {
+		return nil, err
+	}
 	if a.KeepReleaseValues && a.ResetValues {
 		return nil, &UsageError{Err: errors.New("--keep-release-values and --reset-values: give one (--reset-values drops the stored -f/--set, --keep-release-values replaces them with the deployed revision's values)")}
 	}
+	a.Render = withCluster(a.Render, a.Cluster)
 	origin, err := rc.Origin(ctx)
 	if errors.Is(err, release.ErrNotInstalled) {
 		return nil, fmt.Errorf("%w: use `polyaxon-deploy install`", err)
@@ -126,7 +133,7 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 	}
 	stored := origin.Inputs
 	switch {
-	case origin.InputsRevision == 0 && a.Given.Profile == "":
+	case origin.InputsRevision == 0 && l.given.Profile == "":
 		return nil, &UsageError{Err: fmt.Errorf("release %s has no stored inputs (installed with plain helm?): pass --profile and your -f/--set explicitly (--keep-release-values keeps the deployed revision's values under them)", rc.Name())}
 	case origin.InputsRevision == 0:
 		a.progress().Warn("no stored inputs for this release: using only this run's --profile, -f and --set")
@@ -148,13 +155,9 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 		stored = stored.Layer(release.Inputs{ValuesFiles: []values.File{kept}}, true)
 	}
 	a.Secrets.Add(secretsOf(stored)...)
-	in, err := LoadInputs(a.Chart, a.ChartSource, stored.Layer(a.Given, a.ResetValues), a.Secrets)
+	in, err := a.build(l, stored.Layer(l.given, a.ResetValues))
 	if err != nil {
 		return nil, err
-	}
-	in.Warnings = append(a.GivenWarnings, in.Warnings...)
-	for _, w := range in.Warnings {
-		a.progress().Warn(w.String())
 	}
 	res := &UpgradeResult{Inputs: in}
 	if origin.Outside() {
