@@ -65,7 +65,8 @@ func TestEveryActionOnAReleaseTakesItsLock(t *testing.T) {
 			_, err := (&action.Uninstall{Release: f.Client, PurgeData: true, Yes: true}).Run(ctx)
 			return err
 		},
-		"backup": func() error { _, err := (&action.Backup{Database: db}).Run(ctx); return err },
+		"recover": func() error { _, err := (&action.Recover{Release: f.Client, Yes: true}).Run(ctx); return err },
+		"backup":  func() error { _, err := (&action.Backup{Database: db}).Run(ctx); return err },
 		"restore": func() error {
 			_, err := (&action.Restore{Database: db, Path: backupDir(t), Yes: true}).Run(ctx)
 			return err
@@ -100,4 +101,22 @@ func TestActionsReleaseTheLock(t *testing.T) {
 	require.ErrorContains(t, err, "has no revision 9")
 	assert.True(t, strings.HasPrefix(err.Error(), "release "), "the rollback's own error, as a plain call gives it: %v", err)
 	assert.True(t, apierrors.IsNotFound(lease()), "released after a failed rollback")
+}
+
+// An uninstall that would delete the data asks first: unconfirmed, it stops before the lock
+// with the usage error that names --yes, and the release is as it was.
+func TestUninstallPurgeAsksFirst(t *testing.T) {
+	ctx := context.Background()
+	f := installed(t)
+	_, err := (&action.Uninstall{Release: f.Client, PurgeData: true}).Run(ctx)
+	var ue *action.UsageError
+	require.ErrorAs(t, err, &ue)
+	assert.Contains(t, err.Error(), "DELETE its data")
+	assert.Contains(t, err.Error(), "not confirmed: pass --yes")
+	cur, err := f.Client.Current(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, cur.Version)
+
+	_, err = (&action.Uninstall{Release: f.Client, PurgeData: true, Env: action.Env{Confirm: func(string) (bool, error) { return false, nil }}}).Run(ctx)
+	require.EqualError(t, err, "uninstall cancelled: nothing was changed")
 }

@@ -6,10 +6,12 @@ import (
 	"strings"
 	"time"
 
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/guards"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
@@ -26,63 +28,26 @@ type Recover struct {
 	Timeout time.Duration
 }
 
+// recoverRun is one recovery's state, which its phases share (as installRun).
+type recoverRun struct {
+	a       *Recover
+	rc      *release.Client
+	pending *helmrelease.Release
+	scaler  *backup.ReleaseScaler
+	res     *release.RecoverResult
+}
+
 // Run recovers; a release that is not pending and has no Deployment left scaled down is left
 // alone (Action "none").
 func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
-	rc := a.Release
-	pending, err := rc.Pending(ctx)
-	if err != nil {
+	r := &recoverRun{a: a, rc: a.Release}
+	if err := a.run(ctx, r.phases()...); err != nil {
 		return nil, err
 	}
-	names, err := rc.Names(ctx)
-	if err != nil {
-		return nil, err
+	if r.pending == nil {
+		return r.repaired(), nil
 	}
-	scaler := &backup.ReleaseScaler{Client: rc.Kube(), Namespace: rc.Namespace(), Names: names}
-	res := &release.RecoverResult{Release: rc.Name(), Action: "none"}
-	scaleBack := step("scale back what a restore left scaled down", func(ctx context.Context) (err error) {
-		res.ScaledBack, err = scaler.ScaleBack(ctx)
-		return err
-	})
-	restoreGuards := step("put back the run guards of the deployed revision", func(ctx context.Context) (err error) {
-		res.RestoredGuards, err = restoreGuards(ctx, rc)
-		return err
-	})
-	if pending == nil {
-		if err := a.run(ctx, a.lock(rc.Lock(), rc), scaleBack, restoreGuards); err != nil {
-			return nil, err
-		}
-		if len(res.ScaledBack)+len(res.RestoredGuards) == 0 {
-			a.progress().OK(fmt.Sprintf("release %s is not pending, no restore left it scaled down and its run guards are in place: nothing to recover", rc.Name()))
-			return res, nil
-		}
-		res.Action = "scaled-back"
-		if len(res.RestoredGuards) > 0 {
-			res.Action = "repaired"
-			a.progress().OK(fmt.Sprintf("run guards put back as the deployed revision has them: %s", strings.Join(res.RestoredGuards, ", ")))
-		}
-		if len(res.ScaledBack) > 0 {
-			a.progress().OK(fmt.Sprintf("Deployments an interrupted restore left at 0 replicas scaled back: %s", strings.Join(res.ScaledBack, ", ")))
-		}
-		return res, nil
-	}
-	since := pending.Info.LastDeployed.Time
-	q := fmt.Sprintf("Release %s revision %d has been %s since %s (%s ago). Mark it failed and roll back? Only do this if no other polyaxon-deploy or helm process is working on it",
-		rc.Name(), pending.Version, pending.Info.Status, since.Format(time.RFC3339), time.Since(since).Round(time.Second))
-	if err := a.confirm(a.Yes, q, "recover"); err != nil {
-		return nil, err
-	}
-	err = a.run(ctx, a.lock(rc.Lock(), rc), step("recover", func(ctx context.Context) error {
-		r, err := rc.Recover(ctx, release.WithTimeout(TimeoutOf(a.Timeout, nil)),
-			release.WithRevisionPodSecurity(RevisionPodSecurity(rc, a.progress())))
-		if r != nil {
-			res = r
-		}
-		return err
-	}), scaleBack)
-	if err != nil {
-		return nil, err
-	}
+	res := r.res
 	switch res.Action {
 	case "rolled-back":
 		a.progress().OK(fmt.Sprintf("revision %d (%s) marked failed; rolled back to revision %d (now revision %d)", res.PendingRevision, res.PendingStatus, res.RolledBackTo, res.Revision))
@@ -93,6 +58,81 @@ func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
 		a.progress().OK(fmt.Sprintf("Deployments an interrupted restore left at 0 replicas scaled back: %s", strings.Join(res.ScaledBack, ", ")))
 	}
 	return res, nil
+}
+
+// phases: inspect, confirm (a pending revision), the lock, recover the pending revision,
+// scale back what a restore left scaled down, and (nothing pending) put back the run guards.
+func (r *recoverRun) phases() []phase.Phase {
+	noPending := func() (bool, string) { return r.pending == nil, "no pending revision" }
+	pending := func() (bool, string) { return r.pending != nil, "a pending revision is rolled back instead" }
+	return []phase.Phase{
+		step("inspect", r.inspect),
+		&phase.Func{Name: "confirm", Do: r.confirm, SkipIf: noPending},
+		r.a.lock(r.rc.Lock(), r.rc),
+		&phase.Func{Name: "recover", Do: r.recover, SkipIf: noPending},
+		step("scale back what a restore left scaled down", r.scaleBack),
+		&phase.Func{Name: "put back the run guards of the deployed revision", Do: r.restoreGuards, SkipIf: pending},
+	}
+}
+
+// inspect reads the pending revision, if any, and the release's objects.
+func (r *recoverRun) inspect(ctx context.Context) (err error) {
+	if r.pending, err = r.rc.Pending(ctx); err != nil {
+		return err
+	}
+	names, err := r.rc.Names(ctx)
+	if err != nil {
+		return err
+	}
+	r.scaler = &backup.ReleaseScaler{Client: r.rc.Kube(), Namespace: r.rc.Namespace(), Names: names}
+	r.res = &release.RecoverResult{Release: r.rc.Name(), Action: "none"}
+	return nil
+}
+
+// confirm asks before the pending revision is marked failed: no other process may be working
+// on it.
+func (r *recoverRun) confirm(context.Context) error {
+	since := r.pending.Info.LastDeployed.Time
+	q := fmt.Sprintf("Release %s revision %d has been %s since %s (%s ago). Mark it failed and roll back? Only do this if no other polyaxon-deploy or helm process is working on it",
+		r.rc.Name(), r.pending.Version, r.pending.Info.Status, since.Format(time.RFC3339), time.Since(since).Round(time.Second))
+	return r.a.confirm(r.a.Yes, q, "recover")
+}
+
+func (r *recoverRun) recover(ctx context.Context) error {
+	res, err := r.rc.Recover(ctx, release.WithTimeout(TimeoutOf(r.a.Timeout, nil)),
+		release.WithRevisionPodSecurity(RevisionPodSecurity(r.rc, r.a.progress())))
+	if res != nil {
+		r.res = res
+	}
+	return err
+}
+
+func (r *recoverRun) scaleBack(ctx context.Context) (err error) {
+	r.res.ScaledBack, err = r.scaler.ScaleBack(ctx)
+	return err
+}
+
+func (r *recoverRun) restoreGuards(ctx context.Context) (err error) {
+	r.res.RestoredGuards, err = restoreGuards(ctx, r.rc)
+	return err
+}
+
+// repaired says what a recovery with nothing pending did.
+func (r *recoverRun) repaired() *release.RecoverResult {
+	res, p := r.res, r.a.progress()
+	if len(res.ScaledBack)+len(res.RestoredGuards) == 0 {
+		p.OK(fmt.Sprintf("release %s is not pending, no restore left it scaled down and its run guards are in place: nothing to recover", r.rc.Name()))
+		return res
+	}
+	res.Action = "scaled-back"
+	if len(res.RestoredGuards) > 0 {
+		res.Action = "repaired"
+		p.OK(fmt.Sprintf("run guards put back as the deployed revision has them: %s", strings.Join(res.RestoredGuards, ", ")))
+	}
+	if len(res.ScaledBack) > 0 {
+		p.OK(fmt.Sprintf("Deployments an interrupted restore left at 0 replicas scaled back: %s", strings.Join(res.ScaledBack, ", ")))
+	}
+	return res
 }
 
 // restoreGuards puts back the deployed revision's run guards that are missing or changed, and
