@@ -46,6 +46,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
@@ -65,6 +66,7 @@ type Env struct {
 	Namespace string
 	Chart     *chart.Chart
 	// Rendered is the release as it would be installed (render.Render with the user's inputs).
+	// Its values are decoded once, when the first check reads them: set it before any runs.
 	Rendered *render.Result
 	Policy   profile.Policy
 	Clients  Clients
@@ -91,8 +93,10 @@ type Env struct {
 	Deployed func(context.Context) (*helmrelease.Release, error)
 
 	once struct {
-		version, nodes, ns, sched sync.Once
+		version, nodes, ns, sched, values sync.Once
 	}
+	values        *chartvalues.Values
+	valuesErr     error
 	serverVersion *version.Info
 	versionErr    error
 	nodes         []corev1.Node

@@ -159,10 +159,14 @@ func (e *Env) names() (render.Names, error) {
 	return render.NamesOf(e.Chart, vals, e.Release)
 }
 
-// objects returns the rendered objects, typed where the scheme knows the kind.
-// chartValues are the rendered release's values, typed (e.Rendered must be set).
-func (e *Env) chartValues() (*chartvalues.Values, error) { return chartvalues.Of(e.Rendered.Values) }
+// chartValues are the rendered release's values, typed (e.Rendered must be set). They are
+// decoded once, when the first check asks: every check reads the same values.
+func (e *Env) chartValues() (*chartvalues.Values, error) {
+	e.once.values.Do(func() { e.values, e.valuesErr = chartvalues.Of(e.Rendered.Values) })
+	return e.values, e.valuesErr
+}
 
+// objects returns the rendered objects, typed where the scheme knows the kind.
 func (e *Env) objects() []runtime.Object {
 	if e.Rendered == nil {
 		return nil
