@@ -22,9 +22,9 @@ func errorLine(t *testing.T, stderr string) string {
 	return line
 }
 
-// check and render begin the same way (their actions load the inputs with the one loader): -o is validated before any input
-// is read, a bad input fails both alike before check reaches the cluster, and the input
-// migration warnings come first on stderr.
+// check and render begin the same way (their actions load the inputs with the one loader):
+// -o is validated before any input is read, a bad input fails both alike before check reaches
+// the cluster, and the input migration warnings come first on stderr.
 func TestCheckAndRenderStartAlike(t *testing.T) {
 	for _, cmd := range []string{"check", "render"} {
 		r := runCLI(t, nil, cmd, "-o", "xml", "--profile", "prod")
