@@ -250,8 +250,11 @@ func TestEdge(t *testing.T) {
 		require.NotEmpty(t, uuid, "the run submitted with a credential")
 		browser := headlessChromium(t)
 		runs := "/ui/default/authtest/runs"
-		signInOnForm(t, browser, edge+"/oauth2/start?rd="+url.QueryEscape(runs),
-			[][2]string{{"login", member.Email}, {"password", member.Password}}, edge+runs, 2*time.Minute)
+		// Dex's login form, then its consent page (oauth2-proxy asks the issuer to show it:
+		// approval_prompt=force).
+		signIn(t, browser, edge+"/oauth2/start?rd="+url.QueryEscape(runs), edge+runs, 2*time.Minute,
+			signInForm{fill: [][2]string{{"login", member.Email}, {"password", member.Password}}, submit: `input[name="login"]`},
+			signInForm{submit: `input[name="approval"][value="approve"]`})
 		openWebUI(t, browser, edge+runs, 3*time.Minute, []string{"hello", uuid[:8]}, []string{runs + "/" + uuid})
 	})
 
@@ -286,7 +289,7 @@ func TestEdge(t *testing.T) {
 			}
 			return len(pods.Items) == 2 && restarted == 2, strings.Join(seen, ", "), nil
 		})
-		r := c.deploy(t, "check", "--namespace", ns)
+		r := c.deploy(t, append([]string{"check"}, install...)...)
 		assert.NotEqualf(t, 0, r.Code, "%s", r)
 		out := r.Stdout + r.Stderr
 		assert.Contains(t, out, `edge.htpasswd.secretName: Secret "polyaxon-users" key "htpasswd": user(s) alice are hashed with a scheme oauth2-proxy does not read`, "check-edge-secrets says why")
@@ -327,6 +330,13 @@ func oidcLogin(t *testing.T, ctx context.Context, edge, rd string, user cluster.
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	// The issuer's consent page (oauth2-proxy asks for it: approval_prompt=force): approve.
+	if m := regexp.MustCompile(`name="req" value="([^"]+)"`).FindStringSubmatch(string(b)); m != nil && strings.Contains(string(b), `value="approve"`) {
+		resp, err = browser.PostForm(resp.Request.URL.String(), url.Values{"req": {html.UnescapeString(m[1])}, "approval": {"approve"}})
+		require.NoError(t, err)
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
 	return resp.StatusCode, string(b)
 }
 

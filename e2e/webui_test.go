@@ -103,25 +103,35 @@ func openWebUI(t *testing.T, browser context.Context, url string, timeout time.D
 	return webUIPage{}
 }
 
-// signInOnForm opens url (a sign-in page, or an address that leads to one) in a tab of
-// browser, types each field's value into the input of that name, submits that form, and waits
-// until the tab's address starts with landed. The browser keeps the session's cookies, so
-// the tabs it opens afterwards are signed in.
-func signInOnForm(t *testing.T, browser context.Context, url string, fields [][2]string, landed string, timeout time.Duration) {
+// signInForm is one page of a sign-in: the inputs to type into (name, value), then the form
+// that holds submit (a CSS selector of an element in it) is submitted.
+type signInForm struct {
+	fill   [][2]string
+	submit string
+}
+
+// signIn opens url (a sign-in page, or an address that leads to one) in a tab of browser,
+// fills in and submits each form in turn as its page comes, and waits until the tab's
+// address starts with landed. The browser keeps the session's cookies, so the tabs it opens
+// afterwards are signed in.
+func signIn(t *testing.T, browser context.Context, url, landed string, timeout time.Duration, forms ...signInForm) {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser)
 	defer cancel()
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	defer cancelTimeout()
 	steps := []chromedp.Action[chromedp.Void]{chromedp.Navigate(url)}
-	for _, f := range fields {
-		input := `input[name="` + f[0] + `"]`
-		steps = append(steps, chromedp.WaitVisible(input), chromedp.SendKeys(input, f[1]))
+	for _, f := range forms {
+		steps = append(steps, chromedp.WaitReady(f.submit))
+		for _, in := range f.fill {
+			input := `input[name="` + in[0] + `"]`
+			steps = append(steps, chromedp.WaitVisible(input), chromedp.SendKeys(input, in[1]))
+		}
+		steps = append(steps, chromedp.Submit(f.submit))
 	}
-	steps = append(steps, chromedp.Submit(`input[name="`+fields[0][0]+`"]`))
-	require.NoErrorf(t, chromedp.Do(ctx, steps...), "fill in and submit the sign-in form at %s", url)
 	var at string
-	for ctx.Err() == nil {
+	err := chromedp.Do(ctx, steps...)
+	for err == nil && ctx.Err() == nil {
 		// Between two pages the address cannot be read: try again.
 		if loc, err := chromedp.Run(ctx, chromedp.Location()); err == nil {
 			if at = loc; strings.HasPrefix(at, landed) {
@@ -130,6 +140,10 @@ func signInOnForm(t *testing.T, browser context.Context, url string, fields [][2
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	text, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.Evaluate[string](`document.body.innerText`))
-	require.FailNowf(t, "the sign-in did not land", "after submitting the form at %s the browser is at %s, not %s*\n--- the page's text\n%s", url, at, landed, text)
+	// The tab is still open (its deadline has passed, not its cancel): what it shows.
+	shown, cancelShown := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelShown()
+	at, _ = chromedp.Run(shown, chromedp.Location())
+	text, _ := chromedp.Run(shown, chromedp.Evaluate[string](`document.body.innerText`))
+	require.FailNowf(t, "the sign-in did not land", "signing in from %s: %v; the browser is at %s, not %s*\n--- the page's text\n%s", url, err, at, landed, text)
 }

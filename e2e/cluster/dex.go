@@ -56,8 +56,8 @@ func (c *Cluster) StartDex(ctx context.Context, bin string, opts DexOptions) (*D
 
 	var passwords []map[string]string
 	for i, u := range opts.Users {
-		// Dex checks the hash at every login: the lowest cost keeps logins quick.
-		hash, err := bcrypt.GenerateFromPassword([]byte(u.Password), bcrypt.MinCost)
+		// Dex refuses a hash of a cost below bcrypt's default.
+		hash, err := bcrypt.GenerateFromPassword([]byte(u.Password), bcrypt.DefaultCost)
 		if err != nil {
 			return nil, err
 		}
