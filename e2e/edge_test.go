@@ -28,12 +28,15 @@ import (
 
 // TestEdge (issue 42): the production profile exposed through an Ingress, with the
 // authenticating edge in front (oauth2-proxy of the chart's pinned release, built from the
-// module proxy and run for the edge's pods) and an htpasswd Secret. `check --pre` refuses the
-// Secret missing; once installed, an anonymous request and the real polyaxon CLI without a
-// credential are refused by the edge and create nothing; the CLI with a credential the edge
-// accepts (basic auth, POLYAXON_AUTHENTICATION_TYPE=Basic) creates a project and a run, whose
-// status the agent still reports (it reaches the gateway inside the cluster, not through the
-// edge); a browser's htpasswd login gets a session that reaches the API.
+// module proxy and run for the edge's pods), an htpasswd Secret and an OIDC issuer (Dex, built
+// from the module proxy and run here). `check --pre` refuses the htpasswd Secret missing; once
+// installed, an anonymous request and the real polyaxon CLI without a credential are refused
+// by the edge and create nothing; the CLI with a credential the edge accepts (Basic against the
+// htpasswd file, Bearer with Dex's ID token) creates a project and a run, whose status the
+// agent still reports (it reaches the gateway inside the cluster, not through the edge); a
+// browser's htpasswd or OIDC login gets a session that reaches the API and the web UI, while an
+// account of a domain the edge does not admit gets none; and an htpasswd Secret made wrong
+// after the install leaves the edge's pods unready, with `check` saying why.
 func TestEdge(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns := nsInstall
