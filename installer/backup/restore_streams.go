@@ -21,8 +21,9 @@ import (
 //
 //   - By swap (a local target): into the new database, the data of all archives at once, one
 //     pg_restore --data-only per stream, each reading its archive as it is decoded (no spool
-//     file but the first archive's, which pg_restore --jobs needs for the indexes). Nothing
-//     touches the target until every archive's sha256 matched and the tables were checked.
+//     file but the first archive's, which pg_restore --jobs needs for the indexes), and each
+//     stream's indexes built as soon as its data is in (postdata.go). Nothing touches the
+//     target until every archive's sha256 matched and the tables were checked.
 //   - In one transaction: a transaction is one server session, and pg_restore refuses --jobs
 //     with --single-transaction, so the server's side cannot run in parallel there, whatever
 //     the layout. pg_restore turns each archive into SQL (-f -), in restore order, into one
@@ -91,14 +92,31 @@ func restorePart(ctx context.Context, path string, p DumpPart, codec string, too
 }
 
 // restoreStreams restores a dump in streams into a new database: the first archive's pre-data
-// from the spool file, then its data and every other stream's at once, then its post-data
-// with --jobs. The restored copy is left for check, as restore leaves it.
-func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dumps []string, m *Manifest, args []string, clock *stepClock) error {
+// from the spool file, then its data and every other stream's at once, each stream's indexes
+// and keys as soon as its data is in (postdata.go), then the rest of post-data with --jobs,
+// with check (restore's count of the rows) beside it: post-data adds no rows and drops no
+// table, and the count's locks (ACCESS SHARE, one table after the other) never wait for
+// anything that waits for them. The restored copy is left for the swap.
+func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dumps []string, m *Manifest, args []string, clock *stepClock, check func(context.Context) error) error {
+	parts := m.Parts()
+	plan, err := s.readPostDataPlan(ctx, spoolFile, parts)
+	if err != nil {
+		return fmt.Errorf("reading the dump's indexes and constraints: %w; the database is unchanged", err)
+	}
+	lists, err := os.MkdirTemp("", "polyaxon-deploy-restore-lists-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(lists)
 	if err := s.create(ctx); err != nil {
 		return err
 	}
-	parts := m.Parts()
-	s.log.Info("restoring the streams into a new database", "database", s.scratch, "streams", len(parts), "jobs", s.jobs)
+	early := 0
+	for _, ids := range plan.early {
+		early += len(ids)
+	}
+	s.log.Info("restoring the streams into a new database", "database", s.scratch, "streams", len(parts), "jobs", s.jobs,
+		"indexes and keys built as their stream's data is in", early)
 	scratch := s.target.onDatabase(s.scratch)
 	unchanged := fmt.Sprintf("the new database %s is dropped, %s is unchanged", s.scratch, s.target.conn.Database)
 	base := append([]string{"--exit-on-error", "--no-owner", "--no-password"}, args...)
@@ -109,6 +127,17 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 		}
 		return nil
 	}
+	// postData builds the entries ids of the archive's post-data, listed in a file named name.
+	postData := func(ctx context.Context, name string, ids []int) error {
+		if len(ids) == 0 {
+			return nil
+		}
+		list, err := writeList(lists, name, ids)
+		if err != nil {
+			return err
+		}
+		return fromSpool(ctx, "--section=post-data", "--use-list="+list, "--jobs="+strconv.Itoa(s.jobs))
+	}
 	if err := fromSpool(ctx, "--section=pre-data"); err != nil {
 		return err
 	}
@@ -118,9 +147,13 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	g.Go(func() error { return fromSpool(gctx, "--section=data") })
 	for i, p := range parts[1:] {
 		g.Go(func() error {
-			return restorePart(gctx, dumps[i+1], p, m.Compression.Codec, func(ctx context.Context, stdin io.Reader, stderr io.Writer) error {
+			err := restorePart(gctx, dumps[i+1], p, m.Compression.Codec, func(ctx context.Context, stdin io.Reader, stderr io.Writer) error {
 				return scratch.Run(ctx, "pg_restore", append(slices.Clone(base), "--data-only"), Stdio{Stdin: stdin, Stderr: stderr})
 			}, unchanged)
+			if err != nil {
+				return err
+			}
+			return postData(gctx, fmt.Sprintf("stream-%d.list", i+1), plan.early[i+1])
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -129,11 +162,17 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 		}
 		return err
 	}
-	clock.done(fmt.Sprintf("pg_restore the data of %d streams at once, checking their sha256s", len(parts)))
-	if err := fromSpool(ctx, "--section=post-data", "--jobs="+strconv.Itoa(s.jobs)); err != nil {
+	clock.done(fmt.Sprintf("pg_restore the data of %d streams at once, checking their sha256s, each stream's indexes and keys (%d) once its data is in", len(parts), early))
+	g, gctx = errgroup.WithContext(ctx)
+	g.Go(func() error { return postData(gctx, "rest.list", plan.rest) })
+	g.Go(func() error { return check(gctx) })
+	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; %s: %w", unchanged, ctx.Err())
+		}
 		return err
 	}
-	clock.done(fmt.Sprintf("pg_restore the indexes and constraints (post-data, --jobs %d)", s.jobs))
+	clock.done(fmt.Sprintf("pg_restore the rest of post-data (%d entries: foreign keys, the small tables' indexes; --jobs %d), counting the rows of every table beside it", len(plan.rest), s.jobs))
 	return nil
 }
 

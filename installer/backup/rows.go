@@ -17,6 +17,15 @@ const countRowsSQL = `SELECT schemaname || '.' || tablename,
   substring(query_to_xml(format('SELECT count(*) AS n FROM %I.%I', schemaname, tablename), false, true, '')::text FROM '<n>(\d+)</n>')
 FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`
 
+// countRowsEachSQL counts the same rows as countRowsSQL, one table per statement (psql's
+// \gexec runs each generated statement on its own): each count holds its table's lock only
+// while it counts, so that a count beside pg_restore's last pass never holds one table while
+// waiting for another (see restoreStreams).
+const countRowsEachSQL = `SELECT format('SELECT %L, count(*) FROM %I.%I', schemaname || '.' || tablename, schemaname, tablename)
+FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1
+\gexec
+`
+
 // psqlArgs run psql for a machine to read: no ~/.psqlrc, no password prompt, unaligned rows
 // without headers, and the first error ends it.
 var psqlArgs = []string{"-X", "-w", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"}
@@ -39,6 +48,21 @@ func CountRows(ctx context.Context, t Target) (map[string]int64, error) {
 		return nil, fmt.Errorf("counting rows (%s): %w", t, err)
 	}
 	rows, err := parseRowCounts(answer)
+	if err != nil {
+		return nil, fmt.Errorf("counting rows (%s): %w", t, err)
+	}
+	return rows, nil
+}
+
+// countRowsEach is CountRows, counting one table per statement (countRowsEachSQL).
+func countRowsEach(ctx context.Context, t Target) (map[string]int64, error) {
+	var out bytes.Buffer
+	stderr := newTail(4096)
+	err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-f", "-"), Stdio{Stdin: strings.NewReader(countRowsEachSQL), Stdout: &out, Stderr: stderr})
+	if err != nil {
+		return nil, fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))
+	}
+	rows, err := parseRowCounts(out.String())
 	if err != nil {
 		return nil, fmt.Errorf("counting rows (%s): %w", t, err)
 	}

@@ -83,6 +83,9 @@ CREATE TABLE "Odd".weird (id bigint);`)
 func TestStreamsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	s, m, want := streamsBackup(t, "streams_src")
+	wantSchema, err := pgtest.SchemaObjects(ctx, s, "streams_src")
+	require.NoError(t, err)
+	require.NotEmpty(t, wantSchema)
 	assert.Equal(t, FormatVersionStreams, m.FormatVersion)
 	assert.Equal(t, "4 parallel streams", m.Layout())
 	assert.Equal(t, m.Streams[0].File, m.DumpFile)
@@ -129,6 +132,10 @@ func TestStreamsRoundTrip(t *testing.T) {
 	for table, n := range m.Rows {
 		assert.Equal(t, n, rr.Rows[table], table)
 	}
+	// Every index and constraint, whether built as its stream's data came in or at the end.
+	gotSchema, err := pgtest.SchemaObjects(ctx, s, "streams_dst")
+	require.NoError(t, err)
+	assert.Equal(t, wantSchema, gotSchema)
 
 	// Over a changed database, in one transaction: the same contents again.
 	_, err = s.Psql(ctx, "streams_dst", `DELETE FROM metrics WHERE id % 7 = 0; UPDATE runs SET status = 'x' WHERE id < 100; DROP TABLE artifacts;`)
@@ -139,6 +146,9 @@ func TestStreamsRoundTrip(t *testing.T) {
 	got, err = pgtest.Checksums(ctx, s, "streams_dst")
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
+	gotSchema, err = pgtest.SchemaObjects(ctx, s, "streams_dst")
+	require.NoError(t, err)
+	assert.Equal(t, wantSchema, gotSchema)
 }
 
 // An older polyaxon-deploy must not restore the first stream alone: the manifest's version

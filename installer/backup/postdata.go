@@ -1,0 +1,209 @@
+package backup
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// A restore by swap of a dump in streams builds each stream's indexes as soon as that stream's
+// data is in, while the other streams' data still goes in, instead of waiting for the slowest
+// stream: the cores the finished streams leave idle build their indexes. What is left of
+// post-data (foreign keys, which need other tables' keys; triggers; the small tables' indexes)
+// runs once every stream is in.
+//
+// Which post-data entries belong to a stream is read from the schema's archive: pg_restore
+// --list names each entry's type, and pg_restore --verbose --file prints, above each entry's
+// SQL, its TOC entry ID and the IDs it depends on. An INDEX or a CONSTRAINT (a primary key, a
+// unique, check or exclusion constraint: never a foreign key, whose type is FK CONSTRAINT)
+// whose only table dependencies are tables of the stream is built early. A wrong guess costs
+// time, not correctness: an index or a key built before its table's data is in is maintained
+// by the COPY, and the server's locks order the two.
+
+// postDataPlan is the post-data entries of a dump in streams, by when they are built.
+type postDataPlan struct {
+	// early[i] are the TOC entry IDs built once stream i's data is in (index 0, the schema's
+	// stream, stays empty: its small tables' indexes wait for the final pass).
+	early [][]int
+	// rest are the IDs built at the end; all lists keep the archive's order.
+	rest []int
+}
+
+// tocEntry is one line of pg_restore --list: an entry's ID, type and, for a TABLE, its name.
+type tocEntry struct {
+	id   int
+	desc string
+	rest string // after the type: the schema, the name and the owner, separated by spaces
+}
+
+// tocTypes are the entry types whose name may contain a space, longest first, so that a line
+// of pg_restore --list is split at the right place.
+var tocTypes = []string{"FK CONSTRAINT", "INDEX ATTACH", "TABLE DATA", "DEFAULT ACL", "SEQUENCE SET", "SEQUENCE OWNED BY", "MATERIALIZED VIEW DATA", "MATERIALIZED VIEW"}
+
+// parseTOCList reads pg_restore --list: "ID; tableoid oid TYPE schema name owner" per entry,
+// comments after ';'.
+func parseTOCList(listing []byte) map[int]tocEntry {
+	out := map[int]tocEntry{}
+	for _, line := range strings.Split(string(listing), "\n") {
+		if line == "" || line[0] == ';' {
+			continue
+		}
+		idText, rest, ok := strings.Cut(line, "; ")
+		id, err := strconv.Atoi(idText)
+		if !ok || err != nil {
+			continue
+		}
+		f := strings.SplitN(rest, " ", 3) // tableoid, oid, the rest
+		if len(f) < 3 {
+			continue
+		}
+		e := tocEntry{id: id}
+		for _, t := range tocTypes {
+			if after, ok := strings.CutPrefix(f[2], t+" "); ok {
+				e.desc, e.rest = t, after
+				break
+			}
+		}
+		if e.desc == "" {
+			e.desc, e.rest, _ = strings.Cut(f[2], " ")
+		}
+		out[id] = e
+	}
+	return out
+}
+
+// parseDependencies reads the SQL of pg_restore --verbose --file: each entry's ID (its
+// "-- TOC entry N" comment) and the IDs of its "-- Dependencies:" line, in the archive's order.
+func parseDependencies(sql []byte) (ids []int, deps map[int][]int) {
+	deps = map[int][]int{}
+	current := -1
+	sc := bufio.NewScanner(bytes.NewReader(sql))
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "-- TOC entry "); ok {
+			idText, _, _ := strings.Cut(rest, " ")
+			if id, err := strconv.Atoi(idText); err == nil {
+				current = id
+				ids = append(ids, id)
+				deps[id] = nil
+			}
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "-- Dependencies: "); ok && current >= 0 {
+			for _, d := range strings.Fields(rest) {
+				if n, err := strconv.Atoi(d); err == nil {
+					deps[current] = append(deps[current], n)
+				}
+			}
+			continue
+		}
+		if !strings.HasPrefix(line, "--") {
+			current = -1 // an entry's comment block is over
+		}
+	}
+	return ids, deps
+}
+
+// tableIDs maps the TOC entry ID of each streamed table (given as "schema.name", as the
+// manifest lists them) to its stream. A table name may hold dots and spaces: a TABLE line
+// whose schema and name could be read as two tables of the streams is left out (its entries
+// are then built at the end), and so is a table that matches two lines.
+func tableIDs(entries map[int]tocEntry, streams [][]string) map[int]int {
+	matches := map[string][]int{} // table -> TABLE entry IDs whose line it matches
+	owner := map[int]int{}        // TABLE entry ID -> stream
+	claimed := map[int]int{}      // TABLE entry ID -> how many tables match it
+	for i, tables := range streams {
+		for _, q := range tables {
+			for j := 0; j < len(q); j++ {
+				if q[j] != '.' {
+					continue
+				}
+				prefix := q[:j] + " " + q[j+1:] + " "
+				for id, e := range entries {
+					if e.desc == "TABLE" && strings.HasPrefix(e.rest, prefix) && !strings.Contains(e.rest[len(prefix):], " ") {
+						matches[q] = append(matches[q], id)
+						claimed[id]++
+						owner[id] = i
+					}
+				}
+			}
+		}
+	}
+	out := map[int]int{}
+	for _, ids := range matches {
+		if len(ids) == 1 && claimed[ids[0]] == 1 {
+			out[ids[0]] = owner[ids[0]]
+		}
+	}
+	return out
+}
+
+// planPostData assigns each post-data entry (ids, in the archive's order) to the stream whose
+// data it waits for alone, or to the rest. streams[i] are stream i's tables.
+func planPostData(entries map[int]tocEntry, ids []int, deps map[int][]int, streams [][]string) *postDataPlan {
+	tables := tableIDs(entries, streams)
+	postData := map[int]bool{}
+	for _, id := range ids {
+		postData[id] = true
+	}
+	plan := &postDataPlan{early: make([][]int, len(streams))}
+	for _, id := range ids {
+		stream := -1
+		switch entries[id].desc {
+		case "INDEX", "CONSTRAINT":
+			for _, d := range deps[id] {
+				dep, known := entries[d]
+				s, streamed := tables[d]
+				switch {
+				case streamed && (stream == -1 || stream == s):
+					stream = s
+				case known && dep.desc != "TABLE" && !postData[d]:
+					// restored before the data (a function, a type, a collation): no wait
+				default:
+					stream = -2 // another table, another post-data entry, or unknown
+				}
+			}
+		}
+		if stream > 0 {
+			plan.early[stream] = append(plan.early[stream], id)
+		} else {
+			plan.rest = append(plan.rest, id)
+		}
+	}
+	return plan
+}
+
+// readPostDataPlan reads the plan from the schema's archive (the spool file) with the local
+// pg_restore.
+func (s *swapRestore) readPostDataPlan(ctx context.Context, spoolFile string, parts []DumpPart) (*postDataPlan, error) {
+	var listing, sql bytes.Buffer
+	stderr := newTail(4096)
+	if err := s.target.Run(ctx, "pg_restore", []string{"--list", spoolFile}, Stdio{Stdout: &listing, Stderr: stderr}); err != nil {
+		return nil, fmt.Errorf("pg_restore --list: %w", withStderr(err, stderr))
+	}
+	if err := s.target.Run(ctx, "pg_restore", []string{"--verbose", "--section=post-data", "--file=-", spoolFile}, Stdio{Stdout: &sql, Stderr: stderr}); err != nil {
+		return nil, fmt.Errorf("pg_restore --section=post-data --file: %w", withStderr(err, stderr))
+	}
+	streams := make([][]string, len(parts))
+	for i, p := range parts {
+		streams[i] = p.Tables
+	}
+	ids, deps := parseDependencies(sql.Bytes())
+	return planPostData(parseTOCList(listing.Bytes()), ids, deps, streams), nil
+}
+
+// writeList writes ids as a pg_restore --use-list file in dir.
+func writeList(dir, name string, ids []int) (string, error) {
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "%d;\n", id)
+	}
+	path := filepath.Join(dir, name)
+	return path, os.WriteFile(path, []byte(b.String()), 0o600)
+}

@@ -1,0 +1,197 @@
+package backup
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+)
+
+// A listing's type may hold a space, and so may a name: the line is split at the type, and a
+// name that could be read as two tables of the streams is matched to neither.
+func TestParseTOCListAndTables(t *testing.T) {
+	listing := `;
+; Archive created at 2026-11-28 00:30:04 UTC
+;
+218; 1259 16434 TABLE public artifacts polyaxon
+219; 1259 16435 TABLE public my table polyaxon
+220; 1259 16436 TABLE a.b c polyaxon
+221; 1259 16437 TABLE a b.c polyaxon
+3240; 2606 16450 CONSTRAINT public artifacts artifacts_pkey polyaxon
+3249; 2606 16480 FK CONSTRAINT public artifacts artifacts_run_id_fkey polyaxon
+3394; 0 16434 TABLE DATA public artifacts polyaxon
+`
+	entries := parseTOCList([]byte(listing))
+	assert.Equal(t, tocEntry{id: 218, desc: "TABLE", rest: "public artifacts polyaxon"}, entries[218])
+	assert.Equal(t, "FK CONSTRAINT", entries[3249].desc)
+	assert.Equal(t, "TABLE DATA", entries[3394].desc)
+	assert.Equal(t, "CONSTRAINT", entries[3240].desc)
+	tables := tableIDs(entries, [][]string{nil, {"public.artifacts"}, {"public.my table", "a.b.c"}})
+	assert.Equal(t, map[int]int{218: 1, 219: 2}, tables, "a.b.c could be a.b c or a b.c: neither is taken")
+}
+
+func TestParseDependencies(t *testing.T) {
+	sql := `--
+-- TOC entry 3240 (class 2606 OID 16450)
+-- Dependencies: 218
+-- Name: artifacts artifacts_pkey; Type: CONSTRAINT; Schema: public; Owner: polyaxon
+--
+
+ALTER TABLE ONLY public.artifacts
+    ADD CONSTRAINT artifacts_pkey PRIMARY KEY (id);
+
+-- Dependencies: 999 (in a statement's body, not a header)
+
+--
+-- TOC entry 3249 (class 2606 OID 16480)
+-- Dependencies: 218 3231
+-- Name: artifacts artifacts_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: polyaxon
+--
+
+--
+-- TOC entry 3300 (class 1259 OID 16500)
+-- Name: lonely; Type: INDEX; Schema: public; Owner: polyaxon
+--
+`
+	ids, deps := parseDependencies([]byte(sql))
+	assert.Equal(t, []int{3240, 3249, 3300}, ids)
+	assert.Equal(t, map[int][]int{3240: {218}, 3249: {218, 3231}, 3300: nil}, deps)
+}
+
+// The plan of a real dump in streams: each streamed table's keys and indexes are built with
+// its stream, foreign keys and the small tables' keys at the end, every entry once.
+func TestPostDataPlan(t *testing.T) {
+	ctx := context.Background()
+	s, m, _ := streamsBackup(t, "postdata_plan")
+	parts := m.Parts()
+	spoolFile, err := spool(ctx, filepath.Join(m.Dir, parts[0].File), parts[0], m.Compression.Codec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.Remove(spoolFile) })
+	sw := &swapRestore{target: localTarget(s, "postdata_plan", s.BinDir)}
+	plan, err := sw.readPostDataPlan(ctx, spoolFile, parts)
+	require.NoError(t, err)
+
+	var listing strings.Builder
+	require.NoError(t, sw.target.Run(ctx, "pg_restore", []string{"--list", "--section=post-data", spoolFile}, Stdio{Stdout: &listing}))
+	entries := parseTOCList([]byte(listing.String()))
+	name := func(id int) string { return entries[id].desc + " " + strings.TrimSuffix(entries[id].rest, " "+s.User) }
+	streamOf := map[string]int{}
+	for i, p := range parts {
+		for _, table := range p.Tables {
+			streamOf[table] = i
+		}
+	}
+	seen := map[int]bool{}
+	for i, ids := range plan.early {
+		for _, id := range ids {
+			assert.False(t, seen[id], "entry %d planned twice", id)
+			seen[id] = true
+			assert.Contains(t, []string{"INDEX", "CONSTRAINT"}, entries[id].desc, "%s built early", name(id))
+		}
+		if i == 0 {
+			assert.Empty(t, ids, "the schema's stream builds nothing early")
+		}
+	}
+	for _, id := range plan.rest {
+		assert.False(t, seen[id], "entry %d planned twice", id)
+		seen[id] = true
+	}
+	assert.Len(t, seen, len(entries), "every post-data entry is planned")
+
+	early := func(table string) []string {
+		var out []string
+		for _, id := range plan.early[streamOf[table]] {
+			out = append(out, name(id))
+		}
+		return out
+	}
+	require.Contains(t, streamOf, "public.runs")
+	assert.Subset(t, early("public.runs"), []string{"CONSTRAINT public runs runs_pkey", "CONSTRAINT public runs runs_uuid_key",
+		"INDEX public runs_status", "INDEX public runs_kind", "INDEX public runs_project_created"})
+	require.Contains(t, streamOf, `Odd.we"ird.*?`)
+	assert.Contains(t, early(`Odd.we"ird.*?`), `CONSTRAINT Odd we"ird.*? we"ird.*?_pkey`)
+	var rest []string
+	for _, id := range plan.rest {
+		rest = append(rest, name(id))
+	}
+	assert.Contains(t, rest, "FK CONSTRAINT public runs runs_project_id_fkey")
+	assert.Contains(t, rest, `FK CONSTRAINT Odd we"ird.*? we"ird.*?_run_id_fkey`)
+	assert.Contains(t, rest, "CONSTRAINT public owners owners_pkey", "a small table's key waits for the end")
+}
+
+// postDataTools is a directory with psql and a pg_restore that runs the real one, except for
+// the post-data pass whose list file is named like match: there it writes the marker file and
+// then, when fail is set, fails after the real run, else waits to be stopped.
+func postDataTools(t *testing.T, s *pgtest.Server, match string, fail bool) (dir, marker string) {
+	t.Helper()
+	dir = t.TempDir()
+	marker = filepath.Join(dir, "reached")
+	require.NoError(t, os.Symlink(s.Bin("psql"), filepath.Join(dir, "psql")))
+	then := "exec " + s.Bin("pg_restore") + ` "$@"`
+	if fail {
+		then = s.Bin("pg_restore") + ` "$@"; echo 'pg_restore: error: injected failure' >&2; exit 1`
+	} else {
+		then = `sleep 60 >/dev/null 2>&1 & p=$!; trap 'kill $p; exit 143' TERM; wait $p; exit 1`
+	}
+	script := fmt.Sprintf("#!/bin/sh\ncase \"$*\" in\n*--use-list=*%s*) touch %s; %s ;;\nesac\nexec %s \"$@\"\n", match, marker, then, s.Bin("pg_restore"))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pg_restore"), []byte(script), 0o755))
+	return dir, marker
+}
+
+// A restore in streams that fails, or is cancelled, while it builds indexes (a stream's, as its
+// data came in, or the last pass's) leaves the target as it was and no new database behind.
+func TestStreamsPostDataFailureChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	s, m, _ := streamsBackup(t, "streams_postdata")
+	for i, c := range []struct {
+		name, match string
+		fail        bool
+	}{
+		{"a stream's indexes fail", "stream-", true},
+		{"the last pass fails", "rest.list", true},
+		{"cancelled while a stream's indexes are built", "stream-", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := fmt.Sprintf("streams_postdata_dst%d", i)
+			target, before := streamsTarget(t, s, db)
+			tools, marker := postDataTools(t, s, c.match, c.fail)
+			target = localTarget(s, target.conn.Database, tools)
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			if !c.fail {
+				go func() {
+					for cctx.Err() == nil {
+						if _, err := os.Stat(marker); err == nil {
+							cancel()
+							return
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+				}()
+			}
+			sc := &fakeScaler{}
+			_, err := Restore(cctx, target, m.Dir, WithToolsDir(s.BinDir), WithScaler(sc))
+			require.Error(t, err)
+			assert.FileExists(t, marker, "the failure came where it was injected")
+			if c.fail {
+				assert.Contains(t, err.Error(), "injected failure")
+			} else {
+				assert.Contains(t, err.Error(), "interrupted")
+			}
+			assert.Contains(t, err.Error(), db+" is unchanged")
+			assert.Equal(t, sc.downs, sc.ups, "writers scaled back")
+			got, err := pgtest.Checksums(ctx, s, target.conn.Database)
+			require.NoError(t, err)
+			assert.Equal(t, before, got)
+			assertNoScratchLeft(t, s, target.conn.Database)
+		})
+	}
+}
