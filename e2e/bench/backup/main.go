@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
@@ -58,6 +59,7 @@ type options struct {
 	dumpJobs int
 	enforce  bool
 	jsonOut  string
+	maxWAL   string
 }
 
 func parent() int {
@@ -71,6 +73,7 @@ func parent() int {
 	flag.IntVar(&o.dumpJobs, "dump-jobs", 0, "our backup's parallel streams (0: its default; 1: one archive)")
 	flag.BoolVar(&o.enforce, "enforce", os.Getenv("BENCH_BACKUP_ENFORCE") != "", "exit 1 when the backup or restore ratio is above its target (env BENCH_BACKUP_ENFORCE)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
+	flag.StringVar(&o.maxWAL, "max-wal-size", "4GB", "the server's max_wal_size: the WAL's share of the disk a bench needs")
 	flag.Parse()
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := parseSize(strings.TrimSpace(s))
@@ -155,7 +158,7 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 	res := &sizeResult{TargetSize: size}
 	fmt.Printf("== database of about %s ==\n", output.HumanBytes(size))
 	srv, err := pgtest.Start(ctx,
-		pgtest.WithSetting("max_wal_size", "4GB"),
+		pgtest.WithSetting("max_wal_size", o.maxWAL),
 		pgtest.WithSetting("checkpoint_timeout", "30min"))
 	if err != nil {
 		return nil, err
@@ -212,39 +215,63 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 	res.Ours.Median, res.Plain.Median = median(res.Ours.Seconds), median(res.Plain.Seconds)
 	res.BackupRatio = res.Ours.Median / res.Plain.Median
 
+	// The source is not needed any more (its checksums are taken): dropped, it leaves room for
+	// a restored copy, so that a bench needs the disk of two copies of the database, not three.
+	if _, err := srv.Psql(ctx, "postgres", fmt.Sprintf("DROP DATABASE %q", srv.Database)); err != nil {
+		return nil, err
+	}
+	fmt.Printf("  free disk for the restores: %s\n", output.HumanBytes(freeDisk(dir)))
+
 	res.Identical = true
 	for i := 0; i < o.runs; i++ {
 		oursDB, plainDB := fmt.Sprintf("r_ours_%d", i), fmt.Sprintf("r_plain_%d", i)
-		for _, db := range []string{oursDB, plainDB} {
-			if err := srv.CreateDatabase(ctx, db); err != nil {
-				return nil, err
-			}
-		}
 		// Each restore starts from a checkpoint, so that neither pays for the other's dirty
-		// buffers, and the two take turns going first.
+		// buffers, and the two take turns going first. Each restored copy is checked (the
+		// first run) and dropped before the other side restores.
 		var cr *childResult
 		var secs float64
-		ours := func() error {
+		restore := func(db string, run func() error) error {
+			if err := srv.CreateDatabase(ctx, db); err != nil {
+				return err
+			}
 			if _, err := srv.Psql(ctx, "postgres", "CHECKPOINT"); err != nil {
 				return err
 			}
-			r, err := runChild(ctx, srv, "restore", oursDB, lastOurs, o)
-			if err != nil {
-				return fmt.Errorf("our restore: %w", err)
+			if err := run(); err != nil {
+				return err
 			}
-			cr = r
-			return nil
+			if i == 0 {
+				got, err := pgtest.Checksums(ctx, srv, db)
+				if err != nil {
+					return err
+				}
+				if !equalMaps(want, got) {
+					res.Identical = false
+					fmt.Printf("  CONTENTS DIFFER in %s: want %v got %v\n", db, want, got)
+				}
+			}
+			_, err := srv.Psql(ctx, "postgres", fmt.Sprintf("DROP DATABASE %q", db))
+			return err
+		}
+		ours := func() error {
+			return restore(oursDB, func() error {
+				r, err := runChild(ctx, srv, "restore", oursDB, lastOurs, o)
+				if err != nil {
+					return fmt.Errorf("our restore: %w", err)
+				}
+				cr = r
+				return nil
+			})
 		}
 		plain := func() error {
-			if _, err := srv.Psql(ctx, "postgres", "CHECKPOINT"); err != nil {
-				return err
-			}
-			s, err := timed(ctx, srv, plainDB, srv.Bin("pg_restore"), "--clean", "--if-exists", "--single-transaction", "--no-owner", "--dbname="+plainDB, plainFile)
-			if err != nil {
-				return fmt.Errorf("plain pg_restore: %w", err)
-			}
-			secs = s
-			return nil
+			return restore(plainDB, func() error {
+				s, err := timed(ctx, srv, plainDB, srv.Bin("pg_restore"), "--clean", "--if-exists", "--single-transaction", "--no-owner", "--dbname="+plainDB, plainFile)
+				if err != nil {
+					return fmt.Errorf("plain pg_restore: %w", err)
+				}
+				secs = s
+				return nil
+			})
 		}
 		order := []func() error{ours, plain}
 		if i%2 == 1 {
@@ -261,23 +288,6 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 		res.PlainRestore.Seconds = append(res.PlainRestore.Seconds, secs)
 		fmt.Printf("  restore run %d: ours %.2fs (sha256 check included)  plain pg_restore %.2fs  (ratio %.2f; load %s)\n", i+1, cr.Seconds, secs, cr.Seconds/secs, loadAvg())
 		fmt.Printf("    ours, %s: %s\n", cr.Way, stepsLine(cr.Steps))
-		if i == 0 {
-			for _, db := range []string{oursDB, plainDB} {
-				got, err := pgtest.Checksums(ctx, srv, db)
-				if err != nil {
-					return nil, err
-				}
-				if !equalMaps(want, got) {
-					res.Identical = false
-					fmt.Printf("  CONTENTS DIFFER in %s: want %v got %v\n", db, want, got)
-				}
-			}
-		}
-		for _, db := range []string{oursDB, plainDB} {
-			if _, err := srv.Psql(ctx, "postgres", fmt.Sprintf("DROP DATABASE %q", db)); err != nil {
-				return nil, err
-			}
-		}
 	}
 	res.OursRestore.Median, res.PlainRestore.Median = median(res.OursRestore.Seconds), median(res.PlainRestore.Seconds)
 	res.RestoreRatio = res.OursRestore.Median / res.PlainRestore.Median
@@ -325,6 +335,15 @@ func timed(ctx context.Context, srv *pgtest.Server, db, bin string, args ...stri
 		return 0, fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, out.String())
 	}
 	return time.Since(t).Seconds(), nil
+}
+
+// freeDisk is the space left to an unprivileged user on dir's filesystem, in bytes.
+func freeDisk(dir string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0
+	}
+	return int64(st.Bavail) * st.Bsize
 }
 
 // loadAvg is the machine's load averages (1, 5, 15 minutes), as uptime prints them.
