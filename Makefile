@@ -18,7 +18,7 @@ TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 # Polyaxon's programs); -parallel only has to let them all wait.
 E2E_PARALLEL ?= 16
 
-.PHONY: all build test unit lint scan mutate package deps demo-deps binaries gateway demo demo-down bench-plan bench-backup bench-adopt clean
+.PHONY: all build test unit lint scan mutate package deps demo-deps binaries gateway demo demo-down kind-images bench-plan bench-backup bench-adopt clean
 
 all: build
 
@@ -103,7 +103,15 @@ demo-deps:
 	@bash e2e/scripts/install-polyaxon.sh >/dev/null
 	@bash e2e/scripts/build-training-operator.sh >/dev/null
 
-demo: demo-deps binaries gateway build
+# kind's node image and every image of the kind demo, built here from Debian's packages, the Go
+# module proxy and PyPI wheels in a private Docker engine (docs/kind-offline.md); stops before
+# building, saying why, on a machine that cannot run kind's nodes.
+kind-images:
+	@bash e2e/scripts/build-kind-images.sh build >/dev/null
+	@bash e2e/scripts/build-kind-images.sh polyaxon >/dev/null
+
+# E2E_PROVIDER=kind make demo: the same demo on kind (real kubelets, containers and CNI).
+demo: $(if $(filter kind,$(E2E_PROVIDER)),kind-images binaries build,demo-deps binaries gateway build)
 	@bash e2e/scripts/demo.sh up
 
 demo-down:

@@ -24,6 +24,10 @@ import (
 type KindProvider struct {
 	p       *kindcluster.Provider
 	dataDir string
+	// nodeImage, when set, is every node's image (WithKindNodeImage).
+	nodeImage string
+	// mounts are added to every node (WithKindNodeMounts).
+	mounts []kindv1alpha4.Mount
 }
 
 // KindOption configures NewKindProvider.
@@ -31,6 +35,17 @@ type KindOption func(*KindProvider)
 
 // WithKindDataDir sets where kubeconfigs are written (default: <CacheDir>/kind).
 func WithKindDataDir(dir string) KindOption { return func(k *KindProvider) { k.dataDir = dir } }
+
+// WithKindNodeImage creates every node from image (the offline one: KindOfflineNodeImage).
+// Without it, Create uses the offline node image of the Kubernetes version when the engine has
+// it, else kind's published one (which the engine pulls).
+func WithKindNodeImage(image string) KindOption { return func(k *KindProvider) { k.nodeImage = image } }
+
+// WithKindNodeMounts mounts host paths into every node (kind's extraMounts): one host
+// directory at the same path in every node is a volume all nodes share.
+func WithKindNodeMounts(mounts ...kindv1alpha4.Mount) KindOption {
+	return func(k *KindProvider) { k.mounts = append(k.mounts, mounts...) }
+}
 
 // NewKindProvider returns the kind provider (Docker node runtime).
 func NewKindProvider(opts ...KindOption) *KindProvider {
@@ -50,11 +65,13 @@ func (k *KindProvider) kubeconfigPath(name string) string {
 
 // KindConfig renders the node pools as a kind cluster: one control plane plus one worker per
 // pool node, labelled through kind's node labels, tainted through a kubeadm JoinConfiguration
-// patch (taints must be there when the kubelet registers, before anything schedules).
+// patch (taints must be there when the kubelet registers, before anything schedules). Every
+// kubelet accepts a cgroup v1 host (kubeletCgroupV1Patch); on cgroup v2 the setting is moot.
 func KindConfig(pools []NodePool) (*kindv1alpha4.Cluster, error) {
 	cfg := &kindv1alpha4.Cluster{
-		TypeMeta: kindv1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
-		Nodes:    []kindv1alpha4.Node{{Role: kindv1alpha4.ControlPlaneRole}},
+		TypeMeta:             kindv1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		Nodes:                []kindv1alpha4.Node{{Role: kindv1alpha4.ControlPlaneRole}},
+		KubeadmConfigPatches: []string{kubeletCgroupV1Patch},
 	}
 	for _, pool := range pools {
 		if pool.Name == "" || pool.Count < 0 {
@@ -109,6 +126,9 @@ func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOp
 	if err != nil {
 		return nil, err
 	}
+	for i := range cfg.Nodes {
+		cfg.Nodes[i].ExtraMounts = append(cfg.Nodes[i].ExtraMounts, k.mounts...)
+	}
 	if err := os.MkdirAll(k.dataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -120,8 +140,8 @@ func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOp
 		kindcluster.CreateWithDisplayUsage(false),
 		kindcluster.CreateWithDisplaySalutation(false),
 	}
-	if o.KubeVersion != "" {
-		copts = append(copts, kindcluster.CreateWithNodeImage("kindest/node:"+o.KubeVersion))
+	if image := k.image(ctx, o.KubeVersion); image != "" {
+		copts = append(copts, kindcluster.CreateWithNodeImage(image))
 	}
 	// The kind library has no context; it stops on its own wait timeout.
 	if err := k.p.Create(name, copts...); err != nil {
@@ -145,6 +165,26 @@ func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOp
 		}
 	}
 	return c, nil
+}
+
+// image is the node image: WithKindNodeImage's, else the offline one of the version (the
+// default version when none is asked) when the engine has it, else kind's published one of the
+// version ("" leaves kind's default).
+func (k *KindProvider) image(ctx context.Context, kubeVersion string) string {
+	if k.nodeImage != "" {
+		return k.nodeImage
+	}
+	v := kubeVersion
+	if v == "" {
+		v = KindOfflineKubeVersion
+	}
+	if DockerImagePresent(ctx, KindOfflineNodeImage(v)) {
+		return KindOfflineNodeImage(v)
+	}
+	if kubeVersion != "" {
+		return "kindest/node:" + kubeVersion
+	}
+	return ""
 }
 
 // advertiseExtendedResources patches node status with the pools' extended resources

@@ -19,6 +19,9 @@ const (
 	KindOfflineDockerHost = "unix:///run/polyaxon-kind/docker.sock"
 	// kindOfflineNodeRepo is the node image's repository; its tag is the Kubernetes version.
 	kindOfflineNodeRepo = "polyaxon-deploy/kind-node"
+	// KindOfflineKubeVersion is the Kubernetes version the script builds by default (its
+	// KUBE_VERSION, as build-binaries.sh's).
+	KindOfflineKubeVersion = "v1.37.2"
 )
 
 // KindOfflineNodeImage names the node image built here for a Kubernetes version (v1.37.2).
@@ -27,6 +30,11 @@ func KindOfflineNodeImage(kubeVersion string) string { return kindOfflineNodeRep
 // kubeletCgroupV1Patch lets the kubelet start on a cgroup v1 node: since Kubernetes 1.35 it
 // refuses to by default (KEP-5573, failCgroupV1), and this machine's Docker runs on cgroup v1.
 const kubeletCgroupV1Patch = "kind: KubeletConfiguration\nfailCgroupV1: false\n"
+
+// DockerImagePresent says whether the Docker engine (DOCKER_HOST) has image.
+func DockerImagePresent(ctx context.Context, image string) bool {
+	return exec.CommandContext(ctx, "docker", "image", "inspect", "--format", "{{.Id}}", image).Run() == nil
+}
 
 // KindOfflineConfig is a kind cluster of one control plane and the given number of workers,
 // whose kubelets accept cgroup v1.

@@ -14,7 +14,9 @@
 # (e2e/scripts/build-binaries.sh, or $POLYAXON_DEPLOY_BIN_DIR) and Polyaxon's virtual
 # environment (e2e/scripts/install-polyaxon.sh, or $POLYAXON_DEPLOY_VENV); make demo runs all
 # three first. Running `up` again reuses the cluster and the release, and restarts what stopped.
-# DEMO_PROVIDER=local|kind|auto chooses the provider (default auto).
+# DEMO_PROVIDER=local|kind|auto chooses the provider (default: E2E_PROVIDER, else local). On
+# kind (docs/kind-offline.md), e2e/scripts/build-kind-images.sh starts its private Docker
+# engine and builds or reuses every image first; nothing is pulled.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export LC_ALL=C # sort and join must agree on the order
@@ -43,8 +45,14 @@ up() {
   kubectl="${POLYAXON_DEPLOY_BIN_DIR:-$(bash e2e/scripts/build-binaries.sh)}/kubectl"
   build_e2ecluster
 
-  say "Creating the demo cluster (node pools: core x2, experiments x2 with GPUs and a nvidia.com/gpu taint, builds x1)"
-  "$E2ECLUSTER" up --provider "${DEMO_PROVIDER:-auto}" --namespace "$NAMESPACE" >/dev/null
+  local choice="${DEMO_PROVIDER:-${E2E_PROVIDER:-local}}" load=()
+  local counts="core x2, experiments x2 with GPUs and a nvidia.com/gpu taint, builds x1"
+  if [ "$choice" = kind ]; then
+    kind_images
+    counts="core, experiments with GPUs and a nvidia.com/gpu taint, builds: one node each"
+  fi
+  say "Creating the demo cluster (node pools: $counts)"
+  "$E2ECLUSTER" up --provider "$choice" --namespace "$NAMESPACE" "${load[@]}" >/dev/null
   local provider kubeconfig postgres_password_file="" venv="" namespace hosts_log=""
   local gw_url="" gw_ca="" gw_ns="" gw_name="" gw_listener=""
   local demo_user="" demo_password="" demo_secret=""
@@ -85,6 +93,11 @@ up() {
     { read -r demo_user; read -r demo_password; read -r demo_secret; } <<<"$("$E2ECLUSTER" demo-user --namespace "$NAMESPACE")"
     echo "  Secret $NAMESPACE/$demo_secret, user $demo_user"
     values+=(--set "edge.htpasswd.secretName=$demo_secret")
+  fi
+  if [ "$provider" = kind ]; then
+    # Postgres 15 and Redis 7.0 from Debian's packages, and the artifacts store on a directory
+    # every node mounts: values/kind-demo.yaml says why.
+    values=(-f values/kind-demo.yaml)
   fi
   if "$BIN" status --kubeconfig "$kc" -n "$NAMESPACE" >/dev/null 2>&1; then
     say "Release polyaxon is already installed in this cluster: skipping the install"
@@ -130,6 +143,14 @@ up() {
     echo "  kubectl -n $RUNS_NAMESPACE get pods -o wide -l app.kubernetes.io/part-of=polyaxon-runs"
   fi
 
+  if [ "$provider" = kind ]; then
+    say "Polyaxon's API behind the gateway Service, through kubectl port-forward (its log: ${kc%/*}/kind-forward.log)"
+    host="$("$E2ECLUSTER" kind-gateway --kubectl "$kubectl" --namespace "$NAMESPACE" --wait 10m)"
+    echo "  $host/api/v1/installation answers; the platform's pods are real containers on kind's nodes"
+    echo "  kubectl get nodes -o wide; kubectl -n $NAMESPACE get pods -o wide"
+    venv="$(bash e2e/scripts/install-polyaxon.sh)" # Polyaxon's CLI, for the export lines
+  fi
+
   say "The demo cluster is up"
   cat <<EOF
   kubectl:   export KUBECONFIG=$kc   (kubectl is at $kubectl)
@@ -146,6 +167,18 @@ EOF
     echo "export POLYAXON_HOST=$host"
     echo "export PATH=$venv/bin:$(dirname "$kubectl"):\$PATH"
   fi
+}
+
+# kind_images: the private Docker engine (Debian's docker.io installed when missing) and every
+# image of the kind demo, built or reused (e2e/scripts/build-kind-images.sh, which first checks
+# that this machine can run kind's nodes); sets load to the images e2ecluster loads into the
+# nodes, and DOCKER_HOST to the private engine.
+kind_images() {
+  say "kind: the private Docker engine and the images, built here (e2e/scripts/build-kind-images.sh; cached after the first run)"
+  bash e2e/scripts/build-kind-images.sh build >/dev/null
+  local img
+  for img in $(bash e2e/scripts/build-kind-images.sh polyaxon); do load+=(--load "$img"); done
+  eval "$(bash e2e/scripts/build-kind-images.sh env)"
 }
 
 # try_next prints the README's demo commands: its first sh block marked <!-- demo-commands -->.

@@ -117,10 +117,11 @@ func provider(ctx context.Context, name string) (cluster.Provider, error) {
 	case "local":
 		return cluster.NewLocalProvider(local), nil
 	case "kind":
-		if err := cluster.DockerAvailable(ctx); err != nil {
+		p, err := kindProvider(ctx)
+		if err != nil {
 			return nil, err
 		}
-		return cluster.NewKindProvider(), nil
+		return p, nil
 	}
 	return nil, fmt.Errorf("unknown provider %q (auto, local, kind)", name)
 }
@@ -160,6 +161,9 @@ func up(c *cli.Context) error {
 			cluster.WithClusterExec(cluster.PostgresExec(ns, pg, pg.Database)),
 			cluster.WithHostProgramStages(hosts.programs()...))
 	}
+	if p.Name() == "kind" {
+		opts = append(opts, cluster.WithNodePools(kindPools()...))
+	}
 	fmt.Fprintf(os.Stderr, "creating %s cluster %s with node pools core, experiments (GPU, tainted), builds\n", p.Name(), name)
 	cl, err := p.Create(ctx, name, opts...)
 	if err != nil {
@@ -167,6 +171,12 @@ func up(c *cli.Context) error {
 			_ = pg.Close()
 		}
 		return err
+	}
+	if kp, ok := p.(*cluster.KindProvider); ok {
+		if err := loadKindImages(ctx, kp, cl, c.StringSlice("load")); err != nil {
+			cl.Close()
+			return err
+		}
 	}
 	cl.Close()
 	st := &state{Provider: p.Name(), Name: name, Kubeconfig: kc, Hosts: hosts}
@@ -230,6 +240,9 @@ func down(c *cli.Context) error {
 		if err := stopHosts(s, p); err != nil {
 			return err
 		}
+	}
+	if s.Provider == "kind" {
+		stopKindForward()
 	}
 	if err := p.Delete(c.Context, s.Name); err != nil {
 		return err
@@ -305,6 +318,7 @@ func main() {
 					&cli.StringFlag{Name: "namespace", Value: "polyaxon", Usage: "namespace whose Postgres pod the seeded database answers for (local provider)"},
 					&cli.StringFlag{Name: "venv", EnvVars: []string{venvEnv}, Usage: "Polyaxon's virtual environment (default: make deps's, for the chart's appVersion)"},
 					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "cluster start (the first local run also builds binaries, ~15 min, before this starts)"},
+					&cli.StringSliceFlag{Name: "load", Usage: "kind: an image of the Docker engine to load into the nodes (kind.go: run images into the run pools, the rest into core)"},
 				},
 				Action: up,
 			},
@@ -355,6 +369,7 @@ func main() {
 			},
 		},
 	}
+	app.Commands = append(app.Commands, kindCommands...)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := os.MkdirAll(demoDir(), 0o755); err != nil {

@@ -1,0 +1,126 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+)
+
+// KindImages are images of the Docker engine for the nodes of some pools.
+type KindImages struct {
+	// Images, as the engine names them (polyaxon/polyaxon-api:2.18.0).
+	Images []string
+	// Pools whose nodes get them; none means every node, the control plane's too.
+	Pools []string
+}
+
+// kindRunImages are the repositories of the images Polyaxon puts into run pods (init,
+// sidecar, notifier).
+var kindRunImages = []string{"polyaxon/polyaxon-init", "polyaxon/polyaxon-sidecar", "polyaxon/polyaxon-events-handlers"}
+
+// KindImagesByPool splits a chart's images by where their pods run: the images of run pods
+// to the run pools' nodes (experiments, builds), every other image (the platform's, Postgres,
+// Redis) to the core pool's.
+func KindImagesByPool(images []string) []KindImages {
+	var core, runs []string
+	for _, img := range images {
+		repo := img
+		if i := strings.LastIndex(img, ":"); i > strings.LastIndex(img, "/") {
+			repo = img[:i]
+		}
+		if slices.Contains(kindRunImages, repo) {
+			runs = append(runs, img)
+		} else {
+			core = append(core, img)
+		}
+	}
+	return []KindImages{
+		{Images: core, Pools: []string{PoolCore}},
+		{Images: runs, Pools: []string{PoolExperiments, PoolBuilds}},
+	}
+}
+
+// LoadImages copies images from the Docker engine (DOCKER_HOST) into the containerd of the
+// nodes of c that set chooses, as `kind load docker-image` does: nothing is pulled. The images
+// are saved once into one archive (layers they share are in it once) and imported node by node.
+func (k *KindProvider) LoadImages(ctx context.Context, c *Cluster, set KindImages) error {
+	if len(set.Images) == 0 {
+		return nil
+	}
+	all, err := k.p.ListInternalNodes(c.Name)
+	if err != nil {
+		return fmt.Errorf("load images: list nodes of %q: %w", c.Name, err)
+	}
+	targets := all
+	if len(set.Pools) > 0 {
+		sel, err := labels.Parse(fmt.Sprintf("%s in (%s)", PoolLabel, strings.Join(set.Pools, ",")))
+		if err != nil {
+			return err
+		}
+		list, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return fmt.Errorf("load images: list nodes of pools %v: %w", set.Pools, err)
+		}
+		var names []string
+		for _, n := range list.Items {
+			names = append(names, n.Name)
+		}
+		targets = slices.DeleteFunc(slices.Clone(all), func(n nodes.Node) bool { return !slices.Contains(names, n.String()) })
+		if len(targets) == 0 {
+			return fmt.Errorf("load images: no node of pools %v in %q", set.Pools, c.Name)
+		}
+	}
+	archive, err := os.CreateTemp("", "kind-images-*.tar")
+	if err != nil {
+		return err
+	}
+	archive.Close()
+	defer os.Remove(archive.Name())
+	args := append([]string{"save", "-o", archive.Name()}, set.Images...)
+	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("load images: docker save %v: %w: %s", set.Images, err, out)
+	}
+	for _, n := range targets {
+		if err := loadArchive(n, archive.Name()); err != nil {
+			return fmt.Errorf("load %v into node %s: %w", set.Images, n.String(), err)
+		}
+	}
+	return nil
+}
+
+// loadArchive imports an image archive into a node's containerd and unpacks it there, as
+// `kind load` does, once per node before any pod starts: an image left packed (as kind's
+// node-image build preloads) is unpacked by every container that starts from it while none has
+// finished, and the platform's pods start together (six concurrent unpacks of the 0.8 GB Python
+// layer filled the disk). Pinned, so that the kubelet's image collection never removes what
+// cannot be pulled again.
+func loadArchive(n nodes.Node, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var out bytes.Buffer
+	cmd := n.Command("ctr", "--namespace=k8s.io", "images", "import", "--all-platforms", "--digests",
+		"--snapshotter=overlayfs", "--label=io.cri-containerd.pinned=pinned", "-").SetStdin(f).SetStdout(&out).SetStderr(&out)
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("ctr images import: %w: %s", err, lastLines(out.String(), 5))
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
