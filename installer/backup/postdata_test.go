@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -194,4 +195,29 @@ func TestStreamsPostDataFailureChangesNothing(t *testing.T) {
 			assertNoScratchLeft(t, s, target.conn.Database)
 		})
 	}
+}
+
+// A dump whose post-data cannot be planned (here pg_restore --verbose --file fails) is restored
+// all the same, every index and constraint built at the end.
+func TestStreamsRestoreWithoutAPlan(t *testing.T) {
+	ctx := context.Background()
+	s, m, want := streamsBackup(t, "streams_noplan")
+	wantSchema, err := pgtest.SchemaObjects(ctx, s, "streams_noplan")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(s.Bin("psql"), filepath.Join(dir, "psql")))
+	script := fmt.Sprintf("#!/bin/sh\ncase \"$*\" in\n*--verbose*) echo 'pg_restore: error: injected failure' >&2; exit 1 ;;\nesac\nexec %s \"$@\"\n", s.Bin("pg_restore"))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pg_restore"), []byte(script), 0o755))
+	require.NoError(t, s.CreateDatabase(ctx, "streams_noplan_dst"))
+	var logs bytes.Buffer
+	rr, err := Restore(ctx, localTarget(s, "streams_noplan_dst", dir), m.Dir, WithToolsDir(s.BinDir), WithLogger(testLogger(&logs)))
+	require.NoError(t, err, logs.String())
+	assert.Equal(t, RestoredBySwap, rr.Way)
+	assert.Contains(t, logs.String(), "could not be planned")
+	got, err := pgtest.Checksums(ctx, s, "streams_noplan_dst")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	gotSchema, err := pgtest.SchemaObjects(ctx, s, "streams_noplan_dst")
+	require.NoError(t, err)
+	assert.Equal(t, wantSchema, gotSchema)
 }

@@ -100,8 +100,14 @@ func restorePart(ctx context.Context, path string, p DumpPart, codec string, too
 func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dumps []string, m *Manifest, args []string, clock *stepClock, check func(context.Context) error) error {
 	parts := m.Parts()
 	plan, err := s.readPostDataPlan(ctx, spoolFile, parts)
-	if err != nil {
-		return fmt.Errorf("reading the dump's indexes and constraints: %w; the database is unchanged", err)
+	planned := err == nil
+	if !planned {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; %s: %w", nothingTouched, ctx.Err())
+		}
+		// Only slower: every index waits for the last stream, as pg_restore --jobs would.
+		s.log.Warn("the dump's post-data could not be planned: every index and constraint is built at the end", "error", err)
+		plan = &postDataPlan{early: make([][]int, len(parts))}
 	}
 	lists, err := os.MkdirTemp("", "polyaxon-deploy-restore-lists-*")
 	if err != nil {
@@ -127,8 +133,12 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 		}
 		return nil
 	}
-	// postData builds the entries ids of the archive's post-data, listed in a file named name.
+	// postData builds the entries ids of the archive's post-data, listed in a file named name;
+	// the last pass of an unplanned dump builds all of post-data.
 	postData := func(ctx context.Context, name string, ids []int) error {
+		if !planned && name == restList {
+			return fromSpool(ctx, "--section=post-data", "--jobs="+strconv.Itoa(s.jobs))
+		}
 		if len(ids) == 0 {
 			return nil
 		}
@@ -164,7 +174,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	}
 	clock.done(fmt.Sprintf("pg_restore the data of %d streams at once, checking their sha256s, each stream's indexes and keys (%d) once its data is in", len(parts), early))
 	g, gctx = errgroup.WithContext(ctx)
-	g.Go(func() error { return postData(gctx, "rest.list", plan.rest) })
+	g.Go(func() error { return postData(gctx, restList, plan.rest) })
 	g.Go(func() error { return check(gctx) })
 	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
@@ -175,6 +185,9 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	clock.done(fmt.Sprintf("pg_restore the rest of post-data (%d entries: foreign keys, the small tables' indexes; --jobs %d), counting the rows of every table beside it", len(plan.rest), s.jobs))
 	return nil
 }
+
+// restList names the list file of restoreStreams' last pass.
+const restList = "rest.list"
 
 // restoreInOneSession restores a dump in streams in one transaction of one psql session (see
 // above). run is the pg_restore that read the dump's tables of contents, tables the dump's
