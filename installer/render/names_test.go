@@ -53,3 +53,12 @@ func TestNamesAreTheRenderedOnes(t *testing.T) {
 		})
 	}
 }
+
+// Names without a selector own nothing: an empty selector would match every object.
+func TestNamesWithoutASelectorOwnNothing(t *testing.T) {
+	assert.False(t, render.Names{}.Owns(map[string]string{"app.kubernetes.io/name": "polyaxon"}))
+	assert.False(t, render.Names{}.Owns(nil))
+	n := render.Names{Selector: map[string]string{"app.kubernetes.io/instance": "ml"}}
+	assert.True(t, n.Owns(map[string]string{"app.kubernetes.io/instance": "ml", "x": "y"}))
+	assert.False(t, n.Owns(map[string]string{"app.kubernetes.io/instance": "other"}))
+}

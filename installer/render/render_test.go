@@ -280,3 +280,20 @@ func TestCRDDocumentsAreNamedByIndex(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"as.x.io": "tiny/crds/two.yaml", "bs.x.io": "tiny/crds/two.yaml#1", "cs.x.io": "tiny/crds/one.yaml"}, got)
 }
+
+// Where the schema names no key (a map checked by pattern only), the error lists none: no
+// empty "(known: )".
+func TestRenderUnknownKeyWithNoKnownOnes(t *testing.T) {
+	files := map[string]string{}
+	for k, v := range tinyChart {
+		files[k] = v
+	}
+	files["values.schema.json"] = `{"type":"object","properties":{
+	  "labels":{"type":"object","additionalProperties":false,"patternProperties":{"^x-":{"type":"string"}}}}}`
+	ch, err := render.LoadDir(writeChart(t, files))
+	require.NoError(t, err)
+	_, err = render.Render(ch, map[string]any{"labels": map[string]any{"y": "1"}}, render.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "at labels: additional properties 'y' not allowed")
+	assert.NotContains(t, err.Error(), "known:")
+}
