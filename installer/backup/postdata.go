@@ -7,31 +7,45 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // A restore by swap of a dump in streams builds each stream's indexes as soon as that stream's
 // data is in, while the other streams' data still goes in, instead of waiting for the slowest
-// stream: the cores the finished streams leave idle build their indexes. What is left of
-// post-data (foreign keys, which need other tables' keys; triggers; the small tables' indexes)
-// runs once every stream is in.
+// stream: the cores the finished streams leave idle build their indexes. A foreign key is
+// checked as soon as the streams of both its tables are complete; what is left of post-data
+// (triggers, rules, anything that waits for more) runs once every stream is in.
 //
 // Which post-data entries belong to a stream is read from the schema's archive: pg_restore
 // --list names each entry's type, and pg_restore --verbose --file prints, above each entry's
 // SQL, its TOC entry ID and the IDs it depends on. An INDEX or a CONSTRAINT (a primary key, a
 // unique, check or exclusion constraint: never a foreign key, whose type is FK CONSTRAINT)
-// whose only table dependencies are tables of the stream is built early. A wrong guess costs
-// time, not correctness: an index or a key built before its table's data is in is maintained
-// by the COPY, and the server's locks order the two.
+// whose only table dependencies are tables of one stream is built with that stream; each
+// locks only its own table, which no other pass touches then. Foreign keys lock two tables
+// each, so they are built by one pg_restore at a time (whose --jobs keeps apart those that
+// would lock the same table), never beside another pass on their tables: two passes cannot
+// wait for each other. A wrong guess costs time, not correctness: an index or a key built
+// before its table's data is in is maintained by the COPY, and the server's locks order the
+// two.
 
 // postDataPlan is the post-data entries of a dump in streams, by when they are built.
 type postDataPlan struct {
-	// early[i] are the TOC entry IDs built once stream i's data is in (index 0, the schema's
-	// stream, stays empty: its small tables' indexes wait for the final pass).
+	// early[i] are the TOC entry IDs built once stream i's data is in: the indexes and keys
+	// of its tables (the schema's stream's: the small tables').
 	early [][]int
+	// fks are the foreign keys, built once the streams they wait for are complete (their data
+	// in, their early entries built).
+	fks []foreignKey
 	// rest are the IDs built at the end; all lists keep the archive's order.
 	rest []int
+}
+
+// foreignKey is an FK CONSTRAINT entry and the streams it waits for.
+type foreignKey struct {
+	id    int
+	needs []int
 }
 
 // tocEntry is one line of pg_restore --list: an entry's ID, type and, for a TABLE, its name.
@@ -145,38 +159,99 @@ func tableIDs(entries map[int]tocEntry, streams [][]string) map[int]int {
 }
 
 // planPostData assigns each post-data entry (ids, in the archive's order) to the stream whose
-// data it waits for alone, or to the rest. streams[i] are stream i's tables.
+// data it waits for alone, to the foreign keys that wait for their streams, or to the rest.
+// streams[i] are stream i's tables (none listed for the schema's stream: every table that is
+// not another stream's is its).
 func planPostData(entries map[int]tocEntry, ids []int, deps map[int][]int, streams [][]string) *postDataPlan {
 	tables := tableIDs(entries, streams)
+	for id, e := range entries {
+		if _, ok := tables[id]; !ok && e.desc == "TABLE" {
+			tables[id] = 0
+		}
+	}
 	postData := map[int]bool{}
 	for _, id := range ids {
 		postData[id] = true
 	}
 	plan := &postDataPlan{early: make([][]int, len(streams))}
+	earlyIn := map[int]int{} // early entry -> its stream
+	// waitsFor adds to needs the streams that entry d, a dependency, waits for; false when it
+	// may not be built before the last pass.
+	waitsFor := func(d int, needs map[int]bool, postDataOK bool) bool {
+		dep, known := entries[d]
+		if s, ok := tables[d]; ok {
+			needs[s] = true
+			return true
+		}
+		if s, ok := earlyIn[d]; ok && postDataOK {
+			needs[s] = true
+			return true
+		}
+		// Restored before the data (a function, a type, a collation): no wait.
+		return known && dep.desc != "TABLE" && !postData[d]
+	}
 	for _, id := range ids {
-		stream := -1
-		switch entries[id].desc {
-		case "INDEX", "CONSTRAINT":
-			for _, d := range deps[id] {
-				dep, known := entries[d]
-				s, streamed := tables[d]
-				switch {
-				case streamed && (stream == -1 || stream == s):
-					stream = s
-				case known && dep.desc != "TABLE" && !postData[d]:
-					// restored before the data (a function, a type, a collation): no wait
-				default:
-					stream = -2 // another table, another post-data entry, or unknown
-				}
+		if d := entries[id].desc; d != "INDEX" && d != "CONSTRAINT" {
+			continue
+		}
+		needs := map[int]bool{}
+		ok := true
+		for _, d := range deps[id] {
+			ok = ok && waitsFor(d, needs, false)
+		}
+		if ok && len(needs) == 1 {
+			for s := range needs {
+				plan.early[s] = append(plan.early[s], id)
+				earlyIn[id] = s
 			}
 		}
-		if stream > 0 {
-			plan.early[stream] = append(plan.early[stream], id)
-		} else {
-			plan.rest = append(plan.rest, id)
+	}
+	for _, id := range ids {
+		if _, early := earlyIn[id]; early {
+			continue
 		}
+		if entries[id].desc == "FK CONSTRAINT" {
+			needs := map[int]bool{}
+			ok := len(deps[id]) > 0
+			for _, d := range deps[id] {
+				ok = ok && waitsFor(d, needs, true)
+			}
+			if ok {
+				fk := foreignKey{id: id}
+				for s := range needs {
+					fk.needs = append(fk.needs, s)
+				}
+				slices.Sort(fk.needs)
+				plan.fks = append(plan.fks, fk)
+				continue
+			}
+		}
+		plan.rest = append(plan.rest, id)
 	}
 	return plan
+}
+
+// ready returns the foreign keys not yet taken whose streams are all complete, and marks them
+// taken.
+func (p *postDataPlan) ready(complete, taken map[int]bool) []int {
+	var out []int
+	for _, fk := range p.fks {
+		if taken[fk.id] || !all(fk.needs, func(s int) bool { return complete[s] }) {
+			continue
+		}
+		taken[fk.id] = true
+		out = append(out, fk.id)
+	}
+	return out
+}
+
+func all(xs []int, ok func(int) bool) bool {
+	for _, x := range xs {
+		if !ok(x) {
+			return false
+		}
+	}
+	return true
 }
 
 // readPostDataPlan reads the plan from the schema's archive (the spool file) with the local

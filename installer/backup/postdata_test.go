@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,8 +68,9 @@ ALTER TABLE ONLY public.artifacts
 	assert.Equal(t, map[int][]int{3240: {218}, 3249: {218, 3231}, 3300: nil}, deps)
 }
 
-// The plan of a real dump in streams: each streamed table's keys and indexes are built with
-// its stream, foreign keys and the small tables' keys at the end, every entry once.
+// The plan of a real dump in streams: each table's keys and indexes are built with its
+// stream (the small tables' with the schema's), each foreign key once the streams of its two
+// tables are complete, every entry once.
 func TestPostDataPlan(t *testing.T) {
 	ctx := context.Background()
 	s, m, _ := streamsBackup(t, "postdata_plan")
@@ -84,26 +86,30 @@ func TestPostDataPlan(t *testing.T) {
 	require.NoError(t, sw.target.Run(ctx, "pg_restore", []string{"--list", "--section=post-data", spoolFile}, Stdio{Stdout: &listing}))
 	entries := parseTOCList([]byte(listing.String()))
 	name := func(id int) string { return entries[id].desc + " " + strings.TrimSuffix(entries[id].rest, " "+s.User) }
-	streamOf := map[string]int{}
+	streamOf := map[string]int{"public.owners": 0, "public.projects": 0}
 	for i, p := range parts {
 		for _, table := range p.Tables {
 			streamOf[table] = i
 		}
 	}
 	seen := map[int]bool{}
-	for i, ids := range plan.early {
+	once := func(id int) {
+		assert.False(t, seen[id], "%s planned twice", name(id))
+		seen[id] = true
+	}
+	for _, ids := range plan.early {
 		for _, id := range ids {
-			assert.False(t, seen[id], "entry %d planned twice", id)
-			seen[id] = true
-			assert.Contains(t, []string{"INDEX", "CONSTRAINT"}, entries[id].desc, "%s built early", name(id))
-		}
-		if i == 0 {
-			assert.Empty(t, ids, "the schema's stream builds nothing early")
+			once(id)
+			assert.Contains(t, []string{"INDEX", "CONSTRAINT"}, entries[id].desc, "%s built with a stream", name(id))
 		}
 	}
+	fks := map[string][]int{}
+	for _, fk := range plan.fks {
+		once(fk.id)
+		fks[name(fk.id)] = fk.needs
+	}
 	for _, id := range plan.rest {
-		assert.False(t, seen[id], "entry %d planned twice", id)
-		seen[id] = true
+		once(id)
 	}
 	assert.Len(t, seen, len(entries), "every post-data entry is planned")
 
@@ -114,18 +120,47 @@ func TestPostDataPlan(t *testing.T) {
 		}
 		return out
 	}
-	require.Contains(t, streamOf, "public.runs")
+	require.NotZero(t, streamOf["public.runs"])
 	assert.Subset(t, early("public.runs"), []string{"CONSTRAINT public runs runs_pkey", "CONSTRAINT public runs runs_uuid_key",
 		"INDEX public runs_status", "INDEX public runs_kind", "INDEX public runs_project_created"})
-	require.Contains(t, streamOf, `Odd.we"ird.*?`)
+	require.NotZero(t, streamOf[`Odd.we"ird.*?`])
 	assert.Contains(t, early(`Odd.we"ird.*?`), `CONSTRAINT Odd we"ird.*? we"ird.*?_pkey`)
-	var rest []string
-	for _, id := range plan.rest {
-		rest = append(rest, name(id))
+	assert.Subset(t, early("public.owners"), []string{"CONSTRAINT public owners owners_pkey", "CONSTRAINT public projects projects_pkey"},
+		"the small tables' keys are built with the schema's stream")
+	assert.Equal(t, []int{0, streamOf["public.runs"]}, fks["FK CONSTRAINT public runs runs_project_id_fkey"])
+	odd := []int{streamOf[`Odd.we"ird.*?`], streamOf["public.runs"]}
+	slices.Sort(odd)
+	assert.Equal(t, slices.Compact(odd), fks[`FK CONSTRAINT Odd we"ird.*? we"ird.*?_run_id_fkey`])
+	assert.Equal(t, []string{"TRIGGER Odd weird weird_touch"}, nameAll(plan.rest, name), "only the trigger waits for the end")
+
+	// The foreign keys become ready as their streams complete, each once.
+	runs := streamOf["public.runs"]
+	var onlyRuns []string
+	for _, fk := range plan.fks {
+		if slices.Equal(fk.needs, []int{runs}) {
+			onlyRuns = append(onlyRuns, name(fk.id))
+		}
 	}
-	assert.Contains(t, rest, "FK CONSTRAINT public runs runs_project_id_fkey")
-	assert.Contains(t, rest, `FK CONSTRAINT Odd we"ird.*? we"ird.*?_run_id_fkey`)
-	assert.Contains(t, rest, "CONSTRAINT public owners owners_pkey", "a small table's key waits for the end")
+	taken := map[int]bool{}
+	assert.ElementsMatch(t, onlyRuns, nameAll(plan.ready(map[int]bool{runs: true}, taken), name), "runs' stream alone")
+	got := plan.ready(map[int]bool{0: true, runs: true}, taken)
+	assert.Contains(t, nameAll(got, name), "FK CONSTRAINT public runs runs_project_id_fkey")
+	all := map[int]bool{}
+	for i := range parts {
+		all[i] = true
+	}
+	rest := plan.ready(all, taken)
+	assert.Len(t, rest, len(plan.fks)-len(got)-len(onlyRuns))
+	assert.NotContains(t, nameAll(rest, name), "FK CONSTRAINT public runs runs_project_id_fkey", "taken once")
+	assert.Empty(t, plan.ready(all, taken))
+}
+
+func nameAll(ids []int, name func(int) string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = name(id)
+	}
+	return out
 }
 
 // postDataTools is a directory with psql and a pg_restore that runs the real one, except for
@@ -157,6 +192,7 @@ func TestStreamsPostDataFailureChangesNothing(t *testing.T) {
 		fail        bool
 	}{
 		{"a stream's indexes fail", "stream-", true},
+		{"a foreign key's pass fails", "fk-", true},
 		{"the last pass fails", "rest.list", true},
 		{"cancelled while a stream's indexes are built", "stream-", false},
 	} {

@@ -93,7 +93,8 @@ func restorePart(ctx context.Context, path string, p DumpPart, codec string, too
 
 // restoreStreams restores a dump in streams into a new database: the first archive's pre-data
 // from the spool file, then its data and every other stream's at once, each stream's indexes
-// and keys as soon as its data is in (postdata.go), then the rest of post-data with --jobs,
+// and keys as soon as its data is in and each foreign key as soon as its tables' streams are
+// complete (postdata.go), then the rest of post-data with --jobs,
 // with check (restore's count of the rows) beside it: post-data adds no rows and drops no
 // table, and the count's locks (ACCESS SHARE, one table after the other) never wait for
 // anything that waits for them. The restored copy is left for the swap.
@@ -122,7 +123,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 		early += len(ids)
 	}
 	s.log.Info("restoring the streams into a new database", "database", s.scratch, "streams", len(parts), "jobs", s.jobs,
-		"indexes and keys built as their stream's data is in", early)
+		"indexes and keys built as their stream's data is in", early, "foreign keys built as their tables are in", len(plan.fks))
 	scratch := s.target.onDatabase(s.scratch)
 	unchanged := fmt.Sprintf("the new database %s is dropped, %s is unchanged", s.scratch, s.target.conn.Database)
 	base := append([]string{"--exit-on-error", "--no-owner", "--no-password"}, args...)
@@ -153,8 +154,21 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	}
 	clock.done("pg_restore the schema (pre-data) into a new database")
 
+	// A stream is complete once its data is in and its indexes and keys are built; the
+	// foreign keys that wait only for complete streams are then built, by one pg_restore at a
+	// time (postdata.go).
+	complete := make(chan int, len(parts))
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return fromSpool(gctx, "--section=data") })
+	g.Go(func() error {
+		if err := fromSpool(gctx, "--section=data"); err != nil {
+			return err
+		}
+		if err := postData(gctx, "stream-0.list", plan.early[0]); err != nil {
+			return err
+		}
+		complete <- 0
+		return nil
+	})
 	for i, p := range parts[1:] {
 		g.Go(func() error {
 			err := restorePart(gctx, dumps[i+1], p, m.Compression.Codec, func(ctx context.Context, stdin io.Reader, stderr io.Writer) error {
@@ -163,16 +177,43 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 			if err != nil {
 				return err
 			}
-			return postData(gctx, fmt.Sprintf("stream-%d.list", i+1), plan.early[i+1])
+			if err := postData(gctx, fmt.Sprintf("stream-%d.list", i+1), plan.early[i+1]); err != nil {
+				return err
+			}
+			complete <- i + 1
+			return nil
 		})
 	}
+	g.Go(func() error {
+		done, taken := map[int]bool{}, map[int]bool{}
+		for pass := 1; len(done) < len(parts); pass++ {
+			select {
+			case i := <-complete:
+				done[i] = true
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			for more := true; more; {
+				select {
+				case i := <-complete:
+					done[i] = true
+				default:
+					more = false
+				}
+			}
+			if err := postData(gctx, fmt.Sprintf("fk-%d.list", pass), plan.ready(done, taken)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted; %s: %w", unchanged, ctx.Err())
 		}
 		return err
 	}
-	clock.done(fmt.Sprintf("pg_restore the data of %d streams at once, checking their sha256s, each stream's indexes and keys (%d) once its data is in", len(parts), early))
+	clock.done(fmt.Sprintf("pg_restore the data of %d streams at once, checking their sha256s; each stream's indexes and keys (%d) once its data is in, the foreign keys (%d) once their tables' are", len(parts), early, len(plan.fks)))
 	g, gctx = errgroup.WithContext(ctx)
 	g.Go(func() error { return postData(gctx, restList, plan.rest) })
 	g.Go(func() error { return check(gctx) })
@@ -182,7 +223,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 		}
 		return err
 	}
-	clock.done(fmt.Sprintf("pg_restore the rest of post-data (%d entries: foreign keys, the small tables' indexes; --jobs %d), counting the rows of every table beside it", len(plan.rest), s.jobs))
+	clock.done(fmt.Sprintf("pg_restore the rest of post-data (%d entries; --jobs %d), counting the rows of every table beside it", len(plan.rest), s.jobs))
 	return nil
 }
 

@@ -56,7 +56,7 @@ func TestStreamTablePattern(t *testing.T) {
 }
 
 // streamsBackup seeds db on the shared server, with two tables whose names would be patterns
-// but for pg_dump's quotes (one of them referencing runs), and backs it up in three streams of
+// but for pg_dump's quotes (one of them referencing runs, the other with a trigger), and backs it up in three streams of
 // data beside the schema's.
 func streamsBackup(t *testing.T, db string, opts ...CreateOption) (*pgtest.Server, *Manifest, map[string]string) {
 	t.Helper()
@@ -67,7 +67,9 @@ func streamsBackup(t *testing.T, db string, opts ...CreateOption) (*pgtest.Serve
 	_, err := s.Psql(ctx, db, `CREATE SCHEMA "Odd";
 CREATE TABLE "Odd"."we""ird.*?" (id bigint PRIMARY KEY, run_id bigint REFERENCES public.runs(id), body text);
 INSERT INTO "Odd"."we""ird.*?" SELECT i, i, repeat(md5(i::text), 20) FROM generate_series(1, 4000) i;
-CREATE TABLE "Odd".weird (id bigint);`)
+CREATE TABLE "Odd".weird (id bigint);
+CREATE FUNCTION "Odd".touch() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;
+CREATE TRIGGER weird_touch BEFORE INSERT ON "Odd".weird FOR EACH ROW EXECUTE FUNCTION "Odd".touch();`)
 	require.NoError(t, err)
 	want, err := pgtest.Checksums(ctx, s, db)
 	require.NoError(t, err)

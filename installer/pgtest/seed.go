@@ -259,9 +259,9 @@ func SeedTo(ctx context.Context, s *Server, db string, size int64) (int, error) 
 	return runs, err
 }
 
-// SchemaObjects lists the indexes and constraints of db's tables outside the system schemas,
-// each as its table, name and definition (foreign keys with whether they were validated), in
-// one order: equal lists mean a restore built every index and constraint the source had.
+// SchemaObjects lists the indexes, constraints and triggers of db's tables outside the system
+// schemas, each as its table, name and definition (constraints with whether they were
+// validated), in one order: equal lists mean a restore built every one the source had.
 func SchemaObjects(ctx context.Context, s *Server, db string) ([]string, error) {
 	out, err := s.Psql(ctx, db, `SELECT * FROM (
   SELECT format('%s.%s index %s: %s', schemaname, tablename, indexname, indexdef) FROM pg_indexes
@@ -270,6 +270,8 @@ func SchemaObjects(ctx context.Context, s *Server, db string) ([]string, error) 
   SELECT format('%s constraint %s: %s (validated %s)', c.conrelid::regclass, c.conname, pg_get_constraintdef(c.oid), c.convalidated)
   FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
   WHERE c.conrelid <> 0 AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  UNION ALL
+  SELECT format('%s trigger %s: %s', tgrelid::regclass, tgname, pg_get_triggerdef(oid)) FROM pg_trigger WHERE NOT tgisinternal
 ) o(def) ORDER BY 1`)
 	if err != nil {
 		return nil, fmt.Errorf("schema objects: %w", err)
