@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/redact"
@@ -45,7 +45,7 @@ func show(v any) string {
 func Changes(old, new map[string]any) []Change {
 	var out []Change
 	walkChanges("", normalize(old), normalize(new), &out)
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
 	return out
 }
 

@@ -84,15 +84,13 @@ func Build(l Layers) (map[string]any, []Warning, error) {
 			return nil, nil, setError("--set-file", f.Name+"=(file)", err)
 		}
 	}
-	if len(sets) > 0 {
-		sets, w, err = Migrate("--set", sets)
-		if err != nil {
-			return nil, nil, err
-		}
-		warnings = append(warnings, w...)
-		base = Merge(base, sets)
+	// No --set keys migrate to nothing and merge as a copy of base.
+	sets, w, err = Migrate("--set", sets)
+	if err != nil {
+		return nil, nil, err
 	}
-	return base, warnings, nil
+	warnings = append(warnings, w...)
+	return Merge(base, sets), warnings, nil
 }
 
 func parseFile(f File) (map[string]any, error) {
