@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,14 +18,14 @@ const countRowsSQL = `SELECT schemaname || '.' || tablename,
   substring(query_to_xml(format('SELECT count(*) AS n FROM %I.%I', schemaname, tablename), false, true, '')::text FROM '<n>(\d+)</n>')
 FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`
 
-// countRowsEachSQL counts the same rows as countRowsSQL, one table per statement (psql's
-// \gexec runs each generated statement on its own): each count holds its table's lock only
-// while it counts, so that a count beside pg_restore's last pass never holds one table while
-// waiting for another (see restoreStreams).
-const countRowsEachSQL = `SELECT format('SELECT %L, count(*) FROM %I.%I', schemaname || '.' || tablename, schemaname, tablename)
-FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1
-\gexec
-`
+// countStatementsSQL writes, for every table countRowsSQL counts, the statement that counts
+// its rows alone (countRowsEach runs each on its own).
+const countStatementsSQL = `SELECT format('SELECT %L, count(*) FROM %I.%I', schemaname || '.' || tablename, schemaname, tablename)
+FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`
+
+// countStatementsPerRun bounds the -c arguments of one psql: through a pod, every argument
+// travels in the exec request's URL.
+const countStatementsPerRun = 100
 
 // psqlArgs run psql for a machine to read: no ~/.psqlrc, no password prompt, unaligned rows
 // without headers, and the first error ends it.
@@ -54,17 +55,39 @@ func CountRows(ctx context.Context, t Target) (map[string]int64, error) {
 	return rows, nil
 }
 
-// countRowsEach is CountRows, counting one table per statement (countRowsEachSQL).
+// countRowsEach is CountRows, counting one table per statement: psql runs each -c in a
+// transaction of its own, so each count holds its table's lock only while it counts, and a
+// count beside pg_restore's last pass never holds one table while waiting for another (see
+// restoreStreams). The statements go as arguments, not on stdin: an exec whose stdin ends
+// before its program does can be left open by a pod's runtime.
 func countRowsEach(ctx context.Context, t Target) (map[string]int64, error) {
-	var out bytes.Buffer
+	var list bytes.Buffer
 	stderr := newTail(4096)
-	err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-f", "-"), Stdio{Stdin: strings.NewReader(countRowsEachSQL), Stdout: &out, Stderr: stderr})
-	if err != nil {
+	// -0: one statement per NUL-terminated record, whatever the table names hold.
+	if err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-0", "-c", countStatementsSQL), Stdio{Stdout: &list, Stderr: stderr}); err != nil {
 		return nil, fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))
 	}
-	rows, err := parseRowCounts(out.String())
-	if err != nil {
-		return nil, fmt.Errorf("counting rows (%s): %w", t, err)
+	var statements []string
+	for _, s := range strings.Split(list.String(), "\x00") {
+		if s = strings.TrimSpace(s); s != "" {
+			statements = append(statements, s)
+		}
+	}
+	rows := map[string]int64{}
+	for chunk := range slices.Chunk(statements, countStatementsPerRun) {
+		args := slices.Clone(psqlArgs)
+		for _, s := range chunk {
+			args = append(args, "-c", s)
+		}
+		var out bytes.Buffer
+		if err := t.Run(ctx, "psql", args, Stdio{Stdout: &out, Stderr: stderr}); err != nil {
+			return nil, fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))
+		}
+		counted, err := parseRowCounts(out.String())
+		if err != nil {
+			return nil, fmt.Errorf("counting rows (%s): %w", t, err)
+		}
+		maps.Copy(rows, counted)
 	}
 	return rows, nil
 }
