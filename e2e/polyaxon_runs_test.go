@@ -158,6 +158,7 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 				assert.Equalf(t, r.pool, pools[p.Spec.NodeName], "pod %s of %s runs on the %s pool", p.Name, name, r.pool)
 				assert.Truef(t, mountsClaim(p, "polyaxon-artifacts"), "pod %s mounts the artifacts store's claim", p.Name)
 				assert.Equalf(t, "polyaxon-runs", p.Spec.ServiceAccountName, "pod %s runs as the runs ServiceAccount", p.Name)
+				assertNoUnsetSettings(t, p)
 			}
 			cli.waitStatus(t, ctx, "demo", uuid, r.status)
 		})
@@ -512,6 +513,18 @@ func waitRunPods(t *testing.T, c *testCluster, cli *polyaxonCLI, ns, uuid string
 		return len(out) >= n, strings.Join(seen, "; "), nil
 	})
 	return out
+}
+
+// assertNoUnsetSettings: the agent's converter writes a setting its config lacks as Python's
+// None (runs.sidecar without sleepInterval gave the sidecar --sleep-interval=None, and it
+// exited at once on a real kubelet).
+func assertNoUnsetSettings(t *testing.T, p corev1.Pod) {
+	t.Helper()
+	for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+		for _, a := range append(slices.Clone(c.Command), c.Args...) {
+			assert.NotContainsf(t, a, "=None", "pod %s container %s: a setting the agent's config lacks", p.Name, c.Name)
+		}
+	}
 }
 
 func mountsClaim(p corev1.Pod, claim string) bool {

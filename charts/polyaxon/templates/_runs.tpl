@@ -15,6 +15,7 @@ An auxiliary container as the agent reads it: the image and its tag apart (Polya
 {{- $out := dict "image" $image "imageTag" (toString ($c.image.tag | default (include "polyaxon.version" .ctx))) "imagePullPolicy" .ctx.Values.imagePullPolicy -}}
 {{- with $c.resources }}{{ $_ := set $out "resources" . }}{{ end -}}
 {{- if hasKey $c "syncInterval" }}{{ $_ := set $out "syncInterval" $c.syncInterval }}{{ end -}}
+{{- if hasKey $c "sleepInterval" }}{{ $_ := set $out "sleepInterval" $c.sleepInterval }}{{ end -}}
 {{- toJson $out -}}
 {{- end -}}
 
