@@ -3,8 +3,14 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -63,6 +70,38 @@ func TestREADMEDemoBlocksCoverTheCommands(t *testing.T) {
 // demoExportsRE are the last lines of `make demo` on the local provider: what a user pastes
 // for Polyaxon's CLI (and kubectl) before the README's commands.
 var demoExportsRE = regexp.MustCompile(`\nexport POLYAXON_HOST=(http://127\.0\.0\.1:\d+)\nexport PATH=(\S+):\$PATH\n$`)
+
+// demoLoginRE is where make demo says to open the web UI: the Gateway's https address, the CA
+// that signed its certificate, and the demo's user of the authenticating edge.
+var demoLoginRE = regexp.MustCompile(`  (https://localhost:\d+)/ui/ in a browser that trusts (\S+): log in as (\S+), password (\S+)\n`)
+
+// demoTLS trusts the CA in caFile (the demo's, which signed the Gateway's certificate) and
+// nothing else.
+func demoTLS(t *testing.T, caFile string) *tls.Config {
+	t.Helper()
+	caPEM, err := os.ReadFile(caFile)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(caPEM), "a CA certificate in %s", caFile)
+	return &tls.Config{RootCAs: pool}
+}
+
+// demoCAClient is an https client that trusts the demo's CA.
+func demoCAClient(t *testing.T, caFile string) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: demoTLS(t, caFile)}}
+}
+
+// servedKeyPin is the base64 SHA-256 of the public key that the https server at url serves,
+// checked against the CA in caFile: the pin Chromium's ignore-certificate-errors-spki-list
+// takes, as it cannot be given a CA of its own without a certificate database.
+func servedKeyPin(t *testing.T, url, caFile string) string {
+	t.Helper()
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), demoTLS(t, caFile))
+	require.NoError(t, err, "the Gateway's certificate, checked against the demo's CA")
+	defer conn.Close()
+	sum := sha256.Sum256(conn.ConnectionState().PeerCertificates[0].RawSubjectPublicKeyInfo)
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
 
 // TestREADMEDemoCommands brings the demo up as `make demo` does (demo.sh up, local provider,
 // this run's binary, Polyaxon's own programs), checks that it prints the README's list and
@@ -137,14 +176,40 @@ func TestREADMEDemoCommands(t *testing.T) {
 	assert.Regexp(t, `│ hello +│`, listOut, "polyaxon ops ls lists the run")
 	assert.Regexp(t, `(?m)^experiments-\d+ +Ready .* experiments *$`, listOut, "the run's pod's node, in the experiments pool")
 
-	// Polyaxon's web UI, served by the API at the address make demo printed, shows the project
-	// and, on the project's runs page, the run (its name, its short uuid, a link to its page).
+	// Polyaxon's web UI, at the Gateway's https address make demo printed, behind the
+	// authenticating edge: headless Chromium logs in as the demo's user on the edge's form, then
+	// finds the project and, on the project's runs page, the run (its name, its short uuid, a
+	// link to its page).
 	start = time.Now()
-	host, uuid := m[1], run[1]
-	browser := headlessChromium(t)
-	openWebUI(t, browser, host+"/ui/orgs/default/projects", 3*time.Minute, []string{"demo"}, []string{"/ui/default/demo"})
-	openWebUI(t, browser, host+"/ui/default/demo/runs", 3*time.Minute, []string{"hello", uuid[:8]}, []string{"/ui/default/demo/runs/" + uuid})
-	t.Logf("the web UI in headless Chromium: %s", time.Since(start).Round(100*time.Millisecond))
+	uuid := run[1]
+	login := demoLoginRE.FindStringSubmatch(up.stdout)
+	require.NotNilf(t, login, "make demo prints the Gateway's address and the demo's login\n%s", up)
+	gw, ca, user, password := login[1], login[2], login[3], login[4]
+	// What the edge gives an anonymous client and the demo's user, as the curl make demo prints.
+	https := demoCAClient(t, ca)
+	for _, withLogin := range []bool{false, true} {
+		req, err := http.NewRequest(http.MethodGet, gw+"/api/v1/installation", nil)
+		require.NoError(t, err)
+		req.Header.Set("Accept", "application/json")
+		want := http.StatusUnauthorized
+		if withLogin {
+			req.SetBasicAuth(user, password)
+			want = http.StatusOK
+		}
+		resp, err := https.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equalf(t, want, resp.StatusCode, "GET %s/api/v1/installation, login %t: %s", gw, withLogin, body)
+		t.Logf("through the Gateway and the edge, GET /api/v1/installation with login %t: %s %.80s", withLogin, resp.Status, body)
+	}
+	browser := headlessChromium(t, chromedp.Flag("ignore-certificate-errors-spki-list", servedKeyPin(t, gw, ca)))
+	projects := gw + "/ui/orgs/default/projects"
+	signIn(t, browser, projects, projects, 2*time.Minute,
+		signInForm{fill: [][2]string{{"username", user}, {"password", password}}, submit: `input[name="username"]`})
+	openWebUI(t, browser, projects, 3*time.Minute, []string{"demo"}, []string{"/ui/default/demo"})
+	openWebUI(t, browser, gw+"/ui/default/demo/runs", 3*time.Minute, []string{"hello", uuid[:8]}, []string{"/ui/default/demo/runs/" + uuid})
+	t.Logf("the web UI in headless Chromium, through the Gateway and the edge's login: %s", time.Since(start).Round(100*time.Millisecond))
 
 	// The restore shows, per table, the rows the demo was seeded with, beside the backup's, and
 	// Polyaxon's own tables, migrated by its API, beside them in the same database.
