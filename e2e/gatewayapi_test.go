@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,9 +135,7 @@ func TestGatewayAPIRoute(t *testing.T) {
 		require.Equalf(t, http.StatusCreated, resp.StatusCode, "create project %s through the Gateway: %s", project, body)
 		// Chromium trusts the Gateway's certificate by its public key, and no other: a page
 		// served with any other certificate fails to load, and the test with it.
-		leaf := resp.TLS.PeerCertificates[0]
-		spki := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
-		browser := headlessChromium(t, chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])))
+		browser := headlessChromiumTrusting(t, resp.TLS.PeerCertificates[0])
 		page := openWebUI(t, browser, gw.URL()+"/ui/orgs/default/projects", 3*time.Minute, []string{project}, []string{"/ui/default/" + project})
 		t.Logf("%s/ui/orgs/default/projects in headless Chromium shows: %q", gw.URL(), lastLines(page.Text, 8))
 	})

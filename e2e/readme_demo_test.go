@@ -3,10 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -91,16 +88,14 @@ func demoCAClient(t *testing.T, caFile string) *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: demoTLS(t, caFile)}}
 }
 
-// servedKeyPin is the base64 SHA-256 of the public key that the https server at url serves,
-// checked against the CA in caFile: the pin Chromium's ignore-certificate-errors-spki-list
-// takes, as it cannot be given a CA of its own without a certificate database.
-func servedKeyPin(t *testing.T, url, caFile string) string {
+// servedCertificate is the certificate the https server at url serves, checked against the CA
+// in caFile.
+func servedCertificate(t *testing.T, url, caFile string) *x509.Certificate {
 	t.Helper()
 	conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), demoTLS(t, caFile))
 	require.NoError(t, err, "the Gateway's certificate, checked against the demo's CA")
 	defer conn.Close()
-	sum := sha256.Sum256(conn.ConnectionState().PeerCertificates[0].RawSubjectPublicKeyInfo)
-	return base64.StdEncoding.EncodeToString(sum[:])
+	return conn.ConnectionState().PeerCertificates[0]
 }
 
 // TestREADMEDemoCommands brings the demo up as `make demo` does (demo.sh up, local provider,
@@ -203,7 +198,7 @@ func TestREADMEDemoCommands(t *testing.T) {
 		assert.Equalf(t, want, resp.StatusCode, "GET %s/api/v1/installation, login %t: %s", gw, withLogin, body)
 		t.Logf("through the Gateway and the edge, GET /api/v1/installation with login %t: %s %.80s", withLogin, resp.Status, body)
 	}
-	browser := headlessChromium(t, chromedp.Flag("ignore-certificate-errors-spki-list", servedKeyPin(t, gw, ca)))
+	browser := headlessChromiumTrusting(t, servedCertificate(t, gw, ca))
 	projects := gw + "/ui/orgs/default/projects"
 	signIn(t, browser, projects, projects, 2*time.Minute,
 		signInForm{fill: [][2]string{{"username", user}, {"password", password}}, submit: `input[name="username"]`})

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -28,6 +31,14 @@ func chromiumBinary(t *testing.T) string {
 type webUIPage struct {
 	Text  string   `json:"text"`
 	Links []string `json:"links"`
+}
+
+// headlessChromiumTrusting is headlessChromium trusting the https server's certificate cert by
+// its public key, and no other: Chromium takes no CA of its own without a certificate
+// database, and a page served with any other certificate fails to load.
+func headlessChromiumTrusting(t *testing.T, cert *x509.Certificate) context.Context {
+	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return headlessChromium(t, chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])))
 }
 
 // headlessChromium starts a headless Chromium for the test, with extra options (flags) if

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 )
 
@@ -108,28 +109,25 @@ func (c *Cluster) StartDex(ctx context.Context, bin string, opts DexOptions) (*D
 func (d *Dex) waitServing(ctx context.Context) error {
 	discovery := d.Issuer + "/.well-known/openid-configuration"
 	last := "not started"
-	for {
+	err := wait.PollUntilContextCancel(ctx, 300*time.Millisecond, true, func(context.Context) (bool, error) {
 		select {
 		case <-d.proc.Done():
-			return fmt.Errorf("dex exited with code %d", d.proc.ExitCode())
+			return false, fmt.Errorf("dex exited with code %d", d.proc.ExitCode())
 		default:
 		}
 		resp, err := http.Get(discovery)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
+		if err != nil {
 			last = err.Error()
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("Dex's discovery document %s: %s", discovery, last)
-		case <-time.After(300 * time.Millisecond):
-		}
+		resp.Body.Close()
+		last = resp.Status
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("Dex's discovery document %s: %s", discovery, last)
 	}
+	return err
 }
 
 // Stop ends Dex.
