@@ -24,9 +24,10 @@ import (
 // unique, check or exclusion constraint: never a foreign key, whose type is FK CONSTRAINT)
 // whose only table dependencies are tables of one stream is built with that stream; each
 // locks only its own table, which no other pass touches then. Foreign keys lock two tables
-// each, so they are built by one pg_restore at a time (whose --jobs keeps apart those that
-// would lock the same table), never beside another pass on their tables: two passes cannot
-// wait for each other. A wrong guess costs time, not correctness: an index or a key built
+// each, so they are built one pass at a time, never beside another pass on their tables: two
+// passes cannot wait for each other. In a pass, each key is added NOT VALID and then
+// validated, the validations in parallel (splitForeignKey): built whole, the keys that
+// reference one table (every key to runs) would be checked one after the other. A wrong guess costs time, not correctness: an index or a key built
 // before its table's data is in is maintained by the COPY, and the server's locks order the
 // two.
 
@@ -40,12 +41,19 @@ type postDataPlan struct {
 	fks []foreignKey
 	// rest are the IDs built at the end; all lists keep the archive's order.
 	rest []int
+	// settings are the statements pg_restore starts a session with (search_path,
+	// statement_timeout...), for the sessions that build the foreign keys.
+	settings []string
 }
 
 // foreignKey is an FK CONSTRAINT entry and the streams it waits for.
 type foreignKey struct {
 	id    int
 	needs []int
+	// add creates the key NOT VALID and validate checks it (see splitForeignKey); both empty
+	// when the entry's SQL is not the one statement pg_dump writes for a validated key, and
+	// pg_restore builds it.
+	add, validate string
 }
 
 // tocEntry is one line of pg_restore --list: an entry's ID, type and, for a TABLE, its name.
@@ -270,7 +278,92 @@ func (s *swapRestore) readPostDataPlan(ctx context.Context, spoolFile string, pa
 		streams[i] = p.Tables
 	}
 	ids, deps := parseDependencies(sql.Bytes())
-	return planPostData(parseTOCList(listing.Bytes()), ids, deps, streams), nil
+	plan := planPostData(parseTOCList(listing.Bytes()), ids, deps, streams)
+	settings, statements := entryStatements(sql.Bytes())
+	plan.settings = settings
+	for i, fk := range plan.fks {
+		plan.fks[i].add, plan.fks[i].validate, _ = splitForeignKey(statements[fk.id])
+	}
+	return plan, nil
+}
+
+// entryStatements reads, from the SQL of pg_restore --verbose --file, the session settings
+// written before the first entry and each entry's SQL by TOC entry ID, without comments or
+// psql's meta-commands.
+func entryStatements(sql []byte) (settings []string, statements map[int]string) {
+	statements = map[int]string{}
+	current := -1
+	for line := range strings.SplitSeq(string(sql), "\n") {
+		if rest, ok := strings.CutPrefix(line, "-- TOC entry "); ok {
+			idText, _, _ := strings.Cut(rest, " ")
+			if id, err := strconv.Atoi(idText); err == nil {
+				current = id
+			}
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "--") || strings.TrimSpace(line) == "":
+		case strings.HasPrefix(line, "\\"):
+			// psql's meta-commands: \restrict and \unrestrict (pg_dump since 17.6, 15.14...)
+			// fence the whole script, not an entry.
+		case current < 0:
+			settings = append(settings, line)
+		default:
+			statements[current] += line + "\n"
+		}
+	}
+	return settings, statements
+}
+
+// splitForeignKey turns the statement pg_dump writes for a validated foreign key,
+//
+//	ALTER TABLE ONLY <table>
+//	    ADD CONSTRAINT <name> FOREIGN KEY ...;
+//
+// into two: adding the key NOT VALID, which checks no row and holds its locks (SHARE ROW
+// EXCLUSIVE on both tables) only for an instant, and validating it, which scans the rows
+// under locks that let other validations and index builds on the same tables run at once
+// (SHARE UPDATE EXCLUSIVE on the key's table, ROW SHARE on the one it references). Built as
+// one statement, the keys that reference the same table are checked one after the other.
+// Once validated, the key is what the single statement makes. ok is false for any other
+// statement, a key dumped NOT VALID among them.
+func splitForeignKey(statement string) (add, validate string, ok bool) {
+	head, def, found := strings.Cut(strings.TrimSpace(statement), "\n")
+	table, isOnly := strings.CutPrefix(head, "ALTER TABLE ONLY ")
+	def, isAdd := strings.CutPrefix(def, "    ADD CONSTRAINT ")
+	if !found || !isOnly || !isAdd || !strings.HasSuffix(def, ";") || strings.HasSuffix(def, " NOT VALID;") ||
+		strings.Contains(def, " NOT ENFORCED") { // never validated
+		return "", "", false
+	}
+	name, rest, ok := cutIdentifier(def)
+	if !ok || !strings.HasPrefix(rest, " FOREIGN KEY ") || strings.Contains(rest, "\n") {
+		return "", "", false
+	}
+	return head + "\n    ADD CONSTRAINT " + strings.TrimSuffix(def, ";") + " NOT VALID;",
+		"ALTER TABLE ONLY " + table + " VALIDATE CONSTRAINT " + name + ";", true
+}
+
+// cutIdentifier cuts an SQL identifier as pg_dump writes one (in double quotes, a doubled
+// quote standing for one, where it has to be) from the start of s.
+func cutIdentifier(s string) (ident, rest string, ok bool) {
+	if !strings.HasPrefix(s, `"`) {
+		end := strings.IndexByte(s, ' ')
+		if end <= 0 {
+			return "", "", false
+		}
+		return s[:end], s[end:], true
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] != '"' {
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == '"' {
+			i++
+			continue
+		}
+		return s[:i+1], s[i+1:], true
+	}
+	return "", "", false
 }
 
 // writeList writes ids as a pg_restore --use-list file in dir.

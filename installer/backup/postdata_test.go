@@ -133,6 +133,18 @@ func TestPostDataPlan(t *testing.T) {
 	assert.Equal(t, slices.Compact(odd), fks[`FK CONSTRAINT Odd we"ird.*? we"ird.*?_run_id_fkey`])
 	assert.Equal(t, []string{"TRIGGER Odd weird weird_touch"}, nameAll(plan.rest, name), "only the trigger waits for the end")
 
+	// Validated keys are split in two; the key dumped NOT VALID is left to pg_restore.
+	split := map[string][2]string{}
+	for _, fk := range plan.fks {
+		split[name(fk.id)] = [2]string{fk.add, fk.validate}
+	}
+	assert.Equal(t, [2]string{"ALTER TABLE ONLY public.runs\n    ADD CONSTRAINT runs_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) NOT VALID;",
+		"ALTER TABLE ONLY public.runs VALIDATE CONSTRAINT runs_project_id_fkey;"}, split["FK CONSTRAINT public runs runs_project_id_fkey"])
+	assert.Equal(t, `ALTER TABLE ONLY "Odd"."we""ird.*?" VALIDATE CONSTRAINT "we""ird.*?_run_id_fkey";`,
+		split[`FK CONSTRAINT Odd we"ird.*? we"ird.*?_run_id_fkey`][1])
+	assert.Equal(t, [2]string{}, split[`FK CONSTRAINT Odd we"ird.*? not "yet" valid`])
+	assert.Contains(t, plan.settings, "SET statement_timeout = 0;", "the keys' sessions start as pg_restore's do")
+
 	// The foreign keys become ready as their streams complete, each once.
 	runs := streamOf["public.runs"]
 	var onlyRuns []string
@@ -153,6 +165,32 @@ func TestPostDataPlan(t *testing.T) {
 	assert.Len(t, rest, len(plan.fks)-len(got)-len(onlyRuns))
 	assert.NotContains(t, nameAll(rest, name), "FK CONSTRAINT public runs runs_project_id_fkey", "taken once")
 	assert.Empty(t, plan.ready(all, taken))
+}
+
+func TestSplitForeignKey(t *testing.T) {
+	for _, tc := range []struct {
+		statement, add, validate string
+	}{
+		{"ALTER TABLE ONLY public.metrics\n    ADD CONSTRAINT metrics_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;\n",
+			"ALTER TABLE ONLY public.metrics\n    ADD CONSTRAINT metrics_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE NOT VALID;",
+			"ALTER TABLE ONLY public.metrics VALIDATE CONSTRAINT metrics_run_id_fkey;"},
+		{"ALTER TABLE ONLY s.t\n    ADD CONSTRAINT \"a \"\"b\"\" FOREIGN KEY\" FOREIGN KEY (x) REFERENCES s.u(id) DEFERRABLE;",
+			"ALTER TABLE ONLY s.t\n    ADD CONSTRAINT \"a \"\"b\"\" FOREIGN KEY\" FOREIGN KEY (x) REFERENCES s.u(id) DEFERRABLE NOT VALID;",
+			"ALTER TABLE ONLY s.t VALIDATE CONSTRAINT \"a \"\"b\"\" FOREIGN KEY\";"},
+		// Left to pg_restore: a key that was not valid, one never enforced, a partitioned
+		// table's (no ONLY), anything else.
+		{statement: "ALTER TABLE ONLY s.t\n    ADD CONSTRAINT k FOREIGN KEY (x) REFERENCES s.u(id) NOT VALID;"},
+		{statement: "ALTER TABLE ONLY s.t\n    ADD CONSTRAINT k FOREIGN KEY (x) REFERENCES s.u(id) NOT ENFORCED;"},
+		{statement: "ALTER TABLE s.p\n    ADD CONSTRAINT k FOREIGN KEY (x) REFERENCES s.u(id);"},
+		{statement: "ALTER TABLE ONLY s.t\n    ADD CONSTRAINT k CHECK (x > 0);"},
+		{statement: "ALTER TABLE ONLY s.t\n    ADD CONSTRAINT \"unterminated FOREIGN KEY (x) REFERENCES s.u(id);"},
+		{statement: "ALTER TABLE ONLY s.t\n    ADD CONSTRAINT k FOREIGN KEY (x) REFERENCES s.u(id);\nALTER TABLE ONLY s.t\n    ADD CONSTRAINT j FOREIGN KEY (y) REFERENCES s.u(id);"},
+	} {
+		add, validate, ok := splitForeignKey(tc.statement)
+		assert.Equal(t, tc.validate != "", ok, tc.statement)
+		assert.Equal(t, tc.add, add, tc.statement)
+		assert.Equal(t, tc.validate, validate, tc.statement)
+	}
 }
 
 func nameAll(ids []int, name func(int) string) []string {
@@ -256,4 +294,29 @@ func TestStreamsRestoreWithoutAPlan(t *testing.T) {
 	gotSchema, err := pgtest.SchemaObjects(ctx, s, "streams_noplan_dst")
 	require.NoError(t, err)
 	assert.Equal(t, wantSchema, gotSchema)
+}
+
+// A key that does not hold fails the restore with the server's word for it; the keys that
+// pg_restore builds whole go first.
+func TestBuildForeignKeysReportsAViolation(t *testing.T) {
+	ctx := context.Background()
+	s, _ := sharedServer(t)
+	require.NoError(t, s.CreateDatabase(ctx, "fk_violation"))
+	_, err := s.Psql(ctx, "fk_violation", `CREATE TABLE t (id bigint PRIMARY KEY); CREATE TABLE u (x bigint);
+INSERT INTO t VALUES (1); INSERT INTO u VALUES (1), (5);`)
+	require.NoError(t, err)
+	sw := &swapRestore{target: localTarget(s, "fk_violation", s.BinDir), jobs: 2}
+	add, validate, ok := splitForeignKey("ALTER TABLE ONLY public.u\n    ADD CONSTRAINT u_x_fkey FOREIGN KEY (x) REFERENCES public.t(id);\n")
+	require.True(t, ok)
+	plan := &postDataPlan{settings: []string{"SET statement_timeout = 0;"},
+		fks: []foreignKey{{id: 7, add: add, validate: validate}, {id: 8}}}
+	var whole []int
+	err = sw.buildForeignKeys(ctx, sw.target, plan, []int{7, 8}, func(_ context.Context, ids []int) error {
+		whole = ids
+		return nil
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "validating a foreign key")
+	assert.Contains(t, err.Error(), `violates foreign key constraint "u_x_fkey"`)
+	assert.Equal(t, []int{8}, whole)
 }

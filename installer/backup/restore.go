@@ -165,11 +165,11 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	check := func(ctx context.Context) error {
 		log.Info("counting the restored tables' rows", "tables", len(rep.Tables))
 		if sw == nil {
-			counted, cerr := checkRestored(ctx, target, rep.Tables)
+			counted, cerr := checkRestored(ctx, target, rep.Tables, 1)
 			rows = counted
 			return cerr
 		}
-		counted, cerr := checkRestored(ctx, sw.restored(), rep.Tables)
+		counted, cerr := checkRestored(ctx, sw.restored(), rep.Tables, sw.jobs)
 		if cerr != nil {
 			return fmt.Errorf("%w; the restored copy is dropped, %s is unchanged", cerr, target)
 		}
@@ -233,9 +233,10 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 }
 
 // checkRestored counts the rows of the restored database's tables; every table of the dump
-// must be among them. One psql run finds the tables and counts their rows, a table per statement.
-func checkRestored(ctx context.Context, t Target, tables []string) (map[string]int64, error) {
-	counts, err := countRowsEach(ctx, t)
+// must be among them. One psql run finds the tables, up to sessions count their rows, a table
+// per statement.
+func checkRestored(ctx context.Context, t Target, tables []string, sessions int) (map[string]int64, error) {
+	counts, err := countRowsEach(ctx, t, sessions)
 	if err != nil {
 		return nil, fmt.Errorf("checking the result: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -158,14 +159,17 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	// foreign keys that wait only for complete streams are then built, by one pg_restore at a
 	// time (postdata.go).
 	complete := make(chan int, len(parts))
+	began := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := fromSpool(gctx, "--section=data"); err != nil {
 			return err
 		}
+		s.log.Info("stream's data restored", "stream", 0, "after", time.Since(began))
 		if err := postData(gctx, "stream-0.list", plan.early[0]); err != nil {
 			return err
 		}
+		s.log.Info("stream's indexes and keys built", "stream", 0, "after", time.Since(began))
 		complete <- 0
 		return nil
 	})
@@ -177,9 +181,11 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 			if err != nil {
 				return err
 			}
+			s.log.Info("stream's data restored", "stream", i+1, "tables", p.Tables, "after", time.Since(began))
 			if err := postData(gctx, fmt.Sprintf("stream-%d.list", i+1), plan.early[i+1]); err != nil {
 				return err
 			}
+			s.log.Info("stream's indexes and keys built", "stream", i+1, "after", time.Since(began))
 			complete <- i + 1
 			return nil
 		})
@@ -201,8 +207,14 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 					more = false
 				}
 			}
-			if err := postData(gctx, fmt.Sprintf("fk-%d.list", pass), plan.ready(done, taken)); err != nil {
-				return err
+			ready := plan.ready(done, taken)
+			if err := s.buildForeignKeys(gctx, scratch, plan, ready, func(ctx context.Context, ids []int) error {
+				return postData(ctx, fmt.Sprintf("fk-%d.list", pass), ids)
+			}); err != nil {
+				return fmt.Errorf("%w; %s", err, unchanged)
+			}
+			if len(ready) > 0 {
+				s.log.Info("foreign keys built", "keys", len(ready), "after", time.Since(began))
 			}
 		}
 		return nil
@@ -213,7 +225,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 		}
 		return err
 	}
-	clock.done(fmt.Sprintf("pg_restore the data of %d streams at once, checking their sha256s; each stream's indexes and keys (%d) once its data is in, the foreign keys (%d) once their tables' are", len(parts), early, len(plan.fks)))
+	clock.done(fmt.Sprintf("pg_restore the data of %d streams at once, checking their sha256s; each stream's indexes and keys (%d) once its data is in, the foreign keys (%d) once their tables' are, validated %d at a time", len(parts), early, len(plan.fks), s.jobs))
 	g, gctx = errgroup.WithContext(ctx)
 	g.Go(func() error { return postData(gctx, restList, plan.rest) })
 	g.Go(func() error { return check(gctx) })
@@ -225,6 +237,50 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	}
 	clock.done(fmt.Sprintf("pg_restore the rest of post-data (%d entries; --jobs %d), counting the rows of every table beside it", len(plan.rest), s.jobs))
 	return nil
+}
+
+// buildForeignKeys builds the foreign keys ids on db: those pg_restore must build whole by
+// restore, then the others added NOT VALID in one session and validated in up to s.jobs
+// sessions at once (splitForeignKey). One after the other, so that no two sessions that lock
+// two tables each can wait for each other.
+func (s *swapRestore) buildForeignKeys(ctx context.Context, db Target, plan *postDataPlan, ids []int, restore func(context.Context, []int) error) error {
+	var whole []int
+	var adds, validates []string
+	for _, fk := range plan.fks {
+		switch {
+		case !slices.Contains(ids, fk.id):
+		case fk.validate == "":
+			whole = append(whole, fk.id)
+		default:
+			adds, validates = append(adds, fk.add), append(validates, fk.validate)
+		}
+	}
+	if err := restore(ctx, whole); err != nil {
+		return err
+	}
+	settings := strings.Join(plan.settings, "\n")
+	run := func(ctx context.Context, what string, statements []string) error {
+		args := append(slices.Clone(psqlArgs), "-c", settings)
+		for _, st := range statements {
+			args = append(args, "-c", st)
+		}
+		stderr := newTail(4096)
+		if err := db.Run(ctx, "psql", args, Stdio{Stdout: io.Discard, Stderr: stderr}); err != nil {
+			return fmt.Errorf("%s in the new database failed: %w", what, withStderr(err, stderr))
+		}
+		return nil
+	}
+	for chunk := range slices.Chunk(adds, countStatementsPerRun) {
+		if err := run(ctx, "adding foreign keys NOT VALID", chunk); err != nil {
+			return err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(s.jobs, 1))
+	for _, v := range validates {
+		g.Go(func() error { return run(gctx, "validating a foreign key", []string{v}) })
+	}
+	return g.Wait()
 }
 
 // restList names the list file of restoreStreams' last pass.

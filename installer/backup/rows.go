@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // countRowsSQL counts every user table's rows exactly, in one statement: query_to_xml runs
@@ -18,9 +21,11 @@ const countRowsSQL = `SELECT schemaname || '.' || tablename,
   substring(query_to_xml(format('SELECT count(*) AS n FROM %I.%I', schemaname, tablename), false, true, '')::text FROM '<n>(\d+)</n>')
 FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`
 
-// countStatementsSQL writes, for every table countRowsSQL counts, the statement that counts
-// its rows alone (countRowsEach runs each on its own).
-const countStatementsSQL = `SELECT format('SELECT %L, count(*) FROM %I.%I', schemaname || '.' || tablename, schemaname, tablename)
+// countStatementsSQL writes, for every table countRowsSQL counts, the size of its heap and the
+// statement that counts its rows alone (countRowsEach runs each on its own), separated by a
+// space.
+const countStatementsSQL = `SELECT pg_relation_size(format('%I.%I', schemaname, tablename)) || ' ' ||
+  format('SELECT %L, count(*) FROM %I.%I', schemaname || '.' || tablename, schemaname, tablename)
 FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`
 
 // countStatementsPerRun bounds the -c arguments of one psql: through a pod, every argument
@@ -59,35 +64,62 @@ func CountRows(ctx context.Context, t Target) (map[string]int64, error) {
 // transaction of its own, so each count holds its table's lock only while it counts, and a
 // count beside pg_restore's last pass never holds one table while waiting for another (see
 // restoreStreams). The statements go as arguments, not on stdin: an exec whose stdin ends
-// before its program does can be left open by a pod's runtime.
-func countRowsEach(ctx context.Context, t Target) (map[string]int64, error) {
+// before its program does can be left open by a pod's runtime. Up to sessions psql runs
+// count at once, each a share of the tables of about the same size.
+func countRowsEach(ctx context.Context, t Target, sessions int) (map[string]int64, error) {
 	var list bytes.Buffer
 	stderr := newTail(4096)
 	// -0: one statement per NUL-terminated record, whatever the table names hold.
 	if err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-0", "-c", countStatementsSQL), Stdio{Stdout: &list, Stderr: stderr}); err != nil {
 		return nil, fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))
 	}
-	var statements []string
-	for _, s := range strings.Split(list.String(), "\x00") {
-		if s = strings.TrimSpace(s); s != "" {
-			statements = append(statements, s)
+	var tables []streamTable // Name: the statement
+	for _, record := range strings.Split(list.String(), "\x00") {
+		size, statement, ok := strings.Cut(strings.TrimSpace(record), " ")
+		n, err := strconv.ParseInt(size, 10, 64)
+		if !ok || err != nil {
+			if record = strings.TrimSpace(record); record != "" {
+				return nil, fmt.Errorf("counting rows (%s): unexpected answer %q", t, record)
+			}
+			continue
 		}
+		tables = append(tables, streamTable{Name: statement, Bytes: n})
+	}
+	var runs [][]string
+	for _, share := range shareBySize(tables, sessions) {
+		var statements []string
+		for _, table := range share {
+			statements = append(statements, table.Name)
+		}
+		runs = append(runs, slices.Collect(slices.Chunk(statements, countStatementsPerRun))...)
 	}
 	rows := map[string]int64{}
-	for chunk := range slices.Chunk(statements, countStatementsPerRun) {
-		args := slices.Clone(psqlArgs)
-		for _, s := range chunk {
-			args = append(args, "-c", s)
-		}
-		var out bytes.Buffer
-		if err := t.Run(ctx, "psql", args, Stdio{Stdout: &out, Stderr: stderr}); err != nil {
-			return nil, fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))
-		}
-		counted, err := parseRowCounts(out.String())
-		if err != nil {
-			return nil, fmt.Errorf("counting rows (%s): %w", t, err)
-		}
-		maps.Copy(rows, counted)
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(sessions, 1))
+	for _, statements := range runs {
+		g.Go(func() error {
+			args := slices.Clone(psqlArgs)
+			for _, s := range statements {
+				args = append(args, "-c", s)
+			}
+			var out bytes.Buffer
+			stderr := newTail(4096)
+			if err := t.Run(gctx, "psql", args, Stdio{Stdout: &out, Stderr: stderr}); err != nil {
+				return fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))
+			}
+			counted, err := parseRowCounts(out.String())
+			if err != nil {
+				return fmt.Errorf("counting rows (%s): %w", t, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			maps.Copy(rows, counted)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return rows, nil
 }

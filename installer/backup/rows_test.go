@@ -40,3 +40,35 @@ func TestRowCountsFromBackupToRestore(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, m.Rows, rep.Rows, "the restore reports the rows the backup had")
 }
+
+// Counted in several sessions at once or in one, every table's rows are there, counted once.
+func TestCountRowsEachInSessions(t *testing.T) {
+	ctx := context.Background()
+	s, _ := sharedServer(t)
+	target := localTarget(s, s.Database, s.BinDir)
+	want, err := CountRows(ctx, target)
+	require.NoError(t, err)
+	require.Len(t, want, 6)
+	for _, sessions := range []int{0, 1, 2, 7} {
+		got, err := countRowsEach(ctx, target, sessions)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "%d sessions", sessions)
+	}
+}
+
+func TestShareBySize(t *testing.T) {
+	tables := []streamTable{{Name: "a", Bytes: 10}, {Name: "b", Bytes: 60}, {Name: "c", Bytes: 30}, {Name: "d", Bytes: 25}, {Name: "e", Bytes: 0}}
+	names := func(shares [][]streamTable) (out [][]string) {
+		for _, s := range shares {
+			var n []string
+			for _, t := range s {
+				n = append(n, t.Name)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	assert.Equal(t, [][]string{{"b", "e"}, {"c", "d", "a"}}, names(shareBySize(tables, 2)))
+	assert.Equal(t, [][]string{{"b", "c", "d", "a", "e"}}, names(shareBySize(tables, 1)))
+	assert.Equal(t, [][]string{{"b"}, {"c"}, {"d"}, {"a"}, {"e"}}, names(shareBySize(tables, 9)), "no empty share")
+}

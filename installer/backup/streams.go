@@ -100,25 +100,29 @@ func planStreams(tables []streamTable, n int) [][]streamTable {
 	if n <= 1 {
 		return nil
 	}
+	var large []streamTable
+	for _, t := range tables {
+		if t.Bytes >= minStreamedTable {
+			large = append(large, t)
+		}
+	}
+	return shareBySize(large, n)
+}
+
+// shareBySize shares tables among at most n shares of about the same size: the largest
+// first into the share with the least so far (which balances a handful of shares well
+// enough). Empty shares are left out.
+func shareBySize(tables []streamTable, n int) [][]streamTable {
 	sorted := slices.Clone(tables)
 	slices.SortStableFunc(sorted, func(a, b streamTable) int { return cmp.Compare(b.Bytes, a.Bytes) })
-	load := make([]int64, n)
-	shares := make([][]streamTable, n)
+	load := make([]int64, max(n, 1))
+	shares := make([][]streamTable, len(load))
 	for _, t := range sorted {
-		if t.Bytes < minStreamedTable {
-			continue
-		}
 		i := slices.Index(load, slices.Min(load))
 		load[i] += t.Bytes
 		shares[i] = append(shares[i], t)
 	}
-	var streams [][]streamTable
-	for _, s := range shares {
-		if len(s) > 0 {
-			streams = append(streams, s)
-		}
-	}
-	return streams
+	return slices.DeleteFunc(shares, func(s []streamTable) bool { return len(s) == 0 })
 }
 
 // coreCounter is a target that can tell how many cores its PostgreSQL server has.

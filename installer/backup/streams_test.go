@@ -67,6 +67,7 @@ func streamsBackup(t *testing.T, db string, opts ...CreateOption) (*pgtest.Serve
 	_, err := s.Psql(ctx, db, `CREATE SCHEMA "Odd";
 CREATE TABLE "Odd"."we""ird.*?" (id bigint PRIMARY KEY, run_id bigint REFERENCES public.runs(id), body text);
 INSERT INTO "Odd"."we""ird.*?" SELECT i, i, repeat(md5(i::text), 20) FROM generate_series(1, 4000) i;
+ALTER TABLE "Odd"."we""ird.*?" ADD CONSTRAINT "not ""yet"" valid" FOREIGN KEY (id) REFERENCES public.runs(id) NOT VALID;
 CREATE TABLE "Odd".weird (id bigint);
 CREATE FUNCTION "Odd".touch() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;
 CREATE TRIGGER weird_touch BEFORE INSERT ON "Odd".weird FOR EACH ROW EXECUTE FUNCTION "Odd".touch();`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -45,7 +46,7 @@ func runChild(ctx context.Context, srv *pgtest.Server, op, db, dir string, o opt
 	cmd.Env = append(os.Environ(),
 		childEnv+"="+op,
 		"BENCH_HOST="+srv.Host, "BENCH_PORT="+strconv.Itoa(srv.Port), "BENCH_USER="+srv.User, "BENCH_DB="+db,
-		"BENCH_DIR="+dir, "BENCH_BIN="+srv.BinDir, "BENCH_CODEC="+o.codec, "BENCH_LEVEL="+strconv.Itoa(o.level), "BENCH_JOBS="+strconv.Itoa(o.jobs), "BENCH_DUMP_JOBS="+strconv.Itoa(o.dumpJobs),
+		"BENCH_DIR="+dir, "BENCH_BIN="+srv.BinDir, "BENCH_CODEC="+o.codec, "BENCH_LEVEL="+strconv.Itoa(o.level), "BENCH_JOBS="+strconv.Itoa(o.jobs), "BENCH_DUMP_JOBS="+strconv.Itoa(o.dumpJobs), "BENCH_LOG="+o.restoreLog,
 		passwordEnv+"="+srv.Password())
 	stderr := &strings.Builder{}
 	cmd.Stderr = stderr
@@ -94,7 +95,15 @@ func child() int {
 		r.VerifySeconds = time.Since(tv).Seconds()
 	case "restore":
 		jobs, _ := strconv.Atoi(os.Getenv("BENCH_JOBS"))
-		rep, err := backup.Restore(ctx, target, os.Getenv("BENCH_DIR"), tools, backup.WithJobs(jobs))
+		opts := []backup.RestoreOption{tools, backup.WithJobs(jobs)}
+		if f := os.Getenv("BENCH_LOG"); f != "" {
+			lf, err := os.OpenFile(f, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+			if err == nil {
+				defer lf.Close()
+				opts = append(opts, backup.WithLogger(slog.New(slog.NewTextHandler(lf, nil))))
+			}
+		}
+		rep, err := backup.Restore(ctx, target, os.Getenv("BENCH_DIR"), opts...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

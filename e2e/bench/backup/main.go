@@ -60,6 +60,8 @@ type options struct {
 	enforce  bool
 	jsonOut  string
 	maxWAL   string
+	// restoreLog: the file our restores append their log to ("": none).
+	restoreLog string
 }
 
 func parent() int {
@@ -73,6 +75,7 @@ func parent() int {
 	flag.IntVar(&o.dumpJobs, "dump-jobs", 0, "our backup's parallel streams (0: its default; 1: one archive)")
 	flag.BoolVar(&o.enforce, "enforce", os.Getenv("BENCH_BACKUP_ENFORCE") != "", "exit 1 when the backup or restore ratio is above its target (env BENCH_BACKUP_ENFORCE)")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
+	flag.StringVar(&o.restoreLog, "restore-log", "", "append our restores' log to this file: when each stream's data is in, its indexes built, each pass of foreign keys")
 	flag.StringVar(&o.maxWAL, "max-wal-size", "4GB", "the server's max_wal_size: the WAL's share of the disk a bench needs")
 	flag.Parse()
 	for _, s := range strings.Split(*sizes, ",") {
