@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
@@ -324,37 +325,35 @@ spec:
 // waitProgrammed waits until Traefik answers its ping and has set the Gateway Programmed.
 func (g *Gateway) waitProgrammed(ctx context.Context, dyn dynamic.Interface, pingPort uint32) error {
 	ping := fmt.Sprintf("http://127.0.0.1:%d/ping", pingPort)
-	var last string
-	for {
+	last := "not started"
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-g.proc.Done():
-			return fmt.Errorf("traefik exited with code %d", g.proc.ExitCode())
+			return false, fmt.Errorf("traefik exited with code %d", g.proc.ExitCode())
 		default:
 		}
 		resp, err := http.Get(ping)
-		if err == nil {
-			resp.Body.Close()
-			last = "ping: " + resp.Status
-			if resp.StatusCode == http.StatusOK {
-				gw, err := dyn.Resource(GatewaysGVR).Namespace(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				cond := Condition(gw, "Programmed")
-				if cond != nil && cond["status"] == "True" {
-					return nil
-				}
-				last = fmt.Sprintf("Gateway %s/%s not Programmed: %v", g.Namespace, g.Name, cond)
-			}
-		} else {
+		if err != nil {
 			last = err.Error()
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("Gateway %s/%s: %s", g.Namespace, g.Name, last)
-		case <-time.After(500 * time.Millisecond):
+		resp.Body.Close()
+		last = "ping: " + resp.Status
+		if resp.StatusCode != http.StatusOK {
+			return false, nil
 		}
+		gw, err := dyn.Resource(GatewaysGVR).Namespace(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond := Condition(gw, "Programmed")
+		last = fmt.Sprintf("Gateway %s/%s not Programmed: %v", g.Namespace, g.Name, cond)
+		return cond != nil && cond["status"] == "True", nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("Gateway %s/%s: %s", g.Namespace, g.Name, last)
 	}
+	return err
 }
 
 // Condition is the condition of type typ in obj's status.conditions, nil when absent.
