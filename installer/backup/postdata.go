@@ -27,9 +27,9 @@ import (
 // each, so they are built one pass at a time, never beside another pass on their tables: two
 // passes cannot wait for each other. In a pass, each key is added NOT VALID and then
 // validated, the validations in parallel (splitForeignKey): built whole, the keys that
-// reference one table (every key to runs) would be checked one after the other. A wrong guess costs time, not correctness: an index or a key built
-// before its table's data is in is maintained by the COPY, and the server's locks order the
-// two.
+// reference one table (every key to runs) would be checked one after the other. A wrong
+// guess costs time, not correctness: an index or a key built before its table's data is in
+// is maintained by the COPY, and the server's locks order the two.
 
 // postDataPlan is the post-data entries of a dump in streams, by when they are built.
 type postDataPlan struct {

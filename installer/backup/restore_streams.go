@@ -156,8 +156,8 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	clock.done("pg_restore the schema (pre-data) into a new database")
 
 	// A stream is complete once its data is in and its indexes and keys are built; the
-	// foreign keys that wait only for complete streams are then built, by one pg_restore at a
-	// time (postdata.go).
+	// foreign keys that wait only for complete streams are then built, one pass at a time
+	// (buildForeignKeys, postdata.go).
 	complete := make(chan int, len(parts))
 	began := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
