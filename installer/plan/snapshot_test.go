@@ -73,6 +73,12 @@ func TestLoadSnapshotWithPlainFakeAndExcludedRelease(t *testing.T) {
 	assert.Equal(t, int64(500), snap.Node("a").Requested.MilliCPU)
 	assert.Equal(t, 1, snap.ExistingPods)
 	assert.Equal(t, 2, snap.APICalls)
+
+	// A release with no labels excludes nothing: an empty selector would match every pod.
+	snap, err = plan.LoadSnapshot(context.Background(), cs, plan.WithExcludedRelease(nil))
+	require.NoError(t, err)
+	assert.Equal(t, int64(3500), snap.Node("a").Requested.MilliCPU)
+	assert.Equal(t, 2, snap.ExistingPods)
 }
 
 // What `plan` prints about the cluster before any planned pod: nodes by state, pools with
