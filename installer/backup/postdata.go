@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -97,39 +96,6 @@ func parseTOCList(listing []byte) map[int]tocEntry {
 		out[id] = e
 	}
 	return out
-}
-
-// parseDependencies reads the SQL of pg_restore --verbose --file: each entry's ID (its
-// "-- TOC entry N" comment) and the IDs of its "-- Dependencies:" line, in the archive's order.
-func parseDependencies(sql []byte) (ids []int, deps map[int][]int) {
-	deps = map[int][]int{}
-	current := -1
-	sc := bufio.NewScanner(bytes.NewReader(sql))
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "-- TOC entry "); ok {
-			idText, _, _ := strings.Cut(rest, " ")
-			if id, err := strconv.Atoi(idText); err == nil {
-				current = id
-				ids = append(ids, id)
-				deps[id] = nil
-			}
-			continue
-		}
-		if rest, ok := strings.CutPrefix(line, "-- Dependencies: "); ok && current >= 0 {
-			for _, d := range strings.Fields(rest) {
-				if n, err := strconv.Atoi(d); err == nil {
-					deps[current] = append(deps[current], n)
-				}
-			}
-			continue
-		}
-		if !strings.HasPrefix(line, "--") {
-			current = -1 // an entry's comment block is over
-		}
-	}
-	return ids, deps
 }
 
 // tableIDs maps the TOC entry ID of each streamed table (given as "schema.name", as the
@@ -277,29 +243,50 @@ func (s *swapRestore) readPostDataPlan(ctx context.Context, spoolFile string, pa
 	for i, p := range parts {
 		streams[i] = p.Tables
 	}
-	ids, deps := parseDependencies(sql.Bytes())
-	plan := planPostData(parseTOCList(listing.Bytes()), ids, deps, streams)
-	settings, statements := entryStatements(sql.Bytes())
-	plan.settings = settings
+	parsed := parsePostDataSQL(sql.Bytes())
+	plan := planPostData(parseTOCList(listing.Bytes()), parsed.ids, parsed.deps, streams)
+	plan.settings = parsed.settings
 	for i, fk := range plan.fks {
-		plan.fks[i].add, plan.fks[i].validate, _ = splitForeignKey(statements[fk.id])
+		plan.fks[i].add, plan.fks[i].validate, _ = splitForeignKey(parsed.statements[fk.id])
 	}
 	return plan, nil
 }
 
-// entryStatements reads, from the SQL of pg_restore --verbose --file, the session settings
-// written before the first entry and each entry's SQL by TOC entry ID, without comments or
-// psql's meta-commands.
-func entryStatements(sql []byte) (settings []string, statements map[int]string) {
-	statements = map[int]string{}
-	current := -1
+// postDataSQL is what the SQL of pg_restore --verbose --section=post-data --file says.
+type postDataSQL struct {
+	ids        []int         // each entry's ID (its "-- TOC entry N" comment), in the archive's order
+	deps       map[int][]int // the IDs of each entry's "-- Dependencies:" line
+	statements map[int]string
+	// settings are the statements written before the first entry (search_path,
+	// statement_timeout...), with which pg_restore starts every session.
+	settings []string
+}
+
+// parsePostDataSQL reads the SQL of pg_restore --verbose --file. Statements are kept without
+// comments or psql's meta-commands.
+func parsePostDataSQL(sql []byte) postDataSQL {
+	out := postDataSQL{deps: map[int][]int{}, statements: map[int]string{}}
+	current, inHeader := -1, false // inHeader: in the comment block above current's SQL
 	for line := range strings.SplitSeq(string(sql), "\n") {
 		if rest, ok := strings.CutPrefix(line, "-- TOC entry "); ok {
 			idText, _, _ := strings.Cut(rest, " ")
 			if id, err := strconv.Atoi(idText); err == nil {
-				current = id
+				current, inHeader = id, true
+				out.ids = append(out.ids, id)
+				out.deps[id] = nil
 			}
 			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "-- Dependencies: "); ok && inHeader {
+			for _, d := range strings.Fields(rest) {
+				if n, err := strconv.Atoi(d); err == nil {
+					out.deps[current] = append(out.deps[current], n)
+				}
+			}
+			continue
+		}
+		if !strings.HasPrefix(line, "--") {
+			inHeader = false
 		}
 		switch {
 		case strings.HasPrefix(line, "--") || strings.TrimSpace(line) == "":
@@ -307,12 +294,12 @@ func entryStatements(sql []byte) (settings []string, statements map[int]string) 
 			// psql's meta-commands: \restrict and \unrestrict (pg_dump since 17.6, 15.14...)
 			// fence the whole script, not an entry.
 		case current < 0:
-			settings = append(settings, line)
+			out.settings = append(out.settings, line)
 		default:
-			statements[current] += line + "\n"
+			out.statements[current] += line + "\n"
 		}
 	}
-	return settings, statements
+	return out
 }
 
 // splitForeignKey turns the statement pg_dump writes for a validated foreign key,

@@ -40,8 +40,12 @@ func TestParseTOCListAndTables(t *testing.T) {
 	assert.Equal(t, map[int]int{218: 1, 219: 2}, tables, "a.b.c could be a.b c or a b.c: neither is taken")
 }
 
-func TestParseDependencies(t *testing.T) {
-	sql := `--
+func TestParsePostDataSQL(t *testing.T) {
+	sql := `\restrict abc123
+SET statement_timeout = 0;
+SELECT pg_catalog.set_config('search_path', '', false);
+
+--
 -- TOC entry 3240 (class 2606 OID 16450)
 -- Dependencies: 218
 -- Name: artifacts artifacts_pkey; Type: CONSTRAINT; Schema: public; Owner: polyaxon
@@ -58,14 +62,25 @@ ALTER TABLE ONLY public.artifacts
 -- Name: artifacts artifacts_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: polyaxon
 --
 
+ALTER TABLE ONLY public.artifacts
+    ADD CONSTRAINT artifacts_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id);
+
 --
 -- TOC entry 3300 (class 1259 OID 16500)
 -- Name: lonely; Type: INDEX; Schema: public; Owner: polyaxon
 --
+
+\unrestrict abc123
 `
-	ids, deps := parseDependencies([]byte(sql))
-	assert.Equal(t, []int{3240, 3249, 3300}, ids)
-	assert.Equal(t, map[int][]int{3240: {218}, 3249: {218, 3231}, 3300: nil}, deps)
+	parsed := parsePostDataSQL([]byte(sql))
+	assert.Equal(t, []int{3240, 3249, 3300}, parsed.ids)
+	assert.Equal(t, map[int][]int{3240: {218}, 3249: {218, 3231}, 3300: nil}, parsed.deps)
+	assert.Equal(t, []string{"SET statement_timeout = 0;", "SELECT pg_catalog.set_config('search_path', '', false);"}, parsed.settings,
+		"what comes before the first entry, without the meta-command")
+	assert.Equal(t, map[int]string{
+		3240: "ALTER TABLE ONLY public.artifacts\n    ADD CONSTRAINT artifacts_pkey PRIMARY KEY (id);\n",
+		3249: "ALTER TABLE ONLY public.artifacts\n    ADD CONSTRAINT artifacts_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id);\n",
+	}, parsed.statements, "no comment and no meta-command is part of a statement")
 }
 
 // The plan of a real dump in streams: each table's keys and indexes are built with its

@@ -73,7 +73,11 @@ func countRowsEach(ctx context.Context, t Target, sessions int) (map[string]int6
 	if err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-0", "-c", countStatementsSQL), Stdio{Stdout: &list, Stderr: stderr}); err != nil {
 		return nil, fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))
 	}
-	var tables []streamTable // Name: the statement
+	type count struct {
+		statement string
+		bytes     int64 // the table's size
+	}
+	var counts []count
 	for _, record := range strings.Split(list.String(), "\x00") {
 		size, statement, ok := strings.Cut(strings.TrimSpace(record), " ")
 		n, err := strconv.ParseInt(size, 10, 64)
@@ -83,13 +87,13 @@ func countRowsEach(ctx context.Context, t Target, sessions int) (map[string]int6
 			}
 			continue
 		}
-		tables = append(tables, streamTable{Name: statement, Bytes: n})
+		counts = append(counts, count{statement, n})
 	}
 	var runs [][]string
-	for _, share := range shareBySize(tables, sessions) {
+	for _, share := range shareBySize(counts, sessions, func(c count) int64 { return c.bytes }) {
 		var statements []string
-		for _, table := range share {
-			statements = append(statements, table.Name)
+		for _, c := range share {
+			statements = append(statements, c.statement)
 		}
 		runs = append(runs, slices.Collect(slices.Chunk(statements, countStatementsPerRun))...)
 	}

@@ -68,7 +68,7 @@ func TestShareBySize(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, [][]string{{"b", "e"}, {"c", "d", "a"}}, names(shareBySize(tables, 2)))
-	assert.Equal(t, [][]string{{"b", "c", "d", "a", "e"}}, names(shareBySize(tables, 1)))
-	assert.Equal(t, [][]string{{"b"}, {"c"}, {"d"}, {"a"}, {"e"}}, names(shareBySize(tables, 9)), "no empty share")
+	assert.Equal(t, [][]string{{"b", "e"}, {"c", "d", "a"}}, names(shareBySize(tables, 2, streamTable.size)))
+	assert.Equal(t, [][]string{{"b", "c", "d", "a", "e"}}, names(shareBySize(tables, 1, streamTable.size)))
+	assert.Equal(t, [][]string{{"b"}, {"c"}, {"d"}, {"a"}, {"e"}}, names(shareBySize(tables, 9, streamTable.size)), "no empty share")
 }

@@ -29,6 +29,8 @@ type streamTable struct {
 	Bytes  int64 // pg_table_size: the heap and TOAST a COPY reads
 }
 
+func (t streamTable) size() int64 { return t.Bytes }
+
 // qualified is the table as pg_restore --list and the row counts name it.
 func (t streamTable) qualified() string { return t.Schema + "." + t.Name }
 
@@ -106,23 +108,23 @@ func planStreams(tables []streamTable, n int) [][]streamTable {
 			large = append(large, t)
 		}
 	}
-	return shareBySize(large, n)
+	return shareBySize(large, n, streamTable.size)
 }
 
-// shareBySize shares tables among at most n shares of about the same size: the largest
+// shareBySize shares items among at most n shares of about the same size: the largest
 // first into the share with the least so far (which balances a handful of shares well
 // enough). Empty shares are left out.
-func shareBySize(tables []streamTable, n int) [][]streamTable {
-	sorted := slices.Clone(tables)
-	slices.SortStableFunc(sorted, func(a, b streamTable) int { return cmp.Compare(b.Bytes, a.Bytes) })
+func shareBySize[T any](items []T, n int, size func(T) int64) [][]T {
+	sorted := slices.Clone(items)
+	slices.SortStableFunc(sorted, func(a, b T) int { return cmp.Compare(size(b), size(a)) })
 	load := make([]int64, max(n, 1))
-	shares := make([][]streamTable, len(load))
-	for _, t := range sorted {
+	shares := make([][]T, len(load))
+	for _, item := range sorted {
 		i := slices.Index(load, slices.Min(load))
-		load[i] += t.Bytes
-		shares[i] = append(shares[i], t)
+		load[i] += size(item)
+		shares[i] = append(shares[i], item)
 	}
-	return slices.DeleteFunc(shares, func(s []streamTable) bool { return len(s) == 0 })
+	return slices.DeleteFunc(shares, func(s []T) bool { return len(s) == 0 })
 }
 
 // coreCounter is a target that can tell how many cores its PostgreSQL server has.
