@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -160,12 +162,23 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	// (buildForeignKeys, postdata.go).
 	complete := make(chan int, len(parts))
 	began := time.Now()
+	// Once every stream's data is in, a checkpoint writes it out beside the rest (flushEarly).
+	flushCtx, stopFlush := context.WithCancel(ctx)
+	var dataIn atomic.Int32
+	var flushing sync.WaitGroup
+	defer func() { stopFlush(); flushing.Wait() }() // a failed restore does not wait for it
+	dataRestored := func(stream int) {
+		s.log.Info("stream's data restored", "stream", stream, "tables", parts[stream].Tables, "after", time.Since(began))
+		if int(dataIn.Add(1)) == len(parts) {
+			flushing.Go(func() { s.flushEarly(flushCtx, began) })
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := fromSpool(gctx, "--section=data"); err != nil {
 			return err
 		}
-		s.log.Info("stream's data restored", "stream", 0, "after", time.Since(began))
+		dataRestored(0)
 		if err := postData(gctx, "stream-0.list", plan.early[0]); err != nil {
 			return err
 		}
@@ -181,7 +194,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 			if err != nil {
 				return err
 			}
-			s.log.Info("stream's data restored", "stream", i+1, "tables", p.Tables, "after", time.Since(began))
+			dataRestored(i + 1)
 			if err := postData(gctx, fmt.Sprintf("stream-%d.list", i+1), plan.early[i+1]); err != nil {
 				return err
 			}
@@ -235,8 +248,24 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 		}
 		return err
 	}
+	flushing.Wait()
 	clock.done(fmt.Sprintf("pg_restore the rest of post-data (%d entries; --jobs %d), counting the rows of every table beside it", len(plan.rest), s.jobs))
 	return nil
+}
+
+// flushEarly asks the server for a checkpoint. Dropping a database takes an immediate one,
+// which would write the whole restored copy out after the swap, with nothing else going on;
+// taken once the data is in, those writes overlap the index builds and the keys, which keep
+// the cores busy, and the drop's checkpoint finds little left. CHECKPOINT needs a superuser
+// (or pg_checkpoint, PostgreSQL 15): without one, the drop writes it all, as it would anyway.
+func (s *swapRestore) flushEarly(ctx context.Context, began time.Time) {
+	if _, err := s.adminScript(ctx, "CHECKPOINT"); err != nil {
+		if ctx.Err() == nil {
+			s.log.Debug("no checkpoint before the swap: the replaced database's drop will write the restored copy out", "error", err)
+		}
+		return
+	}
+	s.log.Info("checkpoint taken: the restored data is on disk", "after", time.Since(began))
 }
 
 // buildForeignKeys builds the foreign keys ids on db: those pg_restore must build whole by
@@ -260,7 +289,10 @@ func (s *swapRestore) buildForeignKeys(ctx context.Context, db Target, plan *pos
 	}
 	settings := strings.Join(plan.settings, "\n")
 	run := func(ctx context.Context, what string, statements []string) error {
-		args := append(slices.Clone(psqlArgs), "-c", settings)
+		args := slices.Clone(psqlArgs)
+		if settings != "" {
+			args = append(args, "-c", settings)
+		}
 		for _, st := range statements {
 			args = append(args, "-c", st)
 		}

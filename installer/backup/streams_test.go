@@ -129,6 +129,7 @@ func TestStreamsRoundTrip(t *testing.T) {
 	rr, err := Restore(ctx, target, m.Dir, WithToolsDir(s.BinDir), WithLogger(testLogger(&logs)))
 	require.NoError(t, err, logs.String())
 	assert.Equal(t, RestoredBySwap, rr.Way)
+	assert.Contains(t, logs.String(), "checkpoint taken", "the restored copy is written out before the swap")
 	got, err := pgtest.Checksums(ctx, s, "streams_dst")
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
@@ -152,6 +153,21 @@ func TestStreamsRoundTrip(t *testing.T) {
 	gotSchema, err = pgtest.SchemaObjects(ctx, s, "streams_dst")
 	require.NoError(t, err)
 	assert.Equal(t, wantSchema, gotSchema)
+
+	// By swap, as a role that owns the database and may create databases but is no superuser:
+	// the server refuses it a checkpoint, and the drop of the replaced database writes the
+	// restored copy out instead.
+	_, err = s.Psql(ctx, "postgres", `CREATE ROLE dbowner LOGIN PASSWORD 'dbowner-pw' CREATEDB NOSUPERUSER; ALTER DATABASE streams_dst OWNER TO dbowner`)
+	require.NoError(t, err)
+	owner := NewLocalTarget(Conn{Host: s.Host, Port: s.Port, User: "dbowner", Database: "streams_dst", Password: "dbowner-pw"}, WithLocalBinDir(s.BinDir))
+	logs.Reset()
+	rr, err = Restore(ctx, owner, m.Dir, WithToolsDir(s.BinDir), WithLogger(testLogger(&logs)))
+	require.NoError(t, err, logs.String())
+	assert.Equal(t, RestoredBySwap, rr.Way)
+	assert.Contains(t, logs.String(), "no checkpoint before the swap")
+	got, err = pgtest.Checksums(ctx, s, "streams_dst")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
 }
 
 // An older polyaxon-deploy must not restore the first stream alone: the manifest's version
