@@ -183,6 +183,29 @@ func TestPreflightCategoryFailureNamesItsScheduling(t *testing.T) {
 	assert.Contains(t, r.Detail, "its runs look for (nodeSelector polyaxon=builds)")
 }
 
+// An upgrade replaces the release's running pods, so they leave their room to the new ones: the
+// release's pods are those with the labels the chart gives them under the user's values (here
+// a nameOverride), and another release's pods keep theirs.
+func TestPreflightSchedulingLeavesOutTheReleasesRunningPods(t *testing.T) {
+	run := func(instance string) check.Result {
+		c := healthy()
+		c.objects = append(c.objects, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plx-gateway-0", Namespace: ns,
+			Labels: map[string]string{"app.kubernetes.io/name": "plx", "app.kubernetes.io/instance": instance, "app.kubernetes.io/component": "gateway"}},
+			Spec: corev1.PodSpec{NodeName: "core-1", Containers: []corev1.Container{{Name: "api",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3900m")}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+		e := env(t, c, true, restricted)
+		e.Rendered.Values["nameOverride"] = "plx"
+		return byID(check.NewRunner(preflight.Checks(e)).Run(context.Background()))["scheduling-core"]
+	}
+	r := run("polyaxon")
+	assert.Equal(t, check.Passed, r.Status, r.Detail)
+	assert.Equal(t, "2 pods fit", r.Detail)
+	r = run("other")
+	assert.Equal(t, check.Failed, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "Insufficient cpu")
+}
+
 // check-workloads-ready: a StatefulSet is ready when its controller saw the newest spec, has
 // its replicas ready and runs its newest revision; a Deployment without replicas wants one.
 func TestWorkloadsReadyConditions(t *testing.T) {
@@ -233,6 +256,17 @@ func TestWorkloadsReadyConditions(t *testing.T) {
 	r = run(leftDown)
 	assert.Equal(t, check.Failed, r.Status, r.Detail)
 	assert.Contains(t, r.Detail, "Deployment polyaxon-agent: 0/2 replicas, scaled down from 2 by a restore that did not finish (polyaxon-deploy recover scales it back)")
+
+	// Scaled back since (kubectl scale, or an upgrade that sets its replicas) with the record
+	// left on it: it runs the replicas recorded, and is ready.
+	two := int32(2)
+	backUp := dep.DeepCopy()
+	backUp.Spec.Replicas = &two
+	backUp.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, UpdatedReplicas: 2, AvailableReplicas: 2}
+	backUp.Annotations = map[string]string{backup.ReplicasAnnotation: "2"}
+	r = run(backUp)
+	assert.Equal(t, check.Passed, r.Status, r.Detail)
+	assert.Equal(t, "1 workloads ready", r.Detail)
 }
 
 // Right after an upgrade workloads may lag: with SettleTime the check waits for them, and

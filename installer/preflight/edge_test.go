@@ -6,7 +6,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -29,6 +31,12 @@ func edgeCheck(t *testing.T, id string, vals map[string]any, objs ...runtime.Obj
 	require.NoError(t, err)
 	res, err := render.Render(ch, values.Merge(p.Values, vals), render.Options{ReleaseName: "polyaxon", Namespace: ns})
 	require.NoError(t, err)
+	return edgeCheckOf(t, id, ch, res, objs...)
+}
+
+// edgeCheckOf runs check id on chart ch rendered as res, against a cluster holding objs.
+func edgeCheckOf(t *testing.T, id string, ch *chart.Chart, res *render.Result, objs ...runtime.Object) check.Result {
+	t.Helper()
 	e := &preflight.Env{Release: "polyaxon", Namespace: ns, Chart: ch, Rendered: res, Clients: &clients{cs: fake.NewClientset(objs...)}}
 	for _, c := range preflight.Checks(e) {
 		if c.ID == id {
@@ -108,4 +116,36 @@ func TestEdgeExposure(t *testing.T) {
 			assert.Contains(t, r.Detail, c.detail)
 		})
 	}
+}
+
+// A release whose manifests are left unstructured (render.Result.Objects gives the object
+// itself when it has no typed form) is read as the typed one: the edge and its Secrets are
+// found, and so is what exposes the release.
+func TestEdgeChecksReadUnstructuredManifests(t *testing.T) {
+	ch, err := render.LoadFS(charts.FS, charts.Root)
+	require.NoError(t, err)
+	p, err := profile.Load("production")
+	require.NoError(t, err)
+	res, err := render.Render(ch, values.Merge(p.Values, values.Merge(exposed, htpasswdOn)), render.Options{ReleaseName: "polyaxon", Namespace: ns})
+	require.NoError(t, err)
+	for i := range res.Manifests {
+		res.Manifests[i].Typed = nil
+	}
+	r := edgeCheckOf(t, "edge-secrets", ch, res)
+	assert.Equal(t, check.Failed, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, `edge.htpasswd.secretName: Secret "polyaxon-users" not found in namespace "polyaxon"`)
+	r = edgeCheckOf(t, "edge-exposure", ch, res)
+	assert.Equal(t, check.Passed, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "every way in goes through the edge (Ingress polyaxon)")
+}
+
+// An Ingress's default backend is a way in too: to the gateway, it goes around the edge.
+func TestEdgeExposureOfAnIngressDefaultBackend(t *testing.T) {
+	e := env(t, healthy(), true, restricted)
+	ing := ingressOf(t, e)
+	ing.Spec.Rules = nil
+	ing.Spec.DefaultBackend = &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "polyaxon-gateway", Port: networkingv1.ServiceBackendPort{Number: 80}}}
+	r := byID(check.NewRunner(preflight.Checks(e)).Run(context.Background()))["edge-exposure"]
+	assert.Equal(t, check.Warned, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "reachable from outside with no authenticating edge: Ingress polyaxon-gateway (to Service polyaxon-gateway)")
 }

@@ -3,7 +3,9 @@ package preflight_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
@@ -52,6 +55,13 @@ func listener(name string, protocol gwv1.ProtocolType, from gwv1.FromNamespaces,
 // the check id against a cluster that serves Gateway API (unless bare) and holds objs.
 func routeCheck(t *testing.T, id string, served bool, vals map[string]any, objs ...runtime.Object) check.Result {
 	t.Helper()
+	e, _ := routeEnv(t, served, vals, objs...)
+	return runRouteCheck(t, e, id)
+}
+
+// routeEnv is routeCheck's release and cluster; the dynamic client holds the Gateway API objects.
+func routeEnv(t *testing.T, served bool, vals map[string]any, objs ...runtime.Object) (*preflight.Env, *dynamicfake.FakeDynamicClient) {
+	t.Helper()
 	ch, err := render.LoadFS(charts.FS, charts.Root)
 	require.NoError(t, err)
 	p, err := profile.Load("production")
@@ -73,7 +83,12 @@ func routeCheck(t *testing.T, id string, served bool, vals map[string]any, objs 
 		gvr := schema.GroupVersionResource{Group: gwv1.GroupName, Version: "v1", Resource: strings.ToLower(u.GetKind()) + "s"}
 		require.NoError(t, dyn.Tracker().Create(gvr, u, u.GetNamespace()))
 	}
-	e := &preflight.Env{Release: "polyaxon", Namespace: ns, Chart: ch, Rendered: res, Clients: &clients{cs: cs, dyn: dyn}}
+	return &preflight.Env{Release: "polyaxon", Namespace: ns, Chart: ch, Rendered: res, Clients: &clients{cs: cs, dyn: dyn}}, dyn
+}
+
+// runRouteCheck runs the pre- or post-install check id on e.
+func runRouteCheck(t *testing.T, e *preflight.Env, id string) check.Result {
+	t.Helper()
 	all := append(preflight.Checks(e), preflight.PostChecks(e)...)
 	for _, c := range all {
 		if c.ID == id {
@@ -87,6 +102,12 @@ func routeCheck(t *testing.T, id string, served bool, vals map[string]any, objs 
 func TestGatewayRouteAttaches(t *testing.T) {
 	https := func(from gwv1.FromNamespaces, sel map[string]string) gwv1.Listener {
 		return listener("https", gwv1.HTTPSProtocolType, from, sel)
+	}
+	kinds := func(l gwv1.Listener, kinds ...string) gwv1.Listener {
+		for _, k := range kinds {
+			l.AllowedRoutes.Kinds = append(l.AllowedRoutes.Kinds, gwv1.RouteGroupKind{Kind: gwv1.Kind(k)})
+		}
+		return l
 	}
 	cases := []struct {
 		name   string
@@ -109,6 +130,12 @@ func TestGatewayRouteAttaches(t *testing.T) {
 			check.Failed, "has no listener https (its listeners: web): set httpRoute.parentRefs[].sectionName to one of them"},
 		{"a TCP listener", true, []runtime.Object{gatewayWith(t, "gateway-system", "public", listener("https", gwv1.TCPProtocolType, gwv1.NamespacesFromAll, nil))},
 			check.Failed, "speaks TCP, not HTTP or HTTPS"},
+		{"a listener for other kinds of route", true, []runtime.Object{gatewayWith(t, "gateway-system", "public", kinds(https(gwv1.NamespacesFromAll, nil), "GRPCRoute"))},
+			check.Failed, "listener https takes no HTTPRoute (allowedRoutes.kinds)"},
+		{"a listener for HTTPRoutes among other kinds", true, []runtime.Object{gatewayWith(t, "gateway-system", "public", kinds(https(gwv1.NamespacesFromAll, nil), "GRPCRoute", "HTTPRoute"))},
+			check.Passed, "the HTTPRoute can attach to Gateway gateway-system/public listener https"},
+		{"a listener without allowedRoutes: its own namespace only", true, []runtime.Object{gatewayWith(t, "gateway-system", "public", gwv1.Listener{Name: "https", Protocol: gwv1.HTTPSProtocolType, Port: 443})},
+			check.Failed, "listener https takes routes from its own namespace gateway-system only (allowedRoutes.namespaces.from: Same)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,4 +168,58 @@ func TestGatewayRouteStatusAfterInstall(t *testing.T) {
 	r = routeCheck(t, "gateway-route-status", true, nil, route(accepted, cond("ResolvedRefs", metav1.ConditionFalse, "BackendNotFound", "service polyaxon/polyaxon-gateway not found")))
 	assert.Equal(t, check.Failed, r.Status, r.Detail)
 	assert.Contains(t, r.Detail, "HTTPRoute polyaxon-gateway is not ResolvedRefs by Gateway gateway-system/public (traefik.io/gateway-controller): BackendNotFound: service polyaxon/polyaxon-gateway not found")
+
+	// Right after the install the controller has not written the route's status yet: the check
+	// reads it again 2 seconds later (not in a busy loop), by when the controller accepted it.
+	e, dyn := routeEnv(t, true, nil, route(accepted, cond("ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs", "")))
+	var reads atomic.Int32
+	var first time.Time
+	dyn.PrependReactor("get", "httproutes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if reads.Add(1) == 1 {
+			first = time.Now()
+		}
+		if time.Since(first) < time.Second {
+			return true, route(), nil
+		}
+		return false, nil, nil
+	})
+	r = runRouteCheck(t, e, "gateway-route-status")
+	assert.Equal(t, check.Passed, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "HTTPRoute polyaxon-gateway accepted, its backend resolved")
+	assert.Equal(t, int32(2), reads.Load(), "the route read once, then once more 2 seconds later")
+}
+
+// With httpRoute off neither route check has anything to check.
+func TestGatewayRouteChecksSkipWithoutARoute(t *testing.T) {
+	off := map[string]any{"httpRoute": map[string]any{"enabled": false}}
+	for _, id := range []string{"gateway-route", "gateway-route-status"} {
+		r := routeCheck(t, id, true, off)
+		assert.Equal(t, check.Skipped, r.Status, "%s: %s", id, r.Detail)
+		assert.Equal(t, "httpRoute is off", r.Detail, id)
+	}
+}
+
+// A chart rendering its HTTPRoute in gateway.networking.k8s.io/v1beta1 (the render leaves it
+// unstructured: the installer types Gateway API v1 only) is checked all the same.
+func TestGatewayRouteOfAnOlderAPIVersion(t *testing.T) {
+	e, _ := routeEnv(t, true, nil)
+	n := 0
+	for i, m := range e.Rendered.Manifests {
+		if m.Kind() != "HTTPRoute" {
+			continue
+		}
+		u := m.Object.DeepCopy()
+		u.SetAPIVersion("gateway.networking.k8s.io/v1beta1")
+		data, err := u.MarshalJSON()
+		require.NoError(t, err)
+		obj, typed, err := render.Decode(data)
+		require.NoError(t, err)
+		require.Nil(t, typed)
+		e.Rendered.Manifests[i] = render.Manifest{Template: m.Template, Content: string(data), Object: obj}
+		n++
+	}
+	require.Equal(t, 1, n)
+	r := runRouteCheck(t, e, "gateway-route")
+	assert.Equal(t, check.Failed, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "httpRoute.parentRefs: Gateway gateway-system/public not found")
 }

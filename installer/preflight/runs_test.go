@@ -98,6 +98,13 @@ func TestRunPlacementWarnsOnOldClusters(t *testing.T) {
 	res = runCheck(t, "run-placement", rendered, old, nil)
 	assert.Contains(t, res.Detail, "the release labels the runs' namespace polyaxon-runs pod-security.kubernetes.io/enforce=baseline")
 	assert.NotContains(t, res.Detail, "kubectl label")
+
+	// Runs in the release's own namespace: install and upgrade lower its enforce label.
+	shared := renderProduction(t, render.Options{KubeVersion: "v1.35.4"}, "runs.namespace="+ns)
+	res = runCheck(t, "run-placement", shared, old, nil)
+	assert.Equal(t, check.Warned, res.Status)
+	assert.Contains(t, res.Detail, "install and upgrade label namespace polyaxon pod-security.kubernetes.io/enforce=baseline (warn and audit restricted) so that runs are admitted")
+	assert.NotContains(t, res.Detail, "the release labels the runs' namespace")
 }
 
 func TestRunPlacementNamesWhyThereAreNoPolicies(t *testing.T) {

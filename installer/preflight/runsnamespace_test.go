@@ -2,6 +2,7 @@ package preflight_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,6 +62,21 @@ func TestRunsNamespaceIsTheRunsOwn(t *testing.T) {
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-other-postgresql-0", Namespace: "polyaxon-runs", Labels: platformLabels}})
 	assert.Equal(t, check.Failed, other.Status)
 	assert.Equal(t, "namespace polyaxon-runs (runs.namespace) holds a platform's objects (Helm release other, Secret other-platform, PersistentVolumeClaim data-other-postgresql-0): runs there could mount or read them; set runs.namespace to a namespace of their own", other.Detail)
+
+	// At most five are named.
+	platform := func(n int) []runtime.Object {
+		objs := []runtime.Object{runsNS(nil)}
+		for i := 1; i <= n; i++ {
+			objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("other-platform-%d", i), Namespace: "polyaxon-runs", Labels: platformLabels}})
+		}
+		return objs
+	}
+	five := runsNamespaceCheck(t, prod, platform(5)...)
+	assert.Equal(t, check.Failed, five.Status)
+	assert.Contains(t, five.Detail, "holds a platform's objects (Secret other-platform-1, Secret other-platform-2, Secret other-platform-3, Secret other-platform-4, Secret other-platform-5): runs there")
+	seven := runsNamespaceCheck(t, prod, platform(7)...)
+	assert.Equal(t, check.Failed, seven.Status)
+	assert.Contains(t, seven.Detail, "holds a platform's objects (Secret other-platform-1, Secret other-platform-2, Secret other-platform-3, Secret other-platform-4, Secret other-platform-5, and 2 more): runs there")
 
 	foreign := runsNamespaceCheck(t, prod, runsNS(nil))
 	assert.Equal(t, check.Failed, foreign.Status)
