@@ -153,21 +153,14 @@ func (e *engine) fractionClaim(c *class, n int) {
 			r[dimCPU], r[dimMemory] = 0, 0
 			return
 		}
-		r[dimCPU] = max64(1, share(f[dimCPU], ngpu))
-		r[dimMemory] = max64(1, share(f[dimMemory], ngpu))
+		r[dimCPU] = max(1, share(f[dimCPU], ngpu))
+		r[dimMemory] = max(1, share(f[dimMemory], ngpu))
 	case PlacementPerMachine:
 		k := int64(c.placement.ProcessesPerMachine)
-		r[dimCPU] = max64(1, share(f[dimCPU], k))
-		r[dimMemory] = max64(1, share(f[dimMemory], k))
+		r[dimCPU] = max(1, share(f[dimCPU], k))
+		r[dimMemory] = max(1, share(f[dimMemory], k))
 		r[gpu] = share(f[gpu], k)
 	}
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // slotsOn is how many pods of class c node n holds at the current free resources.
