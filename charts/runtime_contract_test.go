@@ -514,7 +514,7 @@ var installed struct {
 // installedPolyaxon derives the keys cli and haupt read from the packages of Polyaxon version
 // that e2e/scripts/install-polyaxon.sh installed (make deps installs the chart's appVersion
 // and oldestPolyaxon). A missing install fails the test (make test installs it); under -short
-// (make unit) the test is skipped, as the PostgreSQL tests are (installer/pgtest).
+// (make unit) the test is skipped, as the PostgreSQL tests are (e2e/pgtest).
 func installedPolyaxon(t *testing.T, version string) *polyaxonkeys.Derived {
 	t.Helper()
 	if testing.Short() {

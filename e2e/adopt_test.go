@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/adopt"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
 // The adoption scenario's release "as the official chart leaves it" and ours.

@@ -9,7 +9,7 @@
 // Clusters: the lifecycle tests (ProductionInstall, UpgradeWithBackup, FailedMigration, InterruptedUpgrade, PlainHelm) share the "lifecycle" cluster (production node pools), each in
 // its own namespace; `kubectl exec` into each namespace's polyaxon-postgresql-0 runs the
 // PostgreSQL client programs on this machine against a database of one real PostgreSQL
-// server started by installer/pgtest, so backups take the installer's real exec path and the
+// server started by e2e/pgtest, so backups take the installer's real exec path and the
 // data can be compared. A migration pod given a script (migrationValues) runs it through the
 // same exec path against the same database, so migrations really write. TestBadInputChangesNothing and TestPreflightReportsEveryProblem
 // change cluster-wide things (no core nodes, no default StorageClass) and get clusters of
@@ -58,8 +58,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
 // BinaryEnv names a prebuilt polyaxon-deploy binary to test instead of building one.

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
 // Migrations that really write. The chart's migration pod runs Polyaxon's `migrate`, which no

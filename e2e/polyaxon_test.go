@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
 // Polyaxon's own programs for the scenarios that run them: the virtual environment that

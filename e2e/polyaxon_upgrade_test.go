@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
 // oldestPolyaxon is the oldest Polyaxon the chart supports whose programs make deps installs

@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
 // demoDocs are the documents whose marked blocks run on the demo, in this order: the README's

@@ -17,8 +17,9 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
-// The tree keeps the shape ARCHITECTURE.md promises: no non-test Go file over 500 lines, and
-// nothing under charts/ importing the installer (the chart sits below it).
+// The tree keeps the shape ARCHITECTURE.md promises: no non-test Go file over 500 lines,
+// nothing under charts/ importing the installer (the chart sits below it), and nothing the
+// installer or the CLI ships importing the test tree (e2e/, its harnesses among it).
 func TestTreeKeepsItsShape(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
@@ -42,13 +43,20 @@ func TestTreeKeepsItsShape(t *testing.T) {
 			return err
 		}
 		assert.LessOrEqual(t, bytes.Count(b, []byte("\n")), 500, "%s: over 500 lines; split it by what its parts do", rel)
-		if strings.HasPrefix(rel, "charts"+string(filepath.Separator)) {
-			f, err := parser.ParseFile(token.NewFileSet(), path, b, parser.ImportsOnly)
-			require.NoError(t, err)
-			for _, imp := range f.Imports {
-				p, _ := strconv.Unquote(imp.Path.Value)
-				assert.False(t, strings.HasPrefix(p, module+"installer"), "%s imports %s: charts/ sits below the installer", rel, p)
-			}
+		top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+		below := map[string]string{ // a tree -> the tree it may not import
+			"charts":    "installer",
+			"installer": "e2e",
+			"cmd":       "e2e",
+		}[top]
+		if below == "" {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, b, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			assert.False(t, p == module+below || strings.HasPrefix(p, module+below+"/"), "%s imports %s: %s/ sits below %s/ (the chart below the installer, the product below its tests)", rel, p, top, below)
 		}
 		return nil
 	})

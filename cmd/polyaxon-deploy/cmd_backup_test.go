@@ -26,9 +26,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/kube"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	rt "github.com/polyaxon-deploy/polyaxon-deploy/installer/release/releasetest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"

@@ -3,7 +3,7 @@ package cluster
 import (
 	"strconv"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
 // The chart's Postgres pod and container for release "polyaxon" (chart contract), and the

@@ -16,9 +16,9 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/adopt/adopttest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	rt "github.com/polyaxon-deploy/polyaxon-deploy/installer/release/releasetest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
 func TestPlanStreams(t *testing.T) {

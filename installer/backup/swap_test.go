@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
 // sideDatabases lists the databases a restore by swap of db would create beside it.

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 

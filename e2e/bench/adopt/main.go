@@ -28,11 +28,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/adopt"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/adopt/adopttest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
 const source = "official"

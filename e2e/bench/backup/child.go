@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
 // Our side of the bench runs in a child process (this binary re-executed), so that its CPU

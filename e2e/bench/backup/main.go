@@ -27,9 +27,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
 )
 
 // Targets (issue 43): our backup takes at most 35% of plain pg_dump's time, our restore (its

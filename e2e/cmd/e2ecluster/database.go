@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
 // demoRuns sizes the demo's sample data: 200 runs with their statuses, artifacts and metrics,

@@ -36,7 +36,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
 // state remembers which provider made the demo cluster, for `down`.
