@@ -18,8 +18,8 @@ import (
 )
 
 // The tree keeps the shape ARCHITECTURE.md promises: no non-test Go file over 500 lines,
-// nothing under charts/ importing the installer (the chart sits below it), and nothing the
-// installer or the CLI ships importing the test tree (e2e/, its harnesses among it).
+// nothing under charts/, profiles/ or values/ importing the installer (the chart sits below
+// it), and nothing that ships importing the test tree (e2e/, its harnesses among it).
 func TestTreeKeepsItsShape(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
@@ -44,19 +44,23 @@ func TestTreeKeepsItsShape(t *testing.T) {
 		}
 		assert.LessOrEqual(t, bytes.Count(b, []byte("\n")), 500, "%s: over 500 lines; split it by what its parts do", rel)
 		top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
-		below := map[string]string{ // a tree -> the tree it may not import
-			"charts":    "installer",
-			"installer": "e2e",
-			"cmd":       "e2e",
+		above := map[string][]string{ // a tree -> the trees it may not import
+			"charts":    {"installer", "e2e"},
+			"profiles":  {"installer", "e2e"},
+			"values":    {"installer", "e2e"},
+			"installer": {"e2e"},
+			"cmd":       {"e2e"},
 		}[top]
-		if below == "" {
+		if len(above) == 0 {
 			return nil
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), path, b, parser.ImportsOnly)
 		require.NoError(t, err)
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
-			assert.False(t, p == module+below || strings.HasPrefix(p, module+below+"/"), "%s imports %s: %s/ sits below %s/ (the chart below the installer, the product below its tests)", rel, p, top, below)
+			for _, tree := range above {
+				assert.False(t, p == module+tree || strings.HasPrefix(p, module+tree+"/"), "%s imports %s: %s/ sits below %s/ (the chart and its values below the installer, all that ships below the tests)", rel, p, top, tree)
+			}
 		}
 		return nil
 	})

@@ -166,7 +166,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	flushCtx, stopFlush := context.WithCancel(ctx)
 	var dataIn atomic.Int32
 	var flushing sync.WaitGroup
-	defer func() { stopFlush(); flushing.Wait() }() // a failed restore does not wait for it
+	defer func() { stopFlush(); flushing.Wait() }() // a failed restore cancels it: psql is stopped
 	dataRestored := func(stream int) {
 		s.log.Info("stream's data restored", "stream", stream, "tables", parts[stream].Tables, "after", time.Since(began))
 		if int(dataIn.Add(1)) == len(parts) {
