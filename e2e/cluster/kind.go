@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,8 @@ type KindProvider struct {
 	nodeImage string
 	// mounts are added to every node (WithKindNodeMounts).
 	mounts []kindv1alpha4.Mount
+	// snapshotsDir, when set, holds each node's unpacked images (WithKindSnapshotsIn).
+	snapshotsDir string
 }
 
 // KindOption configures NewKindProvider.
@@ -46,6 +49,19 @@ func WithKindNodeImage(image string) KindOption { return func(k *KindProvider) {
 func WithKindNodeMounts(mounts ...kindv1alpha4.Mount) KindOption {
 	return func(k *KindProvider) { k.mounts = append(k.mounts, mounts...) }
 }
+
+// WithKindSnapshotsIn keeps each node's unpacked images (containerd's overlayfs snapshots) in a
+// directory of its own under dir/<cluster>, mounted into the node, rather than in the node's
+// /var volume. On a tmpfs this spares the disk two things: writing gigabytes at every image
+// load, and Docker's removal of the node's volume, file by file, when the cluster is deleted
+// (18 minutes for four nodes on a loaded machine). The node image's preloaded images are kept
+// packed, so the mount hides nothing. LoadImages writes its archives there too.
+func WithKindSnapshotsIn(dir string) KindOption {
+	return func(k *KindProvider) { k.snapshotsDir = dir }
+}
+
+// kindSnapshotsPath is where a node's containerd keeps its overlayfs snapshots.
+const kindSnapshotsPath = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
 
 // NewKindProvider returns the kind provider (Docker node runtime).
 func NewKindProvider(opts ...KindOption) *KindProvider {
@@ -128,6 +144,13 @@ func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOp
 	}
 	for i := range cfg.Nodes {
 		cfg.Nodes[i].ExtraMounts = append(cfg.Nodes[i].ExtraMounts, k.mounts...)
+		if k.snapshotsDir != "" {
+			dir := filepath.Join(k.snapshotsDir, name, strconv.Itoa(i))
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("kind cluster %q: %w", name, err)
+			}
+			cfg.Nodes[i].ExtraMounts = append(cfg.Nodes[i].ExtraMounts, kindv1alpha4.Mount{HostPath: dir, ContainerPath: kindSnapshotsPath})
+		}
 	}
 	if err := os.MkdirAll(k.dataDir, 0o755); err != nil {
 		return nil, err
@@ -228,6 +251,11 @@ func (k *KindProvider) Delete(_ context.Context, name string) error {
 		return fmt.Errorf("delete kind cluster %q: %w", name, err)
 	}
 	_ = os.Remove(k.kubeconfigPath(name))
+	if k.snapshotsDir != "" {
+		if err := os.RemoveAll(filepath.Join(k.snapshotsDir, name)); err != nil {
+			return fmt.Errorf("delete kind cluster %q: its nodes' snapshots: %w", name, err)
+		}
+	}
 	return nil
 }
 

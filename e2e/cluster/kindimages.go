@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
@@ -22,7 +23,40 @@ const (
 	// KindOfflineKubeVersion is the Kubernetes version the script builds by default (its
 	// KUBE_VERSION, as build-binaries.sh's).
 	KindOfflineKubeVersion = "v1.37.2"
+	// KindOfflineSnapshotsDir is the tmpfs the script mounts beside the engine's socket for the
+	// nodes' unpacked images (WithKindSnapshotsIn).
+	KindOfflineSnapshotsDir = "/run/polyaxon-kind/snapshots"
 )
+
+// NewKindOfflineProvider is the kind provider of the offline setup: on the engine DOCKER_HOST
+// names (the private one, KindOfflineDockerHost, is the callers' default), nodes of the node
+// image built here, their unpacked images on the script's tmpfs when it is mounted. It says
+// what to run when the engine or the node image is missing.
+func NewKindOfflineProvider(ctx context.Context, opts ...KindOption) (*KindProvider, error) {
+	if err := DockerAvailable(ctx); err != nil {
+		return nil, fmt.Errorf("kind: %w at DOCKER_HOST=%s (e2e/scripts/build-kind-images.sh docker starts the private engine)", err, os.Getenv("DOCKER_HOST"))
+	}
+	image := KindOfflineNodeImage(KindOfflineKubeVersion)
+	if !DockerImagePresent(ctx, image) {
+		return nil, fmt.Errorf("kind: no node image %s in the engine at %s: run `make kind-images`", image, os.Getenv("DOCKER_HOST"))
+	}
+	base := []KindOption{WithKindNodeImage(image)}
+	if st, err := os.Stat(KindOfflineSnapshotsDir); err == nil && st.IsDir() {
+		base = append(base, WithKindSnapshotsIn(KindOfflineSnapshotsDir))
+	}
+	return NewKindProvider(append(base, opts...)...), nil
+}
+
+// KindPools are the production pools with one node each: core, a tainted GPU experiments node
+// and builds, beside the control plane (whose own pods take most of a small host's CPU, so it
+// runs no pool's). Every kind node holds its own copy of the images it runs.
+func KindPools() []NodePool {
+	pools := DefaultNodePools()
+	for i := range pools {
+		pools[i].Count = 1
+	}
+	return pools
+}
 
 // KindOfflineNodeImage names the node image built here for a Kubernetes version (v1.37.2).
 func KindOfflineNodeImage(kubeVersion string) string { return kindOfflineNodeRepo + ":" + kubeVersion }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
@@ -22,9 +24,9 @@ type KindImages struct {
 	Pools []string
 }
 
-// kindRunImages are the repositories of the images Polyaxon puts into run pods (init,
-// sidecar, notifier).
-var kindRunImages = []string{"polyaxon/polyaxon-init", "polyaxon/polyaxon-sidecar", "polyaxon/polyaxon-events-handlers"}
+// kindRunImages are the repositories of the images of run pods: Polyaxon's (init,
+// sidecar, notifier) and the demo run's Python (values/polyaxonfiles/hello-job.yaml).
+var kindRunImages = []string{"polyaxon/polyaxon-init", "polyaxon/polyaxon-sidecar", "polyaxon/polyaxon-events-handlers", "python"}
 
 // KindImagesByPool splits a chart's images by where their pods run: the images of run pods
 // to the run pools' nodes (experiments, builds), every other image (the platform's, Postgres,
@@ -49,51 +51,77 @@ func KindImagesByPool(images []string) []KindImages {
 }
 
 // LoadImages copies images from the Docker engine (DOCKER_HOST) into the containerd of the
-// nodes of c that set chooses, as `kind load docker-image` does: nothing is pulled. The images
-// are saved once into one archive (layers they share are in it once) and imported node by node.
-func (k *KindProvider) LoadImages(ctx context.Context, c *Cluster, set KindImages) error {
-	if len(set.Images) == 0 {
-		return nil
-	}
+// nodes each set chooses, as `kind load docker-image` does: nothing is pulled. Each set is
+// saved once into one archive (layers its images share are in it once); the nodes import
+// theirs side by side, each one archive after another.
+func (k *KindProvider) LoadImages(ctx context.Context, c *Cluster, sets ...KindImages) error {
 	all, err := k.p.ListInternalNodes(c.Name)
 	if err != nil {
 		return fmt.Errorf("load images: list nodes of %q: %w", c.Name, err)
 	}
-	targets := all
-	if len(set.Pools) > 0 {
-		sel, err := labels.Parse(fmt.Sprintf("%s in (%s)", PoolLabel, strings.Join(set.Pools, ",")))
-		if err != nil {
-			return err
-		}
-		list, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if err != nil {
-			return fmt.Errorf("load images: list nodes of pools %v: %w", set.Pools, err)
-		}
-		var names []string
-		for _, n := range list.Items {
-			names = append(names, n.Name)
-		}
-		targets = slices.DeleteFunc(slices.Clone(all), func(n nodes.Node) bool { return !slices.Contains(names, n.String()) })
-		if len(targets) == 0 {
-			return fmt.Errorf("load images: no node of pools %v in %q", set.Pools, c.Name)
-		}
-	}
-	archive, err := os.CreateTemp("", "kind-images-*.tar")
+	// The archives go where the nodes' snapshots are (a tmpfs in the offline setup): written
+	// and read once each, they need not touch the disk.
+	dir, err := os.MkdirTemp(k.snapshotsDir, "kind-images-")
 	if err != nil {
 		return err
 	}
-	archive.Close()
-	defer os.Remove(archive.Name())
-	args := append([]string{"save", "-o", archive.Name()}, set.Images...)
-	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("load images: docker save %v: %w: %s", set.Images, err, out)
-	}
-	for _, n := range targets {
-		if err := loadArchive(n, archive.Name()); err != nil {
-			return fmt.Errorf("load %v into node %s: %w", set.Images, n.String(), err)
+	defer os.RemoveAll(dir)
+	byNode := map[string][]string{} // node name -> archives to import, in the sets' order
+	nodeOf := map[string]nodes.Node{}
+	for i, set := range sets {
+		if len(set.Images) == 0 {
+			continue
+		}
+		targets, err := k.nodesOfPools(ctx, c, all, set.Pools)
+		if err != nil {
+			return err
+		}
+		archive := filepath.Join(dir, fmt.Sprintf("set-%d.tar", i))
+		args := append([]string{"save", "-o", archive}, set.Images...)
+		if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("load images: docker save %v: %w: %s", set.Images, err, out)
+		}
+		for _, n := range targets {
+			byNode[n.String()] = append(byNode[n.String()], archive)
+			nodeOf[n.String()] = n
 		}
 	}
-	return nil
+	g, _ := errgroup.WithContext(ctx)
+	for name, archives := range byNode {
+		g.Go(func() error {
+			for _, a := range archives {
+				if err := loadArchive(nodeOf[name], a); err != nil {
+					return fmt.Errorf("load images into node %s: %w", name, err)
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// nodesOfPools are the nodes of all labelled with one of pools (all of them for no pools).
+func (k *KindProvider) nodesOfPools(ctx context.Context, c *Cluster, all []nodes.Node, pools []string) ([]nodes.Node, error) {
+	if len(pools) == 0 {
+		return all, nil
+	}
+	sel, err := labels.Parse(fmt.Sprintf("%s in (%s)", PoolLabel, strings.Join(pools, ",")))
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("load images: list nodes of pools %v: %w", pools, err)
+	}
+	var names []string
+	for _, n := range list.Items {
+		names = append(names, n.Name)
+	}
+	targets := slices.DeleteFunc(slices.Clone(all), func(n nodes.Node) bool { return !slices.Contains(names, n.String()) })
+	if len(targets) == 0 {
+		return nil, fmt.Errorf("load images: no node of pools %v in %q", pools, c.Name)
+	}
+	return targets, nil
 }
 
 // loadArchive imports an image archive into a node's containerd and unpacks it there, as

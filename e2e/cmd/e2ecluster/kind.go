@@ -29,20 +29,13 @@ import (
 // (values/kind-demo.yaml names it as the store's hostPath volume).
 const kindArtifactsPath = "/polyaxon-artifacts"
 
-// kindProvider is the kind provider on the private engine (unless DOCKER_HOST names another)
-// with the offline node image.
+// kindProvider is the offline kind provider on the private engine (unless DOCKER_HOST names
+// another), with the demo's artifacts directory in every node.
 func kindProvider(ctx context.Context) (*cluster.KindProvider, error) {
 	if os.Getenv("DOCKER_HOST") == "" {
 		if err := os.Setenv("DOCKER_HOST", cluster.KindOfflineDockerHost); err != nil {
 			return nil, err
 		}
-	}
-	if err := cluster.DockerAvailable(ctx); err != nil {
-		return nil, fmt.Errorf("kind: %w at DOCKER_HOST=%s (e2e/scripts/build-kind-images.sh docker starts the private engine)", err, os.Getenv("DOCKER_HOST"))
-	}
-	image := cluster.KindOfflineNodeImage(cluster.KindOfflineKubeVersion)
-	if !cluster.DockerImagePresent(ctx, image) {
-		return nil, fmt.Errorf("kind: no node image %s in the engine at %s: run `make kind-images`", image, os.Getenv("DOCKER_HOST"))
 	}
 	dir := filepath.Join(demoDir(), "kind-artifacts")
 	if err := os.MkdirAll(dir, 0o777); err != nil {
@@ -52,35 +45,21 @@ func kindProvider(ctx context.Context) (*cluster.KindProvider, error) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		return nil, err
 	}
-	return cluster.NewKindProvider(cluster.WithKindNodeImage(image),
-		cluster.WithKindNodeMounts(kindv1alpha4.Mount{HostPath: dir, ContainerPath: kindArtifactsPath})), nil
-}
-
-// kindPools are the demo's pools on kind: the local demo's labels and taints, one node each.
-// Every kind node is a container with its own copy of the images it holds (the platform's
-// Python images are 0.8 GB each unpacked), on this machine's disk.
-func kindPools() []cluster.NodePool {
-	pools := cluster.DefaultNodePools()
-	for i := range pools {
-		pools[i].Count = 1
-	}
-	return pools
+	return cluster.NewKindOfflineProvider(ctx, cluster.WithKindNodeMounts(kindv1alpha4.Mount{HostPath: dir, ContainerPath: kindArtifactsPath}))
 }
 
 // loadKindImages loads images into the nodes: run images into the experiments and builds
 // pools, the rest into the core pool.
 func loadKindImages(ctx context.Context, p *cluster.KindProvider, c *cluster.Cluster, images []string) error {
-	for _, set := range cluster.KindImagesByPool(images) {
-		if len(set.Images) == 0 {
-			continue
-		}
-		start := time.Now()
-		if err := p.LoadImages(ctx, c, set); err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "loaded %s into the nodes of %s in %s\n", strings.Join(set.Images, ", "),
-			strings.Join(set.Pools, ", "), time.Since(start).Round(time.Second))
+	start := time.Now()
+	sets := cluster.KindImagesByPool(images)
+	if err := p.LoadImages(ctx, c, sets...); err != nil {
+		return err
 	}
+	for _, set := range sets {
+		fmt.Fprintf(os.Stderr, "loaded %s into the nodes of %s\n", strings.Join(set.Images, ", "), strings.Join(set.Pools, ", "))
+	}
+	fmt.Fprintf(os.Stderr, "images loaded in %s\n", time.Since(start).Round(time.Second))
 	return nil
 }
 

@@ -162,7 +162,7 @@ func up(c *cli.Context) error {
 			cluster.WithHostProgramStages(hosts.programs()...))
 	}
 	if p.Name() == "kind" {
-		opts = append(opts, cluster.WithNodePools(kindPools()...))
+		opts = append(opts, cluster.WithNodePools(cluster.KindPools()...))
 	}
 	fmt.Fprintf(os.Stderr, "creating %s cluster %s with node pools core, experiments (GPU, tainted), builds\n", p.Name(), name)
 	cl, err := p.Create(ctx, name, opts...)
