@@ -19,8 +19,11 @@ type Config struct {
 	APIHost         string
 	APIPort         int
 	AuthToken       string // sent as "Authorization: Token ..." when set
-	InternalToken   string // read, for the logs call this stand-in does not make
-	LogLevel        slog.Level
+	InternalToken   string // authenticates the logs collection
+	// CollectLogs (POLYAXON_ENABLE_LOGS_FINALIZERS): archive a finished run's logs through
+	// streams when its resource asks for it (collectLogs).
+	CollectLogs bool
+	LogLevel    slog.Level
 	// Enabled holds the backend switches that are "true", by environment key.
 	Enabled map[string]bool
 }
@@ -34,6 +37,7 @@ const (
 	envAPIPort         = "POLYAXON_PROXY_API_PORT"
 	envAuthToken       = "POLYAXON_AUTH_TOKEN"
 	envInternalToken   = "POLYAXON_SECRET_INTERNAL_TOKEN"
+	envCollectLogs     = "POLYAXON_ENABLE_LOGS_FINALIZERS"
 	envLogLevel        = "POLYAXON_LOG_LEVEL"
 	// The pre-2.12 name of the Ray switch: read by nothing since (charts ebc74a6).
 	envRayJobEnabled = "POLYAXON_RAY_JOB_ENABLED"
@@ -64,6 +68,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, []string, error)
 		APIHost:         get(envAPIHost),
 		AuthToken:       get(envAuthToken),
 		InternalToken:   get(envInternalToken),
+		CollectLogs:     flag(envCollectLogs),
 		Enabled:         map[string]bool{},
 	}
 	for _, b := range backends {

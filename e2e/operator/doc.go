@@ -8,7 +8,10 @@
 // Service; a Kubeflow TFJob, PyTorchJob or MPIJob; a Ray RayCluster or a Dask DaskCluster) with
 // the run's pod templates as Polyaxon built them, mirrors the child's state into the resource's
 // status conditions and, with POLYAXON_SET_AGENT=true and syncStatuses, reports each transition
-// to Polyaxon's API.
+// to Polyaxon's API. With POLYAXON_ENABLE_LOGS_FINALIZERS=true and the internal token, a run
+// whose resource says collectLogs has streams archive its pod logs (collect_run_logs) before
+// its final status is reported; the published operator does that in a finalizer, when the
+// resource is deleted.
 //
 // Facts it follows, by source:
 //   - polyaxon 2.15.1 (the wheel the agent runs): _k8s/custom_resources/operation.py (group,
@@ -20,7 +23,8 @@
 //     (create_run_status) and _schemas/lifecycle.py (V1StatusCondition, V1Statuses).
 //   - polyaxon/mloperator (the published v2.0 operator): controllers/config/config.go (the
 //     environment keys), controllers/plugins/polyaxon.go (the status call, its headers, https
-//     only on port 443), controllers/operation_sync.go (where owner, project and uuid are read),
+//     only on port 443; CollectPolyaxonRunLogs: the internal token and X-POLYAXON-INTERNAL),
+//     controllers/operation_sync.go (where owner, project, uuid and kind are read),
 //     api/v1/condition.go and operation_types.go (conditions: one per type, Status "True"),
 //     controllers/managers/{jobs,deployments,services,tfjob,pytorchjob,mpijob}.go (the children,
 //     MPI's main container) and controllers/utils/constant.go (restartPolicy Never,
@@ -30,8 +34,7 @@
 //     daskjobs) and agent-cm.yaml (POLYAXON_RAY_CLUSTER_ENABLED, POLYAXON_DASK_CLUSTER_ENABLED).
 //   - polyaxon/haupt: apis/methods/runs.py (create_status lowercases the condition's type).
 //
-// Not simulated: log collection (collectLogs, POLYAXON_SECRET_INTERNAL_TOKEN), notifications,
-// finalizers, deleting a finished resource after its TTL, the Warning status read from pods,
-// updating a child after it was created, Istio, submitting a Ray cluster's entrypoint, Dask
-// autoscaling, leader election.
+// Not simulated: notifications, finalizers, deleting a finished resource after its TTL, the
+// Warning status read from pods, updating a child after it was created, Istio, submitting a
+// Ray cluster's entrypoint, Dask autoscaling, leader election.
 package operator

@@ -116,6 +116,11 @@ func TestReconcileJobThroughItsLife(t *testing.T) {
 	assert.Equal(t, "demo", r.Project)
 	assert.Equal(t, "0f5c2a7e9b6d4c1f8e3a2b1c0d9e8f7a", r.UUID, "the app.kubernetes.io/instance label")
 	assert.Equal(t, "True", r.Condition.Status)
+	// Only the final report asks for the logs: the agent's resource says collectLogs.
+	assert.True(t, r.CollectLogs, "the succeeded report collects the run's logs")
+	assert.Equal(t, ns, r.Namespace)
+	assert.Equal(t, "job", r.Kind, "the operation.polyaxon.com/kind annotation")
+	assert.False(t, h.reports[1].CollectLogs, "the running report does not")
 }
 
 func TestReconcileFailedJobKeepsItsReason(t *testing.T) {

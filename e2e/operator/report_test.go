@@ -29,7 +29,9 @@ func fakeAPI(t *testing.T, codes ...int) (*httptest.Server, func() []request) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		data, _ := io.ReadAll(r.Body)
 		var body map[string]any
-		assert.NoError(t, json.Unmarshal(data, &body))
+		if len(data) > 0 {
+			assert.NoError(t, json.Unmarshal(data, &body))
+		}
 		mu.Lock()
 		got = append(got, request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 		code := http.StatusOK
@@ -154,6 +156,57 @@ func TestRunDropsAReportAfterItsAttempts(t *testing.T) {
 	assert.Equal(t, "succeeded", got()[3].Body["condition"].(map[string]any)["type"])
 	assert.Equal(t, 2, strings.Count(log.String(), "status report failed, retrying"))
 	assert.Contains(t, log.String(), `msg="status not reported" run=0f5c2a7e9b6d4c1f8e3a2b1c0d9e8f7a status=running attempts=3`)
+}
+
+// A run's final report, when its resource asks for its logs, first has streams archive them
+// (collect_run_logs, with the internal token, as the operator), then reports the status; logs
+// streams refuses to collect do not hold the status back.
+func TestFinalReportCollectsLogsFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		codes []int
+		log   string
+	}{
+		{"collected", []int{200, 200}, `msg="collected logs"`},
+		{"refused", []int{400, 200}, `msg="logs not collected"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := newSyncBuffer()
+			got := reportFinalStatus(t, Config{AuthToken: "user", InternalToken: "internal", CollectLogs: true}, log, tc.codes...)
+			require.Eventually(t, func() bool { return len(got()) == 2 }, 5*time.Second, 5*time.Millisecond)
+			collect, status := got()[0], got()[1]
+			assert.Equal(t, "/internal/v1/polyaxon-runs/acme/demo/runs/0f5c2a7e9b6d4c1f8e3a2b1c0d9e8f7a/job/logs", collect.Path)
+			assert.Equal(t, "InternalToken internal", collect.Header.Get("Authorization"))
+			assert.Equal(t, "operator", collect.Header.Get("X-Polyaxon-Internal"))
+			assert.Equal(t, "/api/v1/acme/demo/runs/0f5c2a7e9b6d4c1f8e3a2b1c0d9e8f7a/statuses", status.Path)
+			assert.Equal(t, "succeeded", status.Body["condition"].(map[string]any)["type"])
+			require.Eventually(t, func() bool { return strings.Contains(log.String(), `msg="reported status"`) }, 5*time.Second, 5*time.Millisecond)
+			assert.Contains(t, log.String(), tc.log)
+		})
+	}
+
+	// Without POLYAXON_ENABLE_LOGS_FINALIZERS the operator has no internal token to call with.
+	got := reportFinalStatus(t, Config{InternalToken: "internal"}, newSyncBuffer())
+	require.Eventually(t, func() bool { return len(got()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	require.Len(t, got(), 1)
+	assert.Contains(t, got()[0].Path, "/statuses")
+}
+
+// reportFinalStatus runs a reporter of cfg against an API that answers codes, and enqueues a
+// run's succeeded report that asks for its logs; it returns what the API received.
+func reportFinalStatus(t *testing.T, cfg Config, log *syncBuffer, codes ...int) func() []request {
+	srv, got := fakeAPI(t, codes...)
+	r := NewReporter(cfg, testLog(log))
+	r.BaseURL = srv.URL
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go r.Run(ctx)
+	rep := runningReport()
+	rep.Condition.Type = Succeeded
+	rep.CollectLogs, rep.Namespace, rep.Kind = true, "polyaxon-runs", "job"
+	r.Enqueue(rep)
+	return got
 }
 
 // A stop during a backoff wait ends Run at once.
