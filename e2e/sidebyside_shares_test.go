@@ -27,3 +27,24 @@ func TestSharesLargestFittingFirst(t *testing.T) {
 	s.release(controlPlaneOnly)
 	assert.Equal(t, "control plane 2", <-order)
 }
+
+// Among waiting scenarios of one share, the longest goes first, whichever started waiting first.
+func TestSharesLongestOfAShareFirst(t *testing.T) {
+	for _, longestWaitsFirst := range []bool{true, false} {
+		s := newShares(5)
+		s.acquire(realPrograms)
+		order := make(chan string, 2)
+		waitFor := map[bool]func(){
+			true:  func() { s.acquireLongest(realPrograms); order <- "longest" },
+			false: func() { s.acquire(realPrograms); order <- "programs" },
+		}
+		go waitFor[longestWaitsFirst]()
+		time.Sleep(50 * time.Millisecond)
+		go waitFor[!longestWaitsFirst]()
+		time.Sleep(50 * time.Millisecond)
+		s.release(realPrograms)
+		assert.Equal(t, "longest", <-order, "the longest waited first: %v", longestWaitsFirst)
+		s.release(realPrograms)
+		assert.Equal(t, "programs", <-order)
+	}
+}

@@ -37,41 +37,58 @@ func machineShares() int64 {
 // with Polyaxon's programs are the longest and cannot run beside each other, so they are the
 // suite's critical path and start one after another as early as possible, while control-plane
 // scenarios fill what is left. (A first-come-first-served semaphore would let one of them,
-// waiting for the other to end, hold back every smaller share queued behind it.)
+// waiting for the other to end, hold back every smaller share queued behind it.) Among equal
+// shares, one asked for as the longest (acquireLongest) goes first.
 type shares struct {
 	mu      sync.Mutex
 	changed *sync.Cond
 	free    int64
-	waiting map[machineShare]int // waiting scenarios by share
+	waiting map[rank]int // waiting scenarios by rank
+}
+
+// rank orders waiting scenarios: by share, then the longest first.
+type rank struct {
+	share   machineShare
+	longest bool
+}
+
+func (r rank) before(o rank) bool {
+	return r.share > o.share || (r.share == o.share && r.longest && !o.longest)
 }
 
 var machine = newShares(machineShares())
 
 func newShares(n int64) *shares {
-	s := &shares{free: n, waiting: map[machineShare]int{}}
+	s := &shares{free: n, waiting: map[rank]int{}}
 	s.changed = sync.NewCond(&s.mu)
 	return s
 }
 
-func (s *shares) acquire(share machineShare) {
+func (s *shares) acquire(share machineShare) { s.wait(rank{share: share}) }
+
+// acquireLongest is acquire for the suite's longest scenario: it goes before the others of its
+// share, so that it does not end the suite alone.
+func (s *shares) acquireLongest(share machineShare) { s.wait(rank{share: share, longest: true}) }
+
+func (s *shares) wait(r rank) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.waiting[share]++
-	for !s.mayStart(share) {
+	s.waiting[r]++
+	for !s.mayStart(r) {
 		s.changed.Wait()
 	}
-	s.waiting[share]--
-	s.free -= int64(share)
+	s.waiting[r]--
+	s.free -= int64(r.share)
 	s.changed.Broadcast() // a smaller share behind this one may fit in what is left
 }
 
-// mayStart: share fits, and no larger waiting share fits before it.
-func (s *shares) mayStart(share machineShare) bool {
-	if int64(share) > s.free {
+// mayStart: the share fits, and no waiting scenario ranked before it fits.
+func (s *shares) mayStart(r rank) bool {
+	if int64(r.share) > s.free {
 		return false
 	}
 	for other, n := range s.waiting {
-		if n > 0 && other > share && int64(other) <= s.free {
+		if n > 0 && other.before(r) && int64(other.share) <= s.free {
 			return false
 		}
 	}
@@ -90,6 +107,18 @@ func (s *shares) release(share machineShare) {
 // is two control-plane scenarios at once, or one of them beside one with Polyaxon's programs.
 func sideBySide(t *testing.T, share machineShare) {
 	t.Helper()
+	sideBySideRanked(t, rank{share: share})
+}
+
+// sideBySideLongest is sideBySide for the suite's longest scenario (acquireLongest).
+func sideBySideLongest(t *testing.T, share machineShare) {
+	t.Helper()
+	sideBySideRanked(t, rank{share: share, longest: true})
+}
+
+func sideBySideRanked(t *testing.T, r rank) {
+	t.Helper()
+	share := r.share
 	t.Parallel()
 	waited := time.Now()
 	if share < realPrograms {
@@ -97,7 +126,7 @@ func sideBySide(t *testing.T, share machineShare) {
 		// programs queue first, so that one starts now rather than after two of these.
 		time.Sleep(time.Second)
 	}
-	machine.acquire(share)
+	machine.wait(r)
 	// Registered first, so it runs last: after the cluster's own cleanup deleted it.
 	t.Cleanup(func() { machine.release(share) })
 	if w := time.Since(waited); w > time.Second {
