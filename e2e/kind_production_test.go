@@ -3,7 +3,10 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
@@ -59,15 +63,18 @@ for name, target in sorted(targets, key=lambda t: not t[1].startswith("http")):
 //     opens no TCP connection to Postgres, Redis or the agent, each of which the platform
 //     reaches; a run pod that references a platform Secret never starts;
 //   - the README's flow with Polyaxon's own CLI: a project, hello-job.yaml run on the
-//     experiments node, its log read back with `polyaxon ops logs`, the run in the web UI;
+//     experiments node, its log read back with `polyaxon ops logs`;
+//   - Traefik, in a pod, accepts the chart's HTTPRoute and serves the API, a request streamed
+//     for 15 s and the web UI (in headless Chromium) over https, through the gateway's
+//     NetworkPolicy;
 //   - an upgrade to the next Polyaxon version backs the database up and verifies it, runs the
 //     migration Job once, and every pod serves the new version with the run still there.
 //
 // Without the private engine and its images (make test builds them on a machine that can run
 // kind's nodes) it is skipped and says so; E2E_PROVIDER=kind makes that an error.
 func TestProductionOnKind(t *testing.T) {
+	t.Parallel()
 	p, images := kindScenarioSetup(t)
-	sideBySideLongest(t, kindCluster)
 	ctx := context.Background()
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
@@ -102,12 +109,27 @@ func TestProductionOnKind(t *testing.T) {
 	start = time.Now()
 	require.NoError(t, p.LoadImages(ctx, c, sets...))
 	t.Logf("loaded %d images into the nodes in %s", len(images), time.Since(start).Round(time.Second))
+	// Creating the nodes and loading their images is mostly the disk's work: the share of the
+	// machine is taken for what follows, Polyaxon's programs.
+	takeShare(t, rank{share: kindCluster, longest: true})
+
+	// The Gateway's data plane, Traefik, in a pod on the core node: the route below goes through
+	// it, and the gateway's NetworkPolicy must admit it for kube-router to let it through.
+	require.NoError(t, c.InstallGatewayAPICRDs(ctx, traefik.get(t).CRDs))
+	gw, err := c.StartGatewayInCluster(ctxT(t, 5*time.Minute), imageOf(t, images, "traefik"),
+		cluster.GatewayOptions{NodeSelector: map[string]string{cluster.PoolLabel: cluster.PoolCore}})
+	require.NoError(t, err)
 
 	ns, runs := nsInstall, nsRuns
 	values := filepath.Join(root, "values", "kind-demo.yaml")
+	// The route and its parent; the edge stays off: this is the Gateway's path to the platform
+	// (TestEdge puts the edge between).
+	route := []string{"--set", "httpRoute.enabled=true", "--set", "edge.enabled=false",
+		"--set", "httpRoute.parentRefs[0].name=" + gw.Name, "--set", "httpRoute.parentRefs[0].namespace=" + gw.Namespace,
+		"--set", "httpRoute.parentRefs[0].sectionName=" + gw.Listener, "--set", "httpRoute.hostnames[0]=localhost"}
 	start = time.Now()
-	res := startDeploy(t, "install", "--profile", "production", "--kubeconfig", c.KubeconfigPath, "-n", ns,
-		"-f", values, "--timeout", "20m", "-o", "json").wait(t, 25*time.Minute)
+	res := startDeploy(t, append([]string{"install", "--profile", "production", "--kubeconfig", c.KubeconfigPath, "-n", ns,
+		"-f", values, "--timeout", "20m", "-o", "json"}, route...)...).wait(t, 25*time.Minute)
 	require.Equal(t, 0, res.Code, "install: %s", res)
 	t.Logf("install --profile production: %s", time.Since(start).Round(time.Second))
 	cs := c.Clientset
@@ -171,18 +193,75 @@ func TestProductionOnKind(t *testing.T) {
 		t.Logf("polyaxon ops logs -uid %s:\n%s", uuid, lastLines(logs, 5))
 	})
 
-	t.Run("the web UI shows the run", func(t *testing.T) {
+	t.Run("Traefik in the cluster accepts the chart's HTTPRoute and serves the API and the web UI over https", func(t *testing.T) {
 		require.NotEmpty(t, uuid, "the run above")
-		browser := headlessChromium(t)
-		page := openWebUI(t, browser, gateway+"/ui/default/demo/runs", 3*time.Minute, []string{"hello", uuid[:8]}, []string{"/ui/default/demo/runs/" + uuid})
-		t.Logf("%s/ui/default/demo/runs in headless Chromium shows: %q", gateway, lastLines(page.Text, 6))
+		dyn, err := dynamic.NewForConfig(c.RESTConfig)
+		require.NoError(t, err)
+		var status string
+		waitFor(t, 2*time.Minute, "the route Accepted and ResolvedRefs by Traefik", func(ctx context.Context) (bool, string, error) {
+			r, err := dyn.Resource(cluster.HTTPRoutesGVR).Namespace(ns).Get(ctx, releaseName+"-gateway", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			ok := true
+			status = ""
+			for _, typ := range []string{"Accepted", "ResolvedRefs"} {
+				cond := cluster.RouteParentCondition(r, cluster.GatewayControllerName, gw.Namespace, gw.Name, typ)
+				status += fmt.Sprintf("%s=%v (%v) ", typ, cond["status"], cond["reason"])
+				ok = ok && cond != nil && cond["status"] == "True"
+			}
+			return ok, status, nil
+		})
+		t.Logf("route %s/%s-gateway, parent %s/%s: %s", ns, releaseName, gw.Namespace, gw.Name, status)
+
+		local := kindPortForward(t, c, gw.Namespace, "svc/traefik", 8443)
+		url := strings.Replace(local, "http://127.0.0.1", "https://localhost", 1)
+		client := gw.Client() // trusts the Gateway's CA, and nothing else
+		var installation struct {
+			Version string `json:"version"`
+		}
+		var resp *http.Response
+		waitFor(t, 2*time.Minute, "haupt's API through the Gateway over https", func(ctx context.Context) (bool, string, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/api/v1/installation", nil)
+			if err != nil {
+				return false, "", err
+			}
+			resp, err = client.Do(req)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return false, resp.Status, nil
+			}
+			return true, "", json.NewDecoder(resp.Body).Decode(&installation)
+		})
+		assert.Equal(t, installedVersion(t), installation.Version, "haupt of the chart's appVersion answers behind the Gateway")
+		require.NotNil(t, resp.TLS, "served over TLS")
+		assert.Equal(t, []string{"localhost"}, resp.TLS.PeerCertificates[0].DNSNames, "the Gateway's certificate")
+		var run struct {
+			Status string `json:"status"`
+		}
+		require.NoError(t, getJSON(client, url+"/api/v1/default/demo/runs/"+uuid, &run))
+		assert.Equal(t, "succeeded", run.Status, "the run, through the Gateway")
+
+		// A request whose body takes 15 s stays open through the Gateway: Traefik forwards a
+		// chunked body as it comes, and Django's ASGI handler answers after the last chunk.
+		elapsed, code, body := streamedPost(t, client, url+"/api/v1/installation", 15)
+		t.Logf("POST (chunked, 15 s) %s/api/v1/installation: %d %s after %s", url, code, body, elapsed.Round(100*time.Millisecond))
+		assert.GreaterOrEqual(t, elapsed, 14*time.Second, "the answer came before the body was sent")
+		assert.Equal(t, http.StatusMethodNotAllowed, code, "haupt's own answer to a POST of the installation")
+
+		browser := headlessChromiumTrusting(t, resp.TLS.PeerCertificates[0])
+		page := openWebUI(t, browser, url+"/ui/default/demo/runs", 3*time.Minute, []string{"hello", uuid[:8]}, []string{"/ui/default/demo/runs/" + uuid})
+		t.Logf("%s/ui/default/demo/runs in headless Chromium, through Traefik: %q", url, lastLines(page.Text, 6))
 	})
 
 	t.Run("an upgrade backs the database up, migrates once and serves the next version with the run kept", func(t *testing.T) {
 		backups := t.TempDir()
 		start := time.Now()
-		res := startDeploy(t, "upgrade", "--profile", "production", "--kubeconfig", c.KubeconfigPath, "-n", ns,
-			"-f", values, "--chart", bumpedChart(t, next), "--backup-dir", backups, "--timeout", "20m", "-o", "json").wait(t, 25*time.Minute)
+		res := startDeploy(t, append([]string{"upgrade", "--profile", "production", "--kubeconfig", c.KubeconfigPath, "-n", ns,
+			"-f", values, "--chart", bumpedChart(t, next), "--backup-dir", backups, "--timeout", "20m", "-o", "json"}, route...)...).wait(t, 25*time.Minute)
 		require.Equal(t, 0, res.Code, "upgrade: %s", res)
 		t.Logf("upgrade to %s: %s", next, time.Since(start).Round(time.Second))
 		var d upgradeData
@@ -219,9 +298,9 @@ func TestProductionOnKind(t *testing.T) {
 	})
 }
 
-// kindCluster is the kind scenario's share: Polyaxon's programs, in a cluster of real kubelets
-// and containers. It is the suite's longest scenario (about 8 minutes on a quiet machine), so it
-// goes first among its share (sideBySideLongest).
+// kindCluster is the kind scenario's share once its nodes are up: Polyaxon's programs, in a
+// cluster of real kubelets and containers. It is the suite's longest scenario (about 8 minutes
+// on a quiet machine), so it goes first among its share.
 const kindCluster = realPrograms
 
 // kindScenarioSetup is the offline kind provider and the chart's images, built or reused by
@@ -285,6 +364,57 @@ func kindReport(t *testing.T, format string, args ...any) {
 	if p := os.Getenv(kindReportEnv); p != "" {
 		require.NoError(t, os.WriteFile(p, []byte(line+"\n"), 0o644))
 	}
+}
+
+// getJSON decodes the JSON answer of a GET of url that must be 200 OK.
+func getJSON(client *http.Client, url string, v any) error {
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// streamedPost POSTs to url a chunked JSON body written a chunk a second for chunks seconds,
+// and returns how long the answer took, its status and body.
+func streamedPost(t *testing.T, client *http.Client, url string, chunks int) (time.Duration, int, string) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	go func() {
+		for i := range chunks {
+			if _, err := fmt.Fprintf(pw, `{"chunk": %d}`+"\n", i); err != nil {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+		pw.Close()
+	}()
+	req, err := http.NewRequestWithContext(ctxT(t, time.Minute), http.MethodPost, url, pr)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return time.Since(start), resp.StatusCode, string(body)
+}
+
+// imageOf is the image of repository repo in images.
+func imageOf(t *testing.T, images []string, repo string) string {
+	t.Helper()
+	for _, img := range images {
+		if r, _, _ := strings.Cut(img, ":"); r == repo {
+			return img
+		}
+	}
+	t.Fatalf("no %s image in %v (make kind-images)", repo, images)
+	return ""
 }
 
 // retagPolyaxonImages tags every polyaxon/* image of version from as version to in the

@@ -107,19 +107,16 @@ func (s *shares) release(share machineShare) {
 // is two control-plane scenarios at once, or one of them beside one with Polyaxon's programs.
 func sideBySide(t *testing.T, share machineShare) {
 	t.Helper()
-	sideBySideRanked(t, rank{share: share})
+	t.Parallel()
+	takeShare(t, rank{share: share})
 }
 
-// sideBySideLongest is sideBySide for the suite's longest scenario (acquireLongest).
-func sideBySideLongest(t *testing.T, share machineShare) {
-	t.Helper()
-	sideBySideRanked(t, rank{share: share, longest: true})
-}
-
-func sideBySideRanked(t *testing.T, r rank) {
+// takeShare waits for the test's share of the machine and gives it back when the test and its
+// cleanups are done: a parallel test that first does what needs little of the machine (the
+// kind scenario creates its nodes and loads their images) takes it then.
+func takeShare(t *testing.T, r rank) {
 	t.Helper()
 	share := r.share
-	t.Parallel()
 	waited := time.Now()
 	if share < realPrograms {
 		// go test resumes every parallel test at once: let the scenarios with Polyaxon's
@@ -127,7 +124,8 @@ func sideBySideRanked(t *testing.T, r rank) {
 		time.Sleep(time.Second)
 	}
 	machine.wait(r)
-	// Registered first, so it runs last: after the cluster's own cleanup deleted it.
+	// Cleanups run last registered first: the share comes back after the cleanups registered
+	// later (a cluster created after this deleted), before those registered earlier.
 	t.Cleanup(func() { machine.release(share) })
 	if w := time.Since(waited); w > time.Second {
 		t.Logf("waited %s for a share of the machine", w.Round(time.Second))

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -56,4 +58,9 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(filepath.Clean(path))
+	return string(b)
 }

@@ -143,6 +143,11 @@ type GatewayOptions struct {
 	Class, Name string
 	// Hostnames the certificate is for (default localhost); 127.0.0.1 is always in it.
 	Hostnames []string
+	// NodeSelector places Traefik's pod (StartGatewayInCluster).
+	NodeSelector map[string]string
+	// Dir is where StartGatewayInCluster writes the CA's certificate (default: a new
+	// temporary directory).
+	Dir string
 }
 
 // Gateway is a running Gateway: Traefik on this machine, its HTTPS listener terminating TLS
@@ -175,11 +180,20 @@ func (g *Gateway) Client() *http.Client {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
 }
 
-// Stop ends Traefik.
-func (g *Gateway) Stop() { g.proc.Stop(10 * time.Second) }
+// Stop ends Traefik on this machine (StartGateway); one in the cluster ends with it.
+func (g *Gateway) Stop() {
+	if g.proc != nil {
+		g.proc.Stop(10 * time.Second)
+	}
+}
 
-// Done is closed when Traefik has exited.
-func (g *Gateway) Done() <-chan struct{} { return g.proc.Done() }
+// Done is closed when Traefik on this machine has exited (never for one in the cluster).
+func (g *Gateway) Done() <-chan struct{} {
+	if g.proc == nil {
+		return nil
+	}
+	return g.proc.Done()
+}
 
 // StartGateway runs Traefik for the cluster (local provider, with host programs): a namespace,
 // a CA and a certificate for opts.Hostnames in a kubernetes.io/tls Secret, a GatewayClass of
@@ -192,6 +206,61 @@ func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts Gateway
 	if c.podsDir == "" {
 		return nil, fmt.Errorf("cluster %s: the Gateway runs on the local provider only", c.Name)
 	}
+	proxy, err := c.PodNetworkProxy()
+	if err != nil {
+		return nil, err
+	}
+	ports, err := reservePorts(portReservationFile, clusterPorts, 2, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	listenPort, pingPort := ports[0], ports[1]
+	g := newGateway(opts)
+	g.Address = fmt.Sprintf("127.0.0.1:%d", listenPort)
+
+	// Under the pods' directory: a cluster's deletion kills what runs there (killProcessesUnder).
+	dir := filepath.Join(c.podsDir, "gateway_"+g.Namespace+"_"+g.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	dyn, err := c.applyGateway(ctx, g, opts.Hostnames, int(listenPort), dir)
+	if err != nil {
+		return nil, err
+	}
+
+	g.LogPath = filepath.Join(dir, "traefik.log")
+	g.proc = &HostProcess{
+		Path: traefik,
+		Args: []string{
+			"--global.checkNewVersion=false",
+			"--global.sendAnonymousUsage=false",
+			"--log.level=INFO",
+			fmt.Sprintf("--entryPoints.%s.address=127.0.0.1:%d", g.Listener, listenPort),
+			fmt.Sprintf("--entryPoints.traefik.address=127.0.0.1:%d", pingPort),
+			"--ping=true",
+			"--ping.entryPoint=traefik",
+			"--providers.kubernetesGateway=true",
+			"--providers.kubernetesGateway.statusAddress.ip=127.0.0.1",
+		},
+		// KUBECONFIG: Traefik's Gateway provider reads it when it runs out of a cluster.
+		// HTTP_PROXY: the pod network (see above); the API server, on loopback, is not proxied.
+		Env: append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "HTTP_PROXY=socks5://"+proxy,
+			"http_proxy=", "HTTPS_PROXY=", "https_proxy=", "NO_PROXY=", "no_proxy="),
+		Dir:     dir,
+		LogPath: g.LogPath,
+	}
+	if err := g.proc.Start(); err != nil {
+		return nil, err
+	}
+	if err := g.waitProgrammed(ctx, dyn, pingPort); err != nil {
+		g.Stop()
+		return nil, fmt.Errorf("%w (Traefik's log: %s)\n%s", err, g.LogPath, logTail(g.LogPath, 20))
+	}
+	return g, nil
+}
+
+// newGateway is a Gateway of opts with their defaults.
+func newGateway(opts GatewayOptions) *Gateway {
 	g := &Gateway{Namespace: opts.Namespace, Name: opts.Name, Class: opts.Class, Listener: "https"}
 	if g.Namespace == "" {
 		g.Namespace = "gateway-system"
@@ -202,25 +271,15 @@ func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts Gateway
 	if g.Name == "" {
 		g.Name = "polyaxon"
 	}
-	hosts := opts.Hostnames
+	return g
+}
+
+// applyGateway makes g's namespace, a CA (written to dir) and a certificate for hosts
+// (localhost when none) in a kubernetes.io/tls Secret, a GatewayClass of Traefik's controller
+// and the Gateway with one HTTPS listener on port, taking routes from every namespace.
+func (c *Cluster) applyGateway(ctx context.Context, g *Gateway, hosts []string, port int, dir string) (dynamic.Interface, error) {
 	if len(hosts) == 0 {
 		hosts = []string{"localhost"}
-	}
-	proxy, err := c.PodNetworkProxy()
-	if err != nil {
-		return nil, err
-	}
-	ports, err := reservePorts(portReservationFile, clusterPorts, 2, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	listenPort, pingPort := ports[0], ports[1]
-	g.Address = fmt.Sprintf("127.0.0.1:%d", listenPort)
-
-	// Under the pods' directory: a cluster's deletion kills what runs there (killProcessesUnder).
-	dir := filepath.Join(c.podsDir, "gateway_"+g.Namespace+"_"+g.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
 	}
 	caPEM, certPEM, keyPEM, err := newServingCertificate(hosts)
 	if err != nil {
@@ -275,7 +334,7 @@ spec:
       certificateRefs: [{kind: Secret, name: %s}]
     allowedRoutes:
       namespaces: {from: All}
-`, g.Name, g.Namespace, g.Class, g.Listener, listenPort, secret.Name)},
+`, g.Name, g.Namespace, g.Class, g.Listener, port, secret.Name)},
 	}
 	for _, o := range objects {
 		var u unstructured.Unstructured
@@ -290,36 +349,17 @@ spec:
 			return nil, fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
+	return dyn, nil
+}
 
-	g.LogPath = filepath.Join(dir, "traefik.log")
-	g.proc = &HostProcess{
-		Path: traefik,
-		Args: []string{
-			"--global.checkNewVersion=false",
-			"--global.sendAnonymousUsage=false",
-			"--log.level=INFO",
-			fmt.Sprintf("--entryPoints.%s.address=127.0.0.1:%d", g.Listener, listenPort),
-			fmt.Sprintf("--entryPoints.traefik.address=127.0.0.1:%d", pingPort),
-			"--ping=true",
-			"--ping.entryPoint=traefik",
-			"--providers.kubernetesGateway=true",
-			"--providers.kubernetesGateway.statusAddress.ip=127.0.0.1",
-		},
-		// KUBECONFIG: Traefik's Gateway provider reads it when it runs out of a cluster.
-		// HTTP_PROXY: the pod network (see above); the API server, on loopback, is not proxied.
-		Env: append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "HTTP_PROXY=socks5://"+proxy,
-			"http_proxy=", "HTTPS_PROXY=", "https_proxy=", "NO_PROXY=", "no_proxy="),
-		Dir:     dir,
-		LogPath: g.LogPath,
+// gatewayProgrammed says whether the Gateway's controller set it Programmed, and what it shows.
+func gatewayProgrammed(ctx context.Context, dyn dynamic.Interface, g *Gateway) (bool, string, error) {
+	gw, err := dyn.Resource(GatewaysGVR).Namespace(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
+	if err != nil {
+		return false, "", err
 	}
-	if err := g.proc.Start(); err != nil {
-		return nil, err
-	}
-	if err := g.waitProgrammed(ctx, dyn, pingPort); err != nil {
-		g.Stop()
-		return nil, fmt.Errorf("%w (Traefik's log: %s)\n%s", err, g.LogPath, logTail(g.LogPath, 20))
-	}
-	return g, nil
+	cond := Condition(gw, "Programmed")
+	return cond != nil && cond["status"] == "True", fmt.Sprintf("Gateway %s/%s not Programmed: %v", g.Namespace, g.Name, cond), nil
 }
 
 // waitProgrammed waits until Traefik answers its ping and has set the Gateway Programmed.
@@ -342,13 +382,9 @@ func (g *Gateway) waitProgrammed(ctx context.Context, dyn dynamic.Interface, pin
 		if resp.StatusCode != http.StatusOK {
 			return false, nil
 		}
-		gw, err := dyn.Resource(GatewaysGVR).Namespace(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		cond := Condition(gw, "Programmed")
-		last = fmt.Sprintf("Gateway %s/%s not Programmed: %v", g.Namespace, g.Name, cond)
-		return cond != nil && cond["status"] == "True", nil
+		ok, why, err := gatewayProgrammed(ctx, dyn, g)
+		last = why
+		return ok, err
 	})
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("Gateway %s/%s: %s", g.Namespace, g.Name, last)

@@ -19,8 +19,8 @@
 #           every command that starts the engine checks it first
 #   polyaxon  Polyaxon's images under the chart's names and appVersion (api, agent, init, sidecar,
 #           scheduler, events-handlers on the Python root; the operator stand-in), Postgres,
-#           Redis and the demo run's Python from Debian's packages; prints every image's name
-#           on stdout, one a line
+#           Redis and the demo run's Python from Debian's packages, Traefik from
+#           build-traefik.sh's binary; prints every image's name on stdout, one a line
 #   if-possible  build and polyaxon on a machine that can run kind's nodes; elsewhere say why
 #           and succeed (make test: the kind scenario then reports that kind was not tested)
 set -euo pipefail
@@ -587,6 +587,27 @@ build_python_image() {
   echo "python:$v-slim python:${v%.*}-slim"
 }
 
+# Traefik, the kind scenario's Gateway API controller and data plane: build-traefik.sh's
+# static binary (the one the local provider runs), under Traefik's image name and version.
+build_traefik_image() {
+  local bin v img d stamp
+  bin="$("$REPO/e2e/scripts/build-traefik.sh" | head -1)"
+  v="$(basename "$(dirname "$bin")")"; v="${v#traefik-}"
+  img="traefik:$v"
+  stamp="$(sha256sum "$bin" | cut -c1-16)"
+  if ! stamped "$img" "$stamp"; then
+    d="$(mktemp -d)"
+    mkdir -p "$d/tmp" "$d/etc" && chmod 1777 "$d/tmp"
+    echo 'nobody:x:65534:65534:nobody:/:/sbin/nologin' >"$d/etc/passwd"
+    install -m 0755 "$bin" "$d/traefik"
+    import_dir "$img" "$d" --change "LABEL $STAMP_LABEL=$stamp" \
+      --change "LABEL $(standin "traefik:$v (e2e/scripts/build-traefik.sh, from the Go module proxy)")" \
+      --change 'ENTRYPOINT ["/traefik"]' --change 'USER 65534:65534'
+    rm -rf "$d"
+  fi
+  echo "$img"
+}
+
 # The images a kind cluster needs for the chart, one per line (Polyaxon's at the chart's
 # appVersion; Postgres and Redis as tagged above).
 build_polyaxon_images() {
@@ -601,6 +622,7 @@ build_polyaxon_images() {
   step "postgres (Debian's postgresql-15)" build_postgres_image | tr ' ' '\n'
   step "redis (Debian's redis-server)" build_redis_image | tr ' ' '\n'
   step "python (Debian's python3, the demo run's image)" build_python_image | tr ' ' '\n'
+  step "traefik (build-traefik.sh's)" build_traefik_image
 }
 
 case "${1:-build}" in

@@ -98,6 +98,17 @@ up() {
     # Postgres 15 and Redis 7.0 from Debian's packages, and the artifacts store on a directory
     # every node mounts: values/kind-demo.yaml says why.
     values=(-f values/kind-demo.yaml)
+    # The Gateway: Traefik in a pod of the core node (e2ecluster up started it), reached here
+    # through a port-forward to its Service. No authenticating edge on kind: its oauth2-proxy
+    # runs on the local demo only, so the route goes to the gateway itself.
+    say "The Gateway (Traefik in a pod of the core node, Gateway API)"
+    local gw
+    gw="$("$E2ECLUSTER" kind-https --kubectl "$kubectl" --wait 5m)"
+    { read -r gw_url; read -r gw_ca; read -r gw_ns; read -r gw_name; read -r gw_listener; } <<<"$gw"
+    echo "  Gateway $gw_ns/$gw_name, listener $gw_listener: $gw_url (CA: $gw_ca)"
+    values+=(--set httpRoute.enabled=true --set "httpRoute.parentRefs[0].name=$gw_name"
+      --set "httpRoute.parentRefs[0].namespace=$gw_ns" --set "httpRoute.parentRefs[0].sectionName=$gw_listener"
+      --set "httpRoute.hostnames[0]=localhost" --set edge.enabled=false)
   fi
   if "$BIN" status --kubeconfig "$kc" -n "$NAMESPACE" >/dev/null 2>&1; then
     say "Release polyaxon is already installed in this cluster: skipping the install"
@@ -148,6 +159,11 @@ up() {
     host="$("$E2ECLUSTER" kind-gateway --kubectl "$kubectl" --namespace "$NAMESPACE" --wait 10m)"
     echo "  $host/api/v1/installation answers; the platform's pods are real containers on kind's nodes"
     echo "  kubectl get nodes -o wide; kubectl -n $NAMESPACE get pods -o wide"
+    say "Through the Gateway over https (the chart's HTTPRoute; Traefik terminates TLS in the cluster)"
+    "${k[@]}" -n "$NAMESPACE" get httproute polyaxon-gateway \
+      -o custom-columns='ROUTE:.metadata.name,PARENT:.status.parents[*].parentRef.name,ACCEPTED:.status.parents[*].conditions[?(@.type=="Accepted")].status,RESOLVED REFS:.status.parents[*].conditions[?(@.type=="ResolvedRefs")].status' || true
+    echo "  $gw_url/ui/ in a browser that trusts $gw_ca"
+    echo "  curl --cacert $gw_ca $gw_url/api/v1/installation"
     venv="$(bash e2e/scripts/install-polyaxon.sh)" # Polyaxon's CLI, for the export lines
   fi
 
@@ -172,12 +188,17 @@ EOF
 # kind_images: the private Docker engine (Debian's docker.io installed when missing) and every
 # image of the kind demo, built or reused (e2e/scripts/build-kind-images.sh, which first checks
 # that this machine can run kind's nodes); sets load to the images e2ecluster loads into the
-# nodes, and DOCKER_HOST to the private engine.
+# nodes (with Traefik's, run as the Gateway's data plane, and the Gateway API CRDs), and
+# DOCKER_HOST to the private engine.
 kind_images() {
   say "kind: the private Docker engine and the images, built here (e2e/scripts/build-kind-images.sh; cached after the first run)"
   bash e2e/scripts/build-kind-images.sh build >/dev/null
   local img
-  for img in $(bash e2e/scripts/build-kind-images.sh polyaxon); do load+=(--load "$img"); done
+  for img in $(bash e2e/scripts/build-kind-images.sh polyaxon); do
+    load+=(--load "$img")
+    case "$img" in traefik:*) load+=(--gateway-image "$img") ;; esac
+  done
+  load+=(--gateway-crds "$(bash e2e/scripts/build-traefik.sh | sed -n 2p)")
   eval "$(bash e2e/scripts/build-kind-images.sh env)"
 }
 

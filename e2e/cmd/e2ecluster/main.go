@@ -177,6 +177,12 @@ func up(c *cli.Context) error {
 			cl.Close()
 			return err
 		}
+		if img := c.String("gateway-image"); img != "" {
+			if err := startKindGateway(ctx, cl, img, c.String("gateway-crds")); err != nil {
+				cl.Close()
+				return fmt.Errorf("the Gateway: %w", err)
+			}
+		}
 	}
 	cl.Close()
 	st := &state{Provider: p.Name(), Name: name, Kubeconfig: kc, Hosts: hosts}
@@ -242,7 +248,7 @@ func down(c *cli.Context) error {
 		}
 	}
 	if s.Provider == "kind" {
-		stopKindForward()
+		stopKindForwards()
 	}
 	if err := p.Delete(c.Context, s.Name); err != nil {
 		return err
@@ -319,6 +325,8 @@ func main() {
 					&cli.StringFlag{Name: "venv", EnvVars: []string{venvEnv}, Usage: "Polyaxon's virtual environment (default: make deps's, for the chart's appVersion)"},
 					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "cluster start (the first local run also builds binaries, ~15 min, before this starts)"},
 					&cli.StringSliceFlag{Name: "load", Usage: "kind: an image of the Docker engine to load into the nodes (kind.go: run images into the run pools, the rest into core)"},
+					&cli.StringFlag{Name: "gateway-image", Usage: "kind: Traefik's image (loaded with --load), run in the cluster as the Gateway's data plane"},
+					&cli.StringFlag{Name: "gateway-crds", Usage: "kind: the directory of the Gateway API CRDs (build-traefik.sh's second line)"},
 				},
 				Action: up,
 			},
