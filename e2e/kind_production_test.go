@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,13 +84,22 @@ func TestProductionOnKind(t *testing.T) {
 	name := cluster.UniqueName("e2e-kind")
 	start := time.Now()
 	c, err := p.Create(ctx, name, cluster.WithNodePools(cluster.KindPools()...), cluster.WithTimeout(10*time.Minute))
-	if err == nil || os.Getenv("KIND_RETAIN") != "1" {
-		t.Cleanup(func() {
+	// Deleted once, by whichever cleanup runs first: the one registered now, for a failure
+	// before the share is taken, or the one registered after takeShare, which runs before the
+	// share is given back (cleanups run last registered first). KIND_RETAIN=1 keeps the nodes.
+	var deleteOnce sync.Once
+	deleteCluster := func() {
+		deleteOnce.Do(func() {
+			if os.Getenv("KIND_RETAIN") == "1" {
+				t.Logf("kind cluster %s kept (KIND_RETAIN=1)", name)
+				return
+			}
 			start := time.Now()
 			assert.NoError(t, p.Delete(context.Background(), name))
 			t.Logf("kind cluster %s: deleted in %s", name, time.Since(start).Round(time.Second))
 		})
 	}
+	t.Cleanup(deleteCluster)
 	require.NoError(t, err)
 	t.Logf("kind cluster %s: a control plane and %d pool nodes created in %s", name, len(cluster.KindPools()), time.Since(start).Round(time.Second))
 
@@ -112,12 +122,13 @@ func TestProductionOnKind(t *testing.T) {
 	// Creating the nodes and loading their images is mostly the disk's work: the share of the
 	// machine is taken for what follows, Polyaxon's programs.
 	takeShare(t, rank{share: kindCluster, longest: true})
+	t.Cleanup(deleteCluster)
 
 	// The Gateway's data plane, Traefik, in a pod on the core node: the route below goes through
 	// it, and the gateway's NetworkPolicy must admit it for kube-router to let it through.
 	require.NoError(t, c.InstallGatewayAPICRDs(ctx, traefik.get(t).CRDs))
 	gw, err := c.StartGatewayInCluster(ctxT(t, 5*time.Minute), imageOf(t, images, "traefik"),
-		cluster.GatewayOptions{NodeSelector: map[string]string{cluster.PoolLabel: cluster.PoolCore}})
+		cluster.GatewayOptions{Dir: t.TempDir(), NodeSelector: map[string]string{cluster.PoolLabel: cluster.PoolCore}})
 	require.NoError(t, err)
 
 	ns, runs := nsInstall, nsRuns
@@ -133,6 +144,16 @@ func TestProductionOnKind(t *testing.T) {
 	require.Equal(t, 0, res.Code, "install: %s", res)
 	t.Logf("install --profile production: %s", time.Since(start).Round(time.Second))
 	cs := c.Clientset
+
+	t.Run("the experiments node offers its GPUs and keeps what does not tolerate them away", func(t *testing.T) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: cluster.PoolLabel + "=" + cluster.PoolExperiments})
+		require.NoError(t, err)
+		require.Len(t, nodes.Items, 1)
+		n := nodes.Items[0]
+		assert.Contains(t, n.Spec.Taints, cluster.GPUTaint)
+		gpus := n.Status.Capacity[cluster.GPUResource]
+		assert.Equal(t, int64(4), gpus.Value(), "nvidia.com/gpu advertised on %s", n.Name)
+	})
 
 	t.Run("every platform pod is Running and Ready on the core node", func(t *testing.T) {
 		pools := nodePools(t, cs)
@@ -330,16 +351,21 @@ func kindScenarioSetup(t *testing.T) (*cluster.KindProvider, []string) {
 	}
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
+	// The script first checks that this machine can run kind's nodes, and says what is missing.
+	out, err := exec.Command("bash", filepath.Join(root, "e2e", "scripts", "build-kind-images.sh"), "polyaxon").Output()
+	if err != nil {
+		var why string
+		if ee, ok := err.(*exec.ExitError); ok {
+			why = ": " + lastLines(strings.TrimSpace(string(ee.Stderr)), 8)
+		}
+		notTested(fmt.Errorf("build-kind-images.sh polyaxon: %w%s", err, why))
+	}
 	shared := t.TempDir()
 	require.NoError(t, os.Chmod(shared, 0o777)) // runs and the gateway write as their own users
 	p, err := cluster.NewKindOfflineProvider(context.Background(), cluster.WithKindDataDir(t.TempDir()),
 		cluster.WithKindNodeMounts(kindv1alpha4.Mount{HostPath: shared, ContainerPath: "/polyaxon-artifacts"}))
 	if err != nil {
 		notTested(err)
-	}
-	out, err := exec.Command("bash", filepath.Join(root, "e2e", "scripts", "build-kind-images.sh"), "polyaxon").Output()
-	if err != nil {
-		notTested(fmt.Errorf("make kind-images: %w", err))
 	}
 	t.Cleanup(func() {
 		if !t.Failed() && !t.Skipped() {

@@ -35,7 +35,7 @@ func TestSharesLongestOfAShareFirst(t *testing.T) {
 		s.acquire(realPrograms)
 		order := make(chan string, 2)
 		waitFor := map[bool]func(){
-			true:  func() { s.acquireLongest(realPrograms); order <- "longest" },
+			true:  func() { s.wait(rank{share: realPrograms, longest: true}); order <- "longest" },
 			false: func() { s.acquire(realPrograms); order <- "programs" },
 		}
 		go waitFor[longestWaitsFirst]()

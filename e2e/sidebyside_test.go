@@ -66,10 +66,6 @@ func newShares(n int64) *shares {
 
 func (s *shares) acquire(share machineShare) { s.wait(rank{share: share}) }
 
-// acquireLongest is acquire for the suite's longest scenario: it goes before the others of its
-// share, so that it does not end the suite alone.
-func (s *shares) acquireLongest(share machineShare) { s.wait(rank{share: share, longest: true}) }
-
 func (s *shares) wait(r rank) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -231,17 +231,7 @@ func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts Gateway
 	g.LogPath = filepath.Join(dir, "traefik.log")
 	g.proc = &HostProcess{
 		Path: traefik,
-		Args: []string{
-			"--global.checkNewVersion=false",
-			"--global.sendAnonymousUsage=false",
-			"--log.level=INFO",
-			fmt.Sprintf("--entryPoints.%s.address=127.0.0.1:%d", g.Listener, listenPort),
-			fmt.Sprintf("--entryPoints.traefik.address=127.0.0.1:%d", pingPort),
-			"--ping=true",
-			"--ping.entryPoint=traefik",
-			"--providers.kubernetesGateway=true",
-			"--providers.kubernetesGateway.statusAddress.ip=127.0.0.1",
-		},
+		Args: traefikArgs(g.Listener, fmt.Sprintf("127.0.0.1:%d", listenPort), fmt.Sprintf("127.0.0.1:%d", pingPort), "127.0.0.1"),
 		// KUBECONFIG: Traefik's Gateway provider reads it when it runs out of a cluster.
 		// HTTP_PROXY: the pod network (see above); the API server, on loopback, is not proxied.
 		Env: append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "HTTP_PROXY=socks5://"+proxy,
@@ -257,6 +247,23 @@ func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts Gateway
 		return nil, fmt.Errorf("%w (Traefik's log: %s)\n%s", err, g.LogPath, logTail(g.LogPath, 20))
 	}
 	return g, nil
+}
+
+// traefikArgs runs Traefik as the Gateway's controller and data plane: its Kubernetes Gateway
+// provider, the listener's entry point at listenAddr, a ping at pingAddr, statusIP as the
+// Gateway's address in its status.
+func traefikArgs(listener, listenAddr, pingAddr, statusIP string) []string {
+	return []string{
+		"--global.checkNewVersion=false",
+		"--global.sendAnonymousUsage=false",
+		"--log.level=INFO",
+		fmt.Sprintf("--entryPoints.%s.address=%s", listener, listenAddr),
+		"--entryPoints.traefik.address=" + pingAddr,
+		"--ping=true",
+		"--ping.entryPoint=traefik",
+		"--providers.kubernetesGateway=true",
+		"--providers.kubernetesGateway.statusAddress.ip=" + statusIP,
+	}
 }
 
 // newGateway is a Gateway of opts with their defaults.

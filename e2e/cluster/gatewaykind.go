@@ -72,17 +72,7 @@ func (c *Cluster) StartGatewayInCluster(ctx context.Context, image string, opts 
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{
 						Name: name, Image: image, ImagePullPolicy: corev1.PullNever,
-						Args: []string{
-							"--global.checkNewVersion=false",
-							"--global.sendAnonymousUsage=false",
-							"--log.level=INFO",
-							fmt.Sprintf("--entryPoints.%s.address=:%d", g.Listener, gatewayInClusterPort),
-							"--entryPoints.traefik.address=:9000",
-							"--ping=true",
-							"--ping.entryPoint=traefik",
-							"--providers.kubernetesGateway=true",
-							"--providers.kubernetesGateway.statusAddress.ip=" + svc.Spec.ClusterIP,
-						},
+						Args:  traefikArgs(g.Listener, fmt.Sprintf(":%d", gatewayInClusterPort), ":9000", svc.Spec.ClusterIP),
 						Ports: []corev1.ContainerPort{{Name: g.Listener, ContainerPort: gatewayInClusterPort}},
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 							Path: "/ping", Port: intstr.FromInt32(9000)}}, PeriodSeconds: 2},

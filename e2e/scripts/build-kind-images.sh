@@ -591,7 +591,7 @@ build_python_image() {
 # static binary (the one the local provider runs), under Traefik's image name and version.
 build_traefik_image() {
   local bin v img d stamp
-  bin="$("$REPO/e2e/scripts/build-traefik.sh" | head -1)"
+  bin="$("$REPO/e2e/scripts/build-traefik.sh" | sed -n 1p)"
   v="$(basename "$(dirname "$bin")")"; v="${v#traefik-}"
   img="traefik:$v"
   stamp="$(sha256sum "$bin" | cut -c1-16)"

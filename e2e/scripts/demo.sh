@@ -82,11 +82,7 @@ up() {
     say "The Gateway (Traefik, Gateway API; e2e/scripts/build-traefik.sh builds it the first time)"
     local gw
     gw="$("$E2ECLUSTER" https --wait 15m)"
-    { read -r gw_url; read -r gw_ca; read -r gw_ns; read -r gw_name; read -r gw_listener; } <<<"$gw"
-    echo "  Gateway $gw_ns/$gw_name, listener $gw_listener: $gw_url (CA: $gw_ca)"
-    values+=(--set httpRoute.enabled=true --set "httpRoute.parentRefs[0].name=$gw_name"
-      --set "httpRoute.parentRefs[0].namespace=$gw_ns" --set "httpRoute.parentRefs[0].sectionName=$gw_listener"
-      --set "httpRoute.hostnames[0]=localhost")
+    use_gateway "$gw"
     # The production profile puts the authenticating edge (oauth2-proxy, run by the hosts
     # daemon) in front of the route: the demo's one user logs in with an htpasswd entry.
     say "The demo's user of the authenticating edge (an htpasswd Secret, made once)"
@@ -104,11 +100,8 @@ up() {
     say "The Gateway (Traefik in a pod of the core node, Gateway API)"
     local gw
     gw="$("$E2ECLUSTER" kind-https --kubectl "$kubectl" --wait 5m)"
-    { read -r gw_url; read -r gw_ca; read -r gw_ns; read -r gw_name; read -r gw_listener; } <<<"$gw"
-    echo "  Gateway $gw_ns/$gw_name, listener $gw_listener: $gw_url (CA: $gw_ca)"
-    values+=(--set httpRoute.enabled=true --set "httpRoute.parentRefs[0].name=$gw_name"
-      --set "httpRoute.parentRefs[0].namespace=$gw_ns" --set "httpRoute.parentRefs[0].sectionName=$gw_listener"
-      --set "httpRoute.hostnames[0]=localhost" --set edge.enabled=false)
+    use_gateway "$gw"
+    values+=(--set edge.enabled=false)
   fi
   if "$BIN" status --kubeconfig "$kc" -n "$NAMESPACE" >/dev/null 2>&1; then
     say "Release polyaxon is already installed in this cluster: skipping the install"
@@ -141,8 +134,7 @@ up() {
     echo "  $host/ui/ is Polyaxon's web UI (haupt serves its files: docs/development.md, host rewrites)"
     if [ -n "$gw_url" ]; then
       say "Through the Gateway over https (the chart's HTTPRoute; Traefik terminates TLS)"
-      "${k[@]}" -n "$NAMESPACE" get httproute polyaxon-gateway \
-        -o custom-columns='ROUTE:.metadata.name,PARENT:.status.parents[*].parentRef.name,ACCEPTED:.status.parents[*].conditions[?(@.type=="Accepted")].status,RESOLVED REFS:.status.parents[*].conditions[?(@.type=="ResolvedRefs")].status' || true
+      route_status "${k[@]}"
       echo "  $gw_url/ui/ in a browser that trusts $gw_ca: log in as $demo_user, password $demo_password"
       echo "  curl --cacert $gw_ca -u $demo_user:$demo_password $gw_url/api/v1/installation"
       echo "  (without a login the edge answers 401 or its sign-in page; the two lines at the end reach"
@@ -160,8 +152,7 @@ up() {
     echo "  $host/api/v1/installation answers; the platform's pods are real containers on kind's nodes"
     echo "  kubectl get nodes -o wide; kubectl -n $NAMESPACE get pods -o wide"
     say "Through the Gateway over https (the chart's HTTPRoute; Traefik terminates TLS in the cluster)"
-    "${k[@]}" -n "$NAMESPACE" get httproute polyaxon-gateway \
-      -o custom-columns='ROUTE:.metadata.name,PARENT:.status.parents[*].parentRef.name,ACCEPTED:.status.parents[*].conditions[?(@.type=="Accepted")].status,RESOLVED REFS:.status.parents[*].conditions[?(@.type=="ResolvedRefs")].status' || true
+    route_status "${k[@]}"
     echo "  $gw_url/ui/ in a browser that trusts $gw_ca"
     echo "  curl --cacert $gw_ca $gw_url/api/v1/installation"
     venv="$(bash e2e/scripts/install-polyaxon.sh)" # Polyaxon's CLI, for the export lines
@@ -183,6 +174,23 @@ EOF
     echo "export POLYAXON_HOST=$host"
     echo "export PATH=$venv/bin:$(dirname "$kubectl"):\$PATH"
   fi
+}
+
+# use_gateway LINES: the Gateway that `e2ecluster https` or `kind-https` printed (URL, CA file,
+# namespace, name, listener) into the caller's gw_* variables, and the chart's route to it
+# appended to the caller's values.
+use_gateway() {
+  { read -r gw_url; read -r gw_ca; read -r gw_ns; read -r gw_name; read -r gw_listener; } <<<"$1"
+  echo "  Gateway $gw_ns/$gw_name, listener $gw_listener: $gw_url (CA: $gw_ca)"
+  values+=(--set httpRoute.enabled=true --set "httpRoute.parentRefs[0].name=$gw_name"
+    --set "httpRoute.parentRefs[0].namespace=$gw_ns" --set "httpRoute.parentRefs[0].sectionName=$gw_listener"
+    --set "httpRoute.hostnames[0]=localhost")
+}
+
+# route_status KUBECTL...: the chart's HTTPRoute and what its Gateway's controller says of it.
+route_status() {
+  "$@" -n "$NAMESPACE" get httproute polyaxon-gateway \
+    -o custom-columns='ROUTE:.metadata.name,PARENT:.status.parents[*].parentRef.name,ACCEPTED:.status.parents[*].conditions[?(@.type=="Accepted")].status,RESOLVED REFS:.status.parents[*].conditions[?(@.type=="ResolvedRefs")].status' || true
 }
 
 # kind_images: the private Docker engine (Debian's docker.io installed when missing) and every

@@ -173,15 +173,20 @@ func up(c *cli.Context) error {
 		return err
 	}
 	if kp, ok := p.(*cluster.KindProvider); ok {
-		if err := loadKindImages(ctx, kp, cl, c.StringSlice("load")); err != nil {
-			cl.Close()
-			return err
-		}
-		if img := c.String("gateway-image"); img != "" {
-			if err := startKindGateway(ctx, cl, img, c.String("gateway-crds")); err != nil {
-				cl.Close()
-				return fmt.Errorf("the Gateway: %w", err)
+		// A cluster that is not ready is deleted: no state is written for it, so `down` would
+		// not find it and the next `up` would meet its name.
+		err := loadKindImages(ctx, kp, cl, c.StringSlice("load"))
+		if img := c.String("gateway-image"); err == nil && img != "" {
+			if err = startKindGateway(ctx, cl, img, c.String("gateway-crds")); err != nil {
+				err = fmt.Errorf("the Gateway: %w", err)
 			}
+		}
+		if err != nil {
+			cl.Close()
+			if derr := p.Delete(context.Background(), name); derr != nil {
+				return fmt.Errorf("%w (and deleting cluster %s: %v)", err, name, derr)
+			}
+			return err
 		}
 	}
 	cl.Close()
@@ -249,6 +254,7 @@ func down(c *cli.Context) error {
 	}
 	if s.Provider == "kind" {
 		stopKindForwards()
+		_ = os.RemoveAll(kindGatewayDir())
 	}
 	if err := p.Delete(c.Context, s.Name); err != nil {
 		return err
