@@ -677,6 +677,11 @@ func TestResourcesAndProbes(t *testing.T) {
 				continue
 			}
 			assert.NotNil(t, c.LivenessProbe, "%s/%s has no liveness probe", p.name, c.Name)
+			if p.component == "gateway" && c.Name != "proxy" {
+				// haupt on the pod's loopback: the proxy's readiness probe goes through nginx to
+				// the API, so the pod is Ready when the whole chain answers.
+				continue
+			}
 			assert.NotNil(t, c.ReadinessProbe, "%s/%s has no readiness probe", p.name, c.Name)
 		}
 	}

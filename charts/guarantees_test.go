@@ -294,15 +294,18 @@ func checkArtifactsStoreMounted(t testing.TB, ch *chart.Chart) {
 			}
 		}
 		assert.Equal(t, "polyaxon-artifacts", claim, "the gateway's artifacts volume")
-		mounted := ""
+		// The API writes to the store (uploads, collected logs); streams only reads it; nginx,
+		// in front, never sees it.
+		mounts := map[string]string{}
 		for _, c := range p.spec.Containers {
 			for _, m := range c.VolumeMounts {
 				if m.Name == "artifacts-store" {
-					mounted = m.MountPath
+					mounts[c.Name] = fmt.Sprintf("%s ro=%v", m.MountPath, m.ReadOnly)
 				}
 			}
 		}
-		assert.Equal(t, mountPath, mounted, "the gateway mounts the artifacts store where runs write")
+		assert.Equal(t, map[string]string{"gateway": mountPath + " ro=false", "streams": mountPath + " ro=true"}, mounts,
+			"the gateway's API and streams mount the artifacts store where runs write, streams read-only")
 	}
 	assert.True(t, found, "no gateway pod")
 	assert.Contains(t, agentConfig(t, r)["POLYAXON_AGENT_ARTIFACTS_STORE"], mountPath, "the agent gives runs the same path")
@@ -359,8 +362,16 @@ var chartMutations = []chartMutation{
 		`!variables.nodeSelector.exists(k, !(k in p.labels) || variables.nodeSelector[k] != p.labels[k])`, checkRunsKeptOffProtectedPools},
 	{"one required affinity term that keeps off the protected pools is enough", "templates/runs/validatingadmissionpolicy.yaml",
 		`|| variables.terms.exists(t, !t.?matchExpressions`, `|| variables.terms.all(t, !t.?matchExpressions`, checkRunsKeptOffProtectedPools},
-	{"the gateway no longer mounts the artifacts store", "templates/gateway/deployment.yaml",
-		`{{- with include "polyaxon.artifactsStore.volumeMounts" . }}{{ . | trim | nindent 10 }}{{ end }}`, ``, checkArtifactsStoreMounted},
+	{"the gateway's API no longer mounts the artifacts store", "templates/gateway/deployment.yaml",
+		`{{- with include "polyaxon.artifactsStore.volumeMounts" (dict "ctx" .) }}{{ . | trim | nindent 10 }}{{ end }}`, ``, checkArtifactsStoreMounted},
+	{"streams mounts the artifacts store read-write", "templates/gateway/deployment.yaml",
+		`(dict "ctx" . "readOnly" true)`, `(dict "ctx" .)`, checkArtifactsStoreMounted},
+	{"streams gets the platform's passwords and keys", "templates/gateway/deployment.yaml",
+		"        - name: POLYAXON_SERVICE\n          value: streams", "          {{- include \"polyaxon.env.platform\" . | nindent 10 }}\n        - name: POLYAXON_SERVICE\n          value: streams", checkStreamsHoldsNoPlatformSecret},
+	{"nginx no longer refuses other spellings of a path", "templates/gateway/_proxy.tpl",
+		"        if ($polyaxon_refused_path) {\n            return 400;\n        }\n", "", checkGatewayProxyConfig},
+	{"nginx forwards the auth request to haupt", "templates/gateway/_proxy.tpl",
+		"        location /auth-request/ {\n            return 404;\n        }\n", "", checkGatewayProxyConfig},
 }
 
 // mutatedChart copies charts/polyaxon to a temporary directory, applies m and loads the copy.

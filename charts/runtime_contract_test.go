@@ -53,6 +53,11 @@ func processOf(component, container string) string {
 		return container
 	}
 	if component == "gateway" {
+		// The gateway pod: haupt's API, haupt's streams, and nginx in front (gateway/_proxy.tpl).
+		switch container {
+		case "streams", "proxy":
+			return container
+		}
 		return "api"
 	}
 	return component
@@ -214,6 +219,9 @@ func polyaxonContainers(t testing.TB, r rendered) []polyaxonContainer {
 				continue
 			}
 			process := processOf(p.component, ctr.Name)
+			if process == "proxy" {
+				continue // nginx: it reads a config file, no POLYAXON_* key
+			}
 			where := fmt.Sprintf("%s %s container %s (%s)", p.kind, p.name, ctr.Name, process)
 			all = append(all, polyaxonContainer{where, process, readers, containerEnv(r.objects, ctr)})
 		}

@@ -19,7 +19,7 @@ import (
 // the API instead of failing at start.
 
 // podsByComponent is the first pod template of each component.
-func podsByComponent(t *testing.T, r rendered) map[string]podOf {
+func podsByComponent(t testing.TB, r rendered) map[string]podOf {
 	out := map[string]podOf{}
 	for _, p := range r.pods(t) {
 		if _, ok := out[p.component]; !ok {
@@ -29,7 +29,7 @@ func podsByComponent(t *testing.T, r rendered) map[string]podOf {
 	return out
 }
 
-func container(t *testing.T, cs []corev1.Container, name string) corev1.Container {
+func container(t testing.TB, cs []corev1.Container, name string) corev1.Container {
 	t.Helper()
 	for _, c := range cs {
 		if c.Name == name {
@@ -52,7 +52,8 @@ func TestGatewayStartsTheAPIWithoutMigrating(t *testing.T) {
 	for what, r := range map[string]rendered{"defaults": render(t), "production": render(t, profileValues(t, "production"))} {
 		gw := container(t, podsByComponent(t, r)["gateway"].spec.Containers, "gateway")
 		script := pythonScript(t, gw)
-		assert.Equalf(t, []string{"0.0.0.0", "8000"}, gw.Args, "%s: HOST PORT", what)
+		// On the pod's loopback, behind nginx (gateway/_proxy.tpl).
+		assert.Equalf(t, []string{"127.0.0.1", "8001"}, gw.Args, "%s: HOST PORT", what)
 		// haupt's start_app with its two migration flags off; never `haupt server`, which
 		// migrates first (haupt/cli/runners/server.py).
 		assert.Containsf(t, script, `start_app(app="haupt.polyconf.asgi.server:application"`, what)

@@ -16,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
@@ -47,13 +48,14 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
 	files := filepath.Join(root, "e2e", "testdata", "polyaxonfiles")
+	store := t.TempDir()
 	c.deploy(t, "install", "--profile", "production", "--namespace", ns,
 		"--set", c.postgresPasswordValue(),
 		"--set", "scheduler.enabled=false", "--set", "redis.enabled=false",
 		"--set", "operators.tfjob=true", "--set", "auth.enabled=true",
 		"-f", filepath.Join(files, "connections-values.yaml"),
 		// One store for the gateway and the runs: a directory here stands for an NFS export.
-		"--set", "artifactsStore.persistence.sharedVolume.hostPath.path="+t.TempDir(),
+		"--set", "artifactsStore.persistence.sharedVolume.hostPath.path="+store,
 	).requireExit(t, 0)
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
 	t.Run("the gateway's and the runs' artifacts claims are bound to one store", func(t *testing.T) {
@@ -182,6 +184,15 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 		require.NotEmpty(t, uuids["gpu-job"], "the GPU job was not submitted")
 		pods := waitRunPods(t, c, cli, runsNS, uuids["gpu-job"], 1)
 		assert.True(t, mountsSecretAt(pods[0], "training-credentials", "/etc/secrets"), "pod %s: Secret training-credentials at /etc/secrets", pods[0].Name)
+	})
+
+	// Issue 52: nginx in front of haupt refuses the store's parent in every spelling and the
+	// routes that mint tokens; links in a run's outputs give away no platform Secret.
+	t.Run("the gateway's HTTP routes give a run nothing of the platform's", func(t *testing.T) {
+		run := uuids["hello-job"]
+		require.NotEmpty(t, run, "hello-job was not submitted")
+		writeHostileLinks(t, filepath.Join(store, run))
+		assertGatewayRefusesHostileRequests(t, addr, hostileRequests(ns, runsNS, "default", "demo", run), platformSecretValues(t, c.Clientset, ns))
 	})
 
 	t.Run("bad input fails in Polyaxon with its own message; the platform does not restart", func(t *testing.T) {
@@ -350,7 +361,7 @@ func restartAgent(t *testing.T, c *testCluster, ns string) {
 
 // lastLogTime is the time kubectl logs --timestamps gives the last line of pod containing text.
 func lastLogTime(t *testing.T, c *testCluster, ns, pod, text string) time.Time {
-	b, err := c.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Timestamps: true}).DoRaw(ctxT(t, time.Minute))
+	b, err := c.Clientset.CoreV1().Pods(ns).GetLogs(pod, firstContainer(ctxT(t, time.Minute), c.Clientset, ns, pod, &corev1.PodLogOptions{Timestamps: true})).DoRaw(ctxT(t, time.Minute))
 	require.NoError(t, err)
 	var last time.Time
 	for _, line := range strings.Split(string(b), "\n") {
@@ -410,11 +421,22 @@ func podLogs(t *testing.T, c *testCluster, ns, pod string) string {
 }
 
 func podLogsCtx(ctx context.Context, c *testCluster, ns, pod string) string {
-	b, err := c.Clientset.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+	b, err := c.Clientset.CoreV1().Pods(ns).GetLogs(pod, firstContainer(ctx, c.Clientset, ns, pod, &corev1.PodLogOptions{})).DoRaw(ctx)
 	if err != nil {
 		return "logs: " + err.Error()
 	}
 	return string(b)
+}
+
+// firstContainer names the pod's first container in opts, as `kubectl logs` picks it: the API
+// server wants a container for a pod of several (the gateway's API, streams and proxy).
+func firstContainer(ctx context.Context, cs kubernetes.Interface, ns, pod string, opts *corev1.PodLogOptions) *corev1.PodLogOptions {
+	if opts.Container == "" {
+		if p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{}); err == nil && len(p.Spec.Containers) > 0 {
+			opts.Container = p.Spec.Containers[0].Name
+		}
+	}
+	return opts
 }
 
 // runCreatedRE is how the CLI names the run it created: owner/project:name@uuid.

@@ -133,7 +133,7 @@ func followGatewayLogs(t *testing.T, c *testCluster, ns string) *gatewayLogs {
 						wg.Add(1)
 						go func(name string) {
 							defer wg.Done()
-							stream, err := c.Clientset.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Follow: true, Timestamps: true}).Stream(ctx)
+							stream, err := c.Clientset.CoreV1().Pods(ns).GetLogs(name, firstContainer(ctx, c.Clientset, ns, name, &corev1.PodLogOptions{Follow: true, Timestamps: true})).Stream(ctx)
 							if err != nil {
 								g.mu.Lock()
 								b.WriteString("logs: " + err.Error() + "\n")

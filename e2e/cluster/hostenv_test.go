@@ -141,6 +141,17 @@ func TestRewriterTurnsServicesAndMountsIntoHostAddresses(t *testing.T) {
 	assert.Len(t, r.log, 7, "each rewrite is recorded: %s", strings.Join(r.log, "\n"))
 }
 
+// A claim's directory under this machine's /tmp is not then read as the container's /tmp: the
+// gateway's store would have been a missing folder in its own scratch space.
+func TestRewriterRewritesEachMountOnce(t *testing.T) {
+	r := newRewriter("polyaxon", nil, nil, map[string]string{"/plx-artifacts": "/tmp/TestRun/001", "/tmp": "/pods/gw/volumes/tmp"})
+	env, err := r.apply([]EnvVar{{"STORE", `{"mountPath":"/plx-artifacts"}`}, {"ARCHIVES", "/tmp/plx/archives"}})
+	require.NoError(t, err)
+	got := envMap(env)
+	assert.Equal(t, `{"mountPath":"/tmp/TestRun/001"}`, got["STORE"])
+	assert.Equal(t, "/pods/gw/volumes/tmp/plx/archives", got["ARCHIVES"])
+}
+
 func TestCRILogWriter(t *testing.T) {
 	var buf bytes.Buffer
 	out, errw := newCRILogWriters(&buf)

@@ -34,8 +34,7 @@ const maxProbePeriod = 2 * time.Second
 // pod is Ready: from then on the process's exit is what ends the container. An HTTP or TCP
 // probe does not wait for its initial delay (it would only delay the test) and goes on at the
 // probe's period once Ready, as on a kubelet.
-func (r *hostRunner) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container, prog Program, pc ProgramContainer, proc *HostProcess) {
-	pr := c.ReadinessProbe
+func (r *hostRunner) probe(ctx context.Context, p *corev1.Pod, pr *corev1.Probe, prog Program, pc ProgramContainer, proc *HostProcess) {
 	if pr == nil {
 		_ = r.setReady(ctx, p, true)
 		return

@@ -44,9 +44,12 @@ type ProgramContainer struct {
 	Image string
 	// Command and Args are the container's, with $(VAR) expanded as the kubelet does.
 	Command, Args []string
-	// Ports maps each container port to the loopback port the program must listen on.
+	// Ports maps each container port of the pod to the loopback port that stands for it: the
+	// program listens on its own, and reaches its pod's other containers on theirs.
 	Ports map[int32]int
 	Env   []EnvVar
+	// Mounts maps each of the container's mount paths to the directory on this machine.
+	Mounts map[string]string
 }
 
 // Tag is the image's tag ("" for none or a digest alone).
@@ -317,8 +320,7 @@ func (r *hostRunner) observe(ctx context.Context, obj any) {
 		return
 	}
 	go func(p *corev1.Pod) {
-		name := p.Spec.Containers[0].Name
-		if err := r.serveLogs(ctx, p, name, r.containerLog(p, name)); err != nil && ctx.Err() == nil {
+		if err := r.serveLogs(ctx, p, r.runContainers(p)); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(os.Stderr, "host program for %s/%s: logs: %v\n", p.Namespace, p.Name, err)
 		}
 		r.supervise(ctx, hp, p, prog)
@@ -351,10 +353,11 @@ func (r *hostRunner) containerLog(p *corev1.Pod, container string) string {
 	return filepath.Join(r.podDir(p), container+".log")
 }
 
-// prepare makes what one start of container c of the pod (its first container, or an init
-// container) needs, as the kubelet does for each start of a container: its volumes written, its
-// environment computed, its ports chosen.
-func (r *hostRunner) prepare(ctx context.Context, p *corev1.Pod, c *corev1.Container, prog Program) (*HostProcess, ProgramContainer, error) {
+// prepare makes what one start of container c of the pod (its first container, a companion, or
+// an init container) needs, as the kubelet does for each start of a container: its volumes
+// written, its environment computed, its ports chosen. ports, when not nil, are the pod's
+// (podPorts), shared by its containers as a pod's network is; nil chooses c's own.
+func (r *hostRunner) prepare(ctx context.Context, p *corev1.Pod, c *corev1.Container, prog Program, ports map[int32]int) (*HostProcess, ProgramContainer, error) {
 	dir := r.podDir(p)
 	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o755); err != nil {
 		return nil, ProgramContainer{}, err
@@ -397,14 +400,12 @@ func (r *hostRunner) prepare(ctx context.Context, p *corev1.Pod, c *corev1.Conta
 	if kubeconfig != "" {
 		env.set("KUBECONFIG", kubeconfig)
 	}
-	pc := ProgramContainer{Pod: p, Image: c.Image, Env: env.vars, Ports: map[int32]int{}}
-	for _, port := range c.Ports {
-		hp, err := freeLoopbackPort()
-		if err != nil {
-			return nil, pc, err
+	if ports == nil {
+		if ports, err = containerPorts(c); err != nil {
+			return nil, ProgramContainer{}, err
 		}
-		pc.Ports[port.ContainerPort] = hp
 	}
+	pc := ProgramContainer{Pod: p, Image: c.Image, Env: env.vars, Ports: ports, Mounts: mounts}
 	pc.Command = expandAll(c.Command, env.lookup)
 	pc.Args = expandAll(c.Args, env.lookup)
 	argv, err := prog.Command(pc)
@@ -424,7 +425,12 @@ var logsGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1al
 
 // serveLogs makes `kubectl logs` of the pod show the process's output: a kwok Logs object
 // named like the pod, owned by it (so it goes with the pod).
-func (r *hostRunner) serveLogs(ctx context.Context, p *corev1.Pod, container, path string) error {
+func (r *hostRunner) serveLogs(ctx context.Context, p *corev1.Pod, containers []string) error {
+	logs := make([]any, 0, len(containers))
+	for _, name := range containers {
+		path := r.containerLog(p, name)
+		logs = append(logs, map[string]any{"containers": []any{name}, "logsFile": path, "previousLogsFile": previousLog(path)})
+	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kwok.x-k8s.io/v1alpha1",
 		"kind":       "Logs",
@@ -435,11 +441,7 @@ func (r *hostRunner) serveLogs(ctx context.Context, p *corev1.Pod, container, pa
 				"apiVersion": "v1", "kind": "Pod", "name": p.Name, "uid": string(p.UID),
 			}},
 		},
-		"spec": map[string]any{"logs": []any{map[string]any{
-			"containers":       []any{container},
-			"logsFile":         path,
-			"previousLogsFile": previousLog(path),
-		}}},
+		"spec": map[string]any{"logs": logs},
 	}}
 	_, err := r.dyn.Resource(logsGVR).Namespace(p.Namespace).Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {

@@ -72,10 +72,11 @@ type hostPod struct {
 	done   chan struct{} // closed when supervise has returned
 	grace  time.Duration // the pod's terminationGracePeriodSeconds, for a runner that stops
 
-	mu      sync.Mutex
-	proc    *HostProcess // the container's current process; nil before the first start
-	deleted bool
-	halted  bool
+	mu         sync.Mutex
+	proc       *HostProcess   // the container's current process; nil before the first start
+	companions []*HostProcess // the other containers' processes of the current start
+	deleted    bool
+	halted     bool
 }
 
 // start starts proc as the pod's current process, unless the pod is being stopped.
@@ -110,12 +111,16 @@ func (hp *hostPod) beginHalt(deleted bool) func(grace time.Duration) {
 		return nil
 	}
 	hp.halted, hp.deleted = true, deleted
-	proc := hp.proc
+	procs := append([]*HostProcess{hp.proc}, hp.companions...)
 	return func(grace time.Duration) {
 		hp.cancel()
-		if proc != nil {
-			proc.Stop(grace)
+		var wg sync.WaitGroup
+		for _, proc := range procs {
+			if proc != nil {
+				wg.Go(func() { proc.Stop(grace) })
+			}
 		}
+		wg.Wait()
 	}
 }
 
@@ -155,12 +160,20 @@ func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, 
 		if attempt > 0 || last != nil {
 			keepPreviousLog(r.containerLog(p, c.Name))
 		}
-		proc, pc, err := r.prepare(hp.ctx, p, c, prog)
+		ports, err := podPorts(p)
+		var proc *HostProcess
+		var pc ProgramContainer
+		if err == nil {
+			proc, pc, err = r.prepare(hp.ctx, p, c, prog, ports)
+		}
 		if err == nil {
 			var ok bool
 			if ok, err = hp.start(proc); !ok {
 				return // halted before it could start
 			}
+		}
+		if err == nil {
+			err = r.startCompanions(hp, p, ports)
 		}
 		if err == nil && (attempt > 0 || last != nil) {
 			restarts++
@@ -178,6 +191,7 @@ func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, 
 		} else {
 			code, msg = r.follow(hp, p, c, prog, pc, proc)
 		}
+		hp.stopCompanions(terminationGrace(p))
 		finished := metav1.Now()
 		if hp.wasDeleted() {
 			return // the pod is going: nothing to report
@@ -236,7 +250,7 @@ func (r *hostRunner) runInitContainers(ctx context.Context, hp *hostPod, p *core
 		for {
 			started := metav1.Now()
 			keepPreviousLog(r.containerLog(p, ic.Name))
-			proc, _, err := r.prepare(hp.ctx, p, ic, prog)
+			proc, _, err := r.prepare(hp.ctx, p, ic, prog, nil)
 			if err == nil {
 				var ok bool
 				if ok, err = hp.start(proc); !ok {
@@ -306,7 +320,16 @@ func (r *hostRunner) follow(hp *hostPod, p *corev1.Pod, c *corev1.Container, pro
 	}
 	pctx, cancel := context.WithCancel(hp.ctx)
 	probed := make(chan struct{})
-	go func() { defer close(probed); r.probe(pctx, p, c, prog, pc, proc) }()
+	// The pod's readiness probe: the first of its run containers that has one (a proxy in
+	// front of the first container may be the one that says the pod serves).
+	pr, prProg := c.ReadinessProbe, prog
+	for _, rc := range r.runContainers(p) {
+		if ctr := containerNamed(p, rc); ctr != nil && ctr.ReadinessProbe != nil {
+			pr, prProg = ctr.ReadinessProbe, r.programs[imageRepository(ctr.Image)]
+			break
+		}
+	}
+	go func() { defer close(probed); r.probe(pctx, p, pr, prProg, pc, proc) }()
 	<-proc.Done()
 	cancel()
 	<-probed // no Ready written after the exit

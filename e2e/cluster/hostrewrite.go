@@ -28,7 +28,10 @@ var HostRewrites = []HostRewrite{
 		"Polyaxon then loads `KUBECONFIG` instead of the in-cluster files"},
 	{"the image's nginx serving `/static/` (the web UI's scripts and styles, from haupt's package) in front of the API",
 		"haupt serves them itself: `POLYAXON_UI_IN_SANDBOX=true` adds WhiteNoise (haupt's `sandbox` extra) to the API",
-		"no nginx runs here; the API's own address then serves the whole web UI"},
+		"the chart's nginx (the proxy container, run here) sends `/static/` to the API, which then serves the whole web UI"},
+	{"a port of another container of the pod, on the pod's loopback (`127.0.0.1:<port>`), and nginx's `listen <port>`, in nginx's config",
+		"the loopback port here that stands for that container port; the config's mount paths are the mounts' directories here (`HostNginx`)",
+		"a pod's containers share one network namespace; here every pod shares this machine's loopback"},
 	{"the web UI's libraries (React, Plotly, Vega, ...) loaded from public CDNs (unpkg, cdnjs, jsDelivr), Polyaxon's default",
 		"`POLYAXON_UI_OFFLINE=true`: from `/static/vendors/` in haupt's package",
 		"the tests run without network"},
@@ -39,7 +42,7 @@ var HostRewrites = []HostRewrite{
 		"`<pod dir>/home`",
 		"Polyaxon keeps state under `~/.polyaxon`; each pod gets its own"},
 	{"the container's listening port",
-		"a free loopback port, given to the program's command",
+		"a free loopback port for each container port of the pod, given to the program's command (haupt's `<host> <port>` arguments)",
 		"several replicas of one image run side by side"},
 	{"Service links (`<SVC>_SERVICE_HOST`, `_PORT`) and `KUBERNETES_SERVICE_*`",
 		"not set",
@@ -182,34 +185,32 @@ func (r *rewriter) rewriteAddresses(v string) (string, error) {
 	return out, err
 }
 
-// rewriteMounts replaces a mount path (at a path boundary) with its directory here.
+// rewriteMounts replaces a mount path (at a path boundary) with its directory here, in one
+// pass: a directory written in place of one path is not read again for another (a claim's
+// directory under /tmp is not then taken for the container's /tmp).
 func (r *rewriter) rewriteMounts(v string) string {
-	for _, m := range r.mounts {
-		path, dir := m[0], m[1]
-		if path == "" {
-			continue
-		}
-		var b strings.Builder
-		rest := v
-		for {
-			i := strings.Index(rest, path)
-			if i < 0 {
-				b.WriteString(rest)
-				break
+	var b strings.Builder
+	for i := 0; i < len(v); {
+		before := i == 0 || strings.ContainsRune(`"'=:, `, rune(v[i-1]))
+		matched := false
+		for _, m := range r.mounts {
+			path, dir := m[0], m[1]
+			if path == "" || !before || !strings.HasPrefix(v[i:], path) {
+				continue
 			}
 			end := i + len(path)
-			before := i == 0 || strings.ContainsRune(`"'=:, `, rune(rest[i-1]))
-			after := end == len(rest) || strings.ContainsRune(`/"' ,:;`, rune(rest[end]))
-			if before && after {
-				b.WriteString(rest[:i] + dir)
-			} else {
-				b.WriteString(rest[:end])
+			if end == len(v) || strings.ContainsRune(`/"' ,:;`, rune(v[end])) {
+				b.WriteString(dir)
+				i, matched = end, true
+				break
 			}
-			rest = rest[end:]
 		}
-		v = b.String()
+		if !matched {
+			b.WriteByte(v[i])
+			i++
+		}
 	}
-	return v
+	return b.String()
 }
 
 func (r *rewriter) note(name, from, to string) {

@@ -23,7 +23,8 @@ const (
 
 // PolyaxonProgramTable is PolyaxonPrograms as the README shows it (a test keeps them equal).
 var PolyaxonProgramTable = []PolyaxonProgram{
-	{APIImage, "gateway (command `python -c <start>`, args `<host> <port>`: haupt's start_app without migrations)", "the venv's `python -c <start> 127.0.0.1 <port> 1` (one worker)", "`POLYAXON_SERVICE=api`"},
+	{APIImage, "gateway and streams (command `python -c <start>`, args `<host> <port>`: haupt's start_app for the API or streams, without migrations)", "the venv's `python -c <start> 127.0.0.1 <port> 1` (one worker)", "`POLYAXON_SERVICE=api` (the streams container sets `streams`)"},
+	{APIImage, "proxy (command `nginx -e stderr -c <config>`)", "this machine's nginx (Debian's) with the config rewritten for the pod's loopback ports and directories (`HostNginx`)", ""},
 	{APIImage, "a container with neither command nor args (another chart's API)", "`haupt server --host 127.0.0.1 --port <port> --workers 1`, which migrates first", "`POLYAXON_SERVICE=api`: without it those migrations fail"},
 	{APIImage, "migrations, admin user (args `migrate`, `shell -- --command <createuser call>`); the migration Job's init container `wait-for-database` (command `python -c <wait>`)", "`haupt manage -c <args>`; a `python` command is the venv's `python` with the same arguments", "`POLYAXON_SERVICE=api`"},
 	{AgentImage, "agent (args `start`); the init container `wait-for-api` of the agent and operator pods (command `python -c <wait>`)", "`polyaxon agent start`; its probe `./entrypoint.sh healthz` is `polyaxon agent healthz`; a `python` command is the venv's `python` with the same arguments", "`POLYAXON_SERVICE=agent`: the `agent` command exists only then"},
@@ -63,15 +64,14 @@ func PolyaxonPrograms(venvs Venvs, operator string) []Program {
 				}
 				if isPython(c.Command) {
 					python := filepath.Join(filepath.Dir(haupt), "python")
-					args := c.Args
-					if port := c.Port(8000); port != 0 {
-						// The gateway's start: HOST PORT [WORKERS] (the chart's gateway/_start.tpl).
-						if len(c.Args) != 2 {
-							return nil, fmt.Errorf("%s: the gateway's args %q: want HOST PORT", APIImage, c.Args)
-						}
-						args = []string{"127.0.0.1", strconv.Itoa(port), "1"}
+					args, err := hauptStartArgs(c)
+					if err != nil {
+						return nil, err
 					}
 					return append(append([]string{python}, c.Command[1:]...), args...), nil
+				}
+				if len(c.Command) > 0 && c.Command[0] == "nginx" {
+					return HostNginx(c)
 				}
 				if len(c.Command) > 0 {
 					return nil, fmt.Errorf("%s: command %q: only `python ...` is known", APIImage, c.Command)
@@ -128,3 +128,20 @@ func isPython(command []string) bool {
 
 // PolyaxonVenv is where e2e/scripts/install-polyaxon.sh installs Polyaxon version's programs.
 func PolyaxonVenv(version string) string { return polyaxonkeys.VenvDir(version) }
+
+// hauptStartArgs are the arguments of a container that starts haupt with `python -c <start>`:
+// HOST PORT [WORKERS] (the chart's gateway/_start.tpl and _proxy.tpl) become the loopback port
+// that stands for PORT and one worker; other arguments (a wait script's) are kept.
+func hauptStartArgs(c ProgramContainer) ([]string, error) {
+	if len(c.Args) < 2 {
+		return c.Args, nil
+	}
+	port, err := strconv.Atoi(c.Args[1])
+	if err != nil || c.Port(int32(port)) == 0 {
+		return c.Args, nil
+	}
+	if len(c.Args) > 3 {
+		return nil, fmt.Errorf("%s: haupt's start args %q: want HOST PORT [WORKERS]", APIImage, c.Args)
+	}
+	return []string{"127.0.0.1", strconv.Itoa(c.Port(int32(port))), "1"}, nil
+}

@@ -448,6 +448,11 @@ build_node_image() {
 # at /opt/polyaxon/bin in run pods.
 POLYAXON_VERSION="${POLYAXON_VERSION:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$REPO/charts/polyaxon/Chart.yaml")}"
 PY_PKGS=python3,python3-venv,ca-certificates
+# Polyaxon's images add nginx: the gateway pod's proxy runs it from the API image, as from the
+# published one (charts/polyaxon/templates/gateway/_proxy.tpl). The root filesystem is named
+# for its packages (debootstrap_dir makes a name once): a change of the list makes a new one.
+POLYAXON_PKGS="$PY_PKGS,nginx"
+POLYAXON_ROOTFS="polyaxon-bookworm-$(echo "$POLYAXON_PKGS" | sha256sum | cut -c1-8)"
 PY_BASE="polyaxon-deploy/polyaxon-python:$POLYAXON_VERSION"
 VENV=/usr/local/lib/polyaxon
 IMAGE_DIR="$REPO/e2e/polyaxon/image"
@@ -457,11 +462,12 @@ standin() { echo "$STANDIN_LABEL=\"local stand-in for $1, built by e2e/scripts/b
 
 build_polyaxon_python() {
   local img="$PY_BASE" req="$IMAGE_DIR/requirements-$POLYAXON_VERSION.txt" d stamp
-  stamp="$({ cat "$req"; echo "$VENV"; } | sha256sum | cut -c1-16)"
+  stamp="$({ cat "$req"; echo "$VENV"; echo "$POLYAXON_PKGS"; } | sha256sum | cut -c1-16)"
   stamped "$img" "$stamp" && return 0
-  debootstrap_dir python-bookworm "$PY_PKGS"
+  debootstrap_dir "$POLYAXON_ROOTFS" "$POLYAXON_PKGS"
   d="$(mktemp -d)"
-  cp -a "$ROOTFS/python-bookworm/." "$d/"
+  cp -a "$ROOTFS/$POLYAXON_ROOTFS/." "$d/"
+  rm -f "$d/.complete"
   # The wheels are fetched by the host's pip (its index and trust settings), checked against
   # the pinned hashes, and installed in the chroot without an index.
   local wheels="$CACHE/wheels/polyaxon-$POLYAXON_VERSION-$(sha256sum "$req" | cut -c1-16)"

@@ -53,12 +53,16 @@ streams) mounts it too, to serve outputs, logs and uploads.
 {{- end }}
 {{- end -}}
 
+{{/* The store's mounts in a gateway container: (dict "ctx" $ "readOnly" true) for streams. */}}
 {{- define "polyaxon.artifactsStore.volumeMounts" -}}
-{{- $s := .Values.artifactsStore -}}
-{{- if .Values.agent.enabled }}
-{{- if include "polyaxon.artifactsStore.isVolume" . }}
+{{- $s := .ctx.Values.artifactsStore -}}
+{{- if .ctx.Values.agent.enabled }}
+{{- if include "polyaxon.artifactsStore.isVolume" .ctx }}
 - name: artifacts-store
   mountPath: {{ $s.mountPath }}
+  {{- if .readOnly }}
+  readOnly: true
+  {{- end }}
 {{- end }}
 {{- if and $s.secret.name $s.secret.mountPath }}
 - name: artifacts-store-secret

@@ -25,6 +25,10 @@ metadata:
 {"operator-config":"/operator/configmap.yaml"}
 {{- else if eq .component "migrations" -}}
 {"config":"/platform/configmap.yaml"}
+{{- else if and (eq .component "gateway") .ctx.Values.agent.enabled -}}
+{"config":"/platform/configmap.yaml","proxies-config":"/gateway/configmap.yaml","agent-config":"/agent/configmap.yaml","proxy-config":"/gateway/proxy-configmap.yaml"}
+{{- else if eq .component "gateway" -}}
+{"config":"/platform/configmap.yaml","proxies-config":"/gateway/configmap.yaml","proxy-config":"/gateway/proxy-configmap.yaml"}
 {{- else if .ctx.Values.agent.enabled -}}
 {"config":"/platform/configmap.yaml","proxies-config":"/gateway/configmap.yaml","agent-config":"/agent/configmap.yaml"}
 {{- else -}}

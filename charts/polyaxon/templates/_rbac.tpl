@@ -93,16 +93,14 @@ a Role of the runs namespace.
 {{- end -}}
 
 {{/*
-Streams (in the gateway pod) shows run pods, their events and live logs, and its nginx proxies
-interactive sessions into runs (`polyaxon ops shell`: pods/exec with this pod's token).
+Streams (in the gateway pod) shows run pods, their events and live logs. No pods/exec: the
+gateway's nginx refuses /k8s/ (gateway/_proxy.tpl), whose exec proxy used this pod's token for
+anyone who reached the gateway; `kubectl exec` is the administrators' way into a run.
 */}}
 {{- define "polyaxon.rbac.rules.gateway" -}}
 - apiGroups: [""]
   resources: [pods, pods/log, pods/status, events]
   verbs: [get, list, watch]
-- apiGroups: [""]
-  resources: [pods/exec]
-  verbs: [get, create]
 - apiGroups: [polyaxon.com]
   resources: [clusters, jobs, kfjobs, services]
   verbs: [get, list, watch]

@@ -31,6 +31,7 @@ which every render includes.
 {{- if and .Values.migrations.renderJob .Values.migrations.useHelmHooks -}}
 {{- fail "values: migrations.renderJob is set by polyaxon-deploy only; with migrations.useHelmHooks=true leave it false" -}}
 {{- end -}}
+{{- include "polyaxon.validate.gatewayProxy" . -}}
 {{- include "polyaxon.validate.dataStoreIds" . -}}
 {{- include "polyaxon.validate.httpRoute" . -}}
 {{- include "polyaxon.validate.artifactsStore" . -}}
@@ -253,6 +254,29 @@ route answers too (two ways in for one host, with two TLS setups).
 {{- if $same -}}
 {{- fail (printf "values: ingress.enabled and httpRoute.enabled both answer host %q (ingress.host %q, httpRoute.hostnames %v; empty means every host): choose one for each host, e.g. ingress.enabled=false" ($host | default "*") $host $r.hostnames) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+haupt listens on the gateway pod's loopback behind nginx (gateway/_proxy.tpl): a value that
+would point the Service or the probes straight at haupt, or start haupt on another address,
+is refused.
+*/}}
+{{- define "polyaxon.validate.gatewayProxy" -}}
+{{- $g := .Values.gateway -}}
+{{- $ports := dict "gateway.proxy.apiPort" (int $g.proxy.apiPort) "gateway.proxy.streamsPort" (int $g.proxy.streamsPort) -}}
+{{- range $name, $port := $ports -}}
+{{- if eq $port (int $g.service.targetPort) -}}
+{{- fail (printf "values: %s is %d, the same as gateway.service.targetPort: that port is nginx's, in front of haupt; haupt must listen on another loopback port (set %s to a free one, e.g. %d)" $name $port $name (add $port 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- if eq (int $g.proxy.apiPort) (int $g.proxy.streamsPort) -}}
+{{- fail (printf "values: gateway.proxy.apiPort and gateway.proxy.streamsPort are both %d: haupt's API and streams need a port each" (int $g.proxy.apiPort)) -}}
+{{- end -}}
+{{- range $i, $e := $g.extraEnv -}}
+{{- if has $e.name (list "POLYAXON_SERVICE" "POLYAXON_PROXY_LOCAL_PORT" "POLYAXON_ARCHIVES_ROOT") -}}
+{{- fail (printf "values: gateway.extraEnv[%d] sets %s, which the chart sets so that haupt stays behind nginx on the pod's loopback: remove it" $i $e.name) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

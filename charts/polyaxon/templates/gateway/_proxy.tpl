@@ -1,0 +1,157 @@
+{{/*
+The gateway pod's reverse proxy: nginx in front of haupt, as Polyaxon's own gateway image runs
+it. nginx listens on gateway.service.targetPort, the only port the Service, the edge, the
+agent, the operator and runs reach; haupt's API and streams listen on the pod's loopback
+(gateway.proxy.apiPort, gateway.proxy.streamsPort) and are reached only through it.
+
+Where it follows haupt's own generator (`haupt proxy gateway`, haupt/proxies/): the API,
+healthz, /internal/ and the web UI go to the API; /streams/ to streams; the timeouts
+(POLYAXON_NGINX_TIMEOUT's 650 s); the headers it passes (Host, X-Real-IP, X-Forwarded-For,
+Upgrade); X-Accel-Redirect downloads served from the archives folder by an internal location.
+Where it differs, and why:
+- A request whose path names something in another spelling is refused before any location
+  (400): an encoded dot, slash, backslash or percent sign (%2E, %2F, %5C, %25), a NUL, an
+  overlong UTF-8 sequence (%C0, %C1, %E0%80, %F0%80: other spellings of `.` and `/`), a raw
+  backslash, a dot segment (`/./`, `/../`) or an empty one (`//`). haupt's streams routes take
+  the run's uuid as a plain path segment, so `..` there left the artifacts store.
+- /auth-request/ and /k8s/ are not served (404, 403). In Polyaxon CE the auth request checks no
+  user and answers a /k8s/ exec path with the gateway's own service-account token, which
+  /k8s/v1/ then uses to exec into any pod its Role reaches: whoever reaches the gateway would
+  get that. Administrators keep `kubectl exec`.
+- Streams reads (GET, HEAD) go to the streams container, which holds no database password,
+  secret key or internal token and mounts the store read-only; writes to /streams/ (uploads,
+  deletes) go to the API container, which mounts it read-write.
+- Downloads are served with disable_symlinks on, so nginx never follows a link of the archives
+  folder out of it.
+- Run services (/services/, /external/, /monitors/: notebooks, tensorboards) are not routed:
+  haupt's routes take the namespace from the URL and need a resolver; they answer 404.
+*/}}
+{{- define "polyaxon.gateway.proxyConfig" -}}
+{{- $p := .Values.gateway.proxy -}}
+{{- $timeout := int $p.timeout -}}
+# Rendered by the chart (templates/gateway/_proxy.tpl says why each part is there).
+daemon off;
+worker_processes {{ $p.workers }};
+pid /tmp/nginx.pid;
+error_log stderr {{ ternary "info" "warn" (eq (upper .Values.logLevel) "DEBUG") }};
+
+events {
+    worker_connections 1024;
+}
+
+http {
+    default_type application/octet-stream;
+    access_log /dev/stdout;
+    server_tokens off;
+    # A read-only root: every file nginx writes goes under /tmp (an emptyDir).
+    client_body_temp_path /tmp/nginx-client-body;
+    proxy_temp_path /tmp/nginx-proxy;
+    fastcgi_temp_path /tmp/nginx-fastcgi;
+    uwsgi_temp_path /tmp/nginx-uwsgi;
+    scgi_temp_path /tmp/nginx-scgi;
+    client_max_body_size {{ $p.maxBodySize }};
+    client_header_timeout {{ $timeout }}s;
+    send_timeout {{ $timeout }}s;
+    keepalive_timeout {{ $timeout }}s;
+    proxy_read_timeout {{ $timeout }}s;
+    proxy_send_timeout {{ $timeout }}s;
+    proxy_http_version 1.1;
+    proxy_set_header Host $http_host;
+    proxy_set_header X-Real-IP $remote_addr;
+    proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+    proxy_set_header X-Forwarded-Proto $scheme;
+    proxy_set_header Upgrade $http_upgrade;
+    proxy_set_header Connection $polyaxon_connection;
+    proxy_redirect off;
+
+    upstream polyaxon_api {
+        server 127.0.0.1:{{ $p.apiPort }};
+    }
+    upstream polyaxon_streams {
+        server 127.0.0.1:{{ $p.streamsPort }};
+    }
+
+    map $http_upgrade $polyaxon_connection {
+        default upgrade;
+        "" "";
+    }
+    # Streams reads go to streams; every write to the API, which may write to the store.
+    map $request_method $polyaxon_streams_upstream {
+        default polyaxon_api;
+        GET polyaxon_streams;
+        HEAD polyaxon_streams;
+    }
+    # The path as the client sent it (up to `?`), judged before nginx decodes it.
+    map $request_uri $polyaxon_refused_path {
+        default 0;
+        "~*^[^?]*%(2e|2f|5c|25|00)" 1;
+        "~*^[^?]*%(c0|c1|e0%[89]|f0%[89])" 1;
+        "~^[^?]*\\\\" 1;
+        "~^[^?]*/\.\.?(/|\?|;|$)" 1;
+        "~^[^?]*//" 1;
+    }
+
+    server {
+        {{- if .Values.ssl.enabled }}
+        listen {{ .Values.gateway.service.targetPort }} ssl;
+        ssl_certificate {{ .Values.ssl.path }}/tls.crt;
+        ssl_certificate_key {{ .Values.ssl.path }}/tls.key;
+        {{- else }}
+        listen {{ .Values.gateway.service.targetPort }};
+        {{- end }}
+
+        if ($polyaxon_refused_path) {
+            return 400;
+        }
+
+        location /auth-request/ {
+            return 404;
+        }
+        location /k8s/ {
+            return 403;
+        }
+        location /streams/ {
+            proxy_pass http://$polyaxon_streams_upstream;
+            proxy_buffering off;
+        }
+        # X-Accel-Redirect of streams' downloads: the copies it makes in its archives folder.
+        location {{ include "polyaxon.gateway.archivesRoot" . }}/ {
+            internal;
+            alias {{ include "polyaxon.gateway.archivesRoot" . }}/;
+            disable_symlinks on;
+        }
+        location / {
+            proxy_pass http://polyaxon_api;
+        }
+    }
+}
+{{- end -}}
+
+{{/*
+An exec probe for a haupt container on the pod's loopback (the kubelet's HTTP probes reach the
+pod's address, where haupt does not listen). Arguments: PORT HOST (the Host header Django
+allows). (dict "ctx" $ "port" 8001)
+*/}}
+{{- define "polyaxon.gateway.loopbackProbe" -}}
+exec:
+  command:
+  - python
+  - -c
+  - {{ "import sys, urllib.request; urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:%s/healthz/' % sys.argv[1], headers={'Host': sys.argv[2]}), timeout=5)" | quote }}
+  - {{ .port | quote }}
+  - {{ include "polyaxon.gateway.fqdn" .ctx | quote }}
+{{- end -}}
+
+{{/* Where streams copies a file before nginx sends it (POLYAXON_ARCHIVES_ROOT), shared with nginx. */}}
+{{- define "polyaxon.gateway.archivesRoot" -}}
+/tmp/plx/archives
+{{- end -}}
+
+{{/* How the streams container starts: haupt's streams application, without migrations. */}}
+{{- define "polyaxon.gateway.streamsStartScript" -}}
+import os, sys
+from clipped.utils.bools import to_bool
+from haupt.cli.runners.base import start_app
+workers = sys.argv[3] if len(sys.argv) > 3 else os.environ.get("POLYAXON_PROXY_GATEWAY_CONCURRENCY")
+start_app(app="haupt.polyconf.asgi.streams:application", app_name="streams", host=sys.argv[1], port=int(sys.argv[2]), workers=int(workers) if workers else None, per_core=to_bool(os.environ.get("POLYAXON_PROXY_GATEWAY_PER_CORE"), handle_none=True), migrate_tables=False, migrate_db=False)
+{{- end -}}
