@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -163,6 +165,7 @@ func rawRequest(ctx context.Context, addr string, r hostileRequest) (int, []byte
 	defer resp.Body.Close()
 	var all bytes.Buffer
 	_ = resp.Header.Write(&all)
+	all.WriteString("\r\n")
 	_, _ = io.Copy(&all, io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, all.Bytes(), nil
 }
@@ -186,4 +189,74 @@ func assertGatewayRefusesHostileRequests(t *testing.T, addr string, reqs []hosti
 			assert.Falsef(t, bytes.Contains(answer, v), "%s: %s %s: the answer holds the value of Secret %s", r.name, r.method, r.target, name)
 		}
 	}
+}
+
+// hostileFromAPod is the program a run pod runs to send hostile requests (JSON: a list of
+// [method, target, {header: value}]) to the gateway at host:port, as written: for each, one
+// line `i status base64(answer)` (the answer's headers and at most 256 KiB of its body).
+const hostileFromAPod = `import base64, json, socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+for i, (method, target, headers) in enumerate(json.loads(sys.argv[2])):
+    head = "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n" % (method, target, host)
+    head += "".join("%s: %s\r\n" % kv for kv in headers.items())
+    if method == "POST":
+        head += "Content-Length: 0\r\n"
+    try:
+        s = socket.create_connection((host, int(port)), timeout=30)
+        s.sendall((head + "\r\n").encode("latin-1"))
+        answer = b""
+        while len(answer) < 262144:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        s.close()
+        status = answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else "0"
+    except Exception as e:
+        status, answer = "0", repr(e).encode()
+    print(i, status, base64.b64encode(answer).decode(), flush=True)
+`
+
+// hostileArgs is reqs as hostileFromAPod takes them.
+func hostileArgs(t *testing.T, reqs []hostileRequest) string {
+	t.Helper()
+	var list [][]any
+	for _, r := range reqs {
+		h := r.header
+		if h == nil {
+			h = map[string]string{}
+		}
+		list = append(list, []any{r.method, r.target, h})
+	}
+	b, err := json.Marshal(list)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// assertHostileAnswers checks hostileFromAPod's output for reqs as
+// assertGatewayRefusesHostileRequests checks its own answers.
+func assertHostileAnswers(t *testing.T, out string, reqs []hostileRequest, secrets map[string][]byte) {
+	t.Helper()
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var i, status int
+		var enc string
+		if _, err := fmt.Sscanf(line, "%d %d %s", &i, &status, &enc); err != nil || i < 0 || i >= len(reqs) {
+			continue
+		}
+		seen++
+		answer, err := base64.StdEncoding.DecodeString(enc)
+		require.NoError(t, err)
+		r := reqs[i]
+		t.Logf("%-60s %d  %s %s", r.name, status, r.method, r.target)
+		if r.refused {
+			assert.Truef(t, status >= 400 && status < 500, "%s: %s %s answered %d, want a refusal (4xx):\n%.300s", r.name, r.method, r.target, status, answer)
+		} else {
+			assert.NotZerof(t, status, "%s: no answer: %s", r.name, answer)
+		}
+		for name, v := range secrets {
+			assert.Falsef(t, bytes.Contains(answer, v), "%s: %s %s: the answer holds the value of Secret %s", r.name, r.method, r.target, name)
+		}
+	}
+	assert.Equal(t, len(reqs), seen, "every request answered:\n%s", lastLines(out, 5))
 }

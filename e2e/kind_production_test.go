@@ -214,6 +214,12 @@ func TestProductionOnKind(t *testing.T) {
 		t.Logf("polyaxon ops logs -uid %s:\n%s", uuid, lastLines(logs, 5))
 	})
 
+	// Issue 52, with real containers and kube-router: what a run sends to Polyaxon's own routes.
+	t.Run("a run pod gets nothing of the platform's through the gateway's HTTP routes", func(t *testing.T) {
+		require.NotEmpty(t, uuid, "the run above")
+		kindHostileHTTP(t, c, ns, runs, uuid)
+	})
+
 	t.Run("Traefik in the cluster accepts the chart's HTTPRoute and serves the API and the web UI over https", func(t *testing.T) {
 		require.NotEmpty(t, uuid, "the run above")
 		dyn, err := dynamic.NewForConfig(c.RESTConfig)
@@ -506,6 +512,54 @@ func kindNetworkChecks(t *testing.T, c *cluster.Cluster, ns, runs string) {
 	for _, target := range []string{"postgres", "redis", "agent"} {
 		assert.Contains(t, string(logs), target+" blocked", "a run pod opens a connection to %s", target)
 	}
+}
+
+// kindHostileHTTP: links to the gateway's secrets in the run's outputs, then hostileRequests
+// from a run pod to the gateway Service, and haupt's own ports tried from a run pod.
+func kindHostileHTTP(t *testing.T, c *cluster.Cluster, ns, runs, run string) {
+	cs := c.Clientset
+	// On kind the store is a directory of each node, so a run pod on the experiments node does
+	// not share the gateway's: the links a run would write are written by the API container,
+	// which mounts the store read-write.
+	args := []string{"python", "-c", "import os, sys\nd = sys.argv[1]\nos.makedirs(d, exist_ok=True)\nfor a in sys.argv[2:]:\n    n, target = a.split('=', 1)\n    p = os.path.join(d, n)\n    if os.path.lexists(p): os.remove(p)\n    os.symlink(target, p)\n",
+		"/plx-artifacts/" + run + "/outputs"}
+	for _, l := range hostileLinks {
+		args = append(args, l.name+"="+l.target)
+	}
+	out, err := kubectlExec(c, ns, "deploy/"+releaseName+"-gateway", args...)
+	require.NoError(t, err, out)
+
+	reqs := hostileRequests(ns, runs, "default", "demo", run)
+	gateway := fmt.Sprintf("%s-gateway.%s.svc.cluster.local:80", releaseName, ns)
+	gwIP := podIP(t, cs, ns, "app.kubernetes.io/component=gateway")
+	logs := kindRunPodOutput(t, cs, runs, kindRunPod("hostile-http", []string{"python", "-c", hostileFromAPod, gateway, hostileArgs(t, reqs)}))
+	assertHostileAnswers(t, logs, reqs, platformSecretValues(t, cs, ns))
+
+	// haupt listens on the gateway pod's loopback: its ports are closed to a run, nginx's open.
+	logs = kindRunPodOutput(t, cs, runs, kindRunPod("haupt-ports", []string{"python", "-c", kindProbe,
+		"nginx=" + gwIP + ":8000", "haupt-api=" + gwIP + ":8001", "haupt-streams=" + gwIP + ":8002"}))
+	t.Logf("a run pod's connections to the gateway pod:\n%s", logs)
+	assert.Contains(t, logs, "nginx open")
+	assert.Contains(t, logs, "haupt-api blocked")
+	assert.Contains(t, logs, "haupt-streams blocked")
+}
+
+// kindRunPodOutput creates pod in runs, waits for it to end and returns its log.
+func kindRunPodOutput(t *testing.T, cs kubernetes.Interface, runs string, pod *corev1.Pod) string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := cs.CoreV1().Pods(runs).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitFor(t, 5*time.Minute, "run pod "+pod.Name+" ends", func(ctx context.Context) (bool, string, error) {
+		p, err := cs.CoreV1().Pods(runs).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, string(p.Status.Phase), nil
+	})
+	logs, err := cs.CoreV1().Pods(runs).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	require.NoError(t, err)
+	return string(logs)
 }
 
 // kindRunPod is a pod shaped as Polyaxon's runs (their labels, the runs' service account), of

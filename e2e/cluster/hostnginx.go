@@ -95,14 +95,20 @@ func rewriteNginxConfig(config string, c ProgramContainer) (string, error) {
 	}
 	sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
 	pathRE := regexp.MustCompile(`(^|[\s"'])(/[^\s;"']*)`)
-	config = pathRE.ReplaceAllStringFunc(config, func(m string) string {
-		g := pathRE.FindStringSubmatch(m)
-		if host, ok := hostPath(g[2], c.Mounts, paths...); ok {
-			return g[1] + host
+	lines := strings.Split(config, "\n")
+	for i, line := range lines {
+		if strings.HasPrefix(strings.TrimSpace(line), "location ") {
+			continue // a location's URI is what clients ask for, not a file here
 		}
-		return m
-	})
-	return config, nil
+		lines[i] = pathRE.ReplaceAllStringFunc(line, func(m string) string {
+			g := pathRE.FindStringSubmatch(m)
+			if host, ok := hostPath(g[2], c.Mounts, paths...); ok {
+				return g[1] + host
+			}
+			return m
+		})
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // hostPath is path inside the container as a path on this machine, when it is on a mount.

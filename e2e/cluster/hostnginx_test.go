@@ -50,7 +50,7 @@ http {
         location /streams/ {
             proxy_pass http://$up;
         }
-        location /pods/gw/volumes/archives/ {
+        location /tmp/plx/archives/ {
             alias /pods/gw/volumes/archives/;
         }
     }

@@ -114,6 +114,10 @@ http {
             proxy_pass http://$polyaxon_streams_upstream;
             proxy_buffering off;
         }
+        # haupt's generator keeps /tmp/ internal too; only the archives below are ever served.
+        location /tmp/ {
+            internal;
+        }
         # X-Accel-Redirect of streams' downloads: the copies it makes in its archives folder.
         location {{ include "polyaxon.gateway.archivesRoot" . }}/ {
             internal;
