@@ -177,6 +177,21 @@ func TestEdge(t *testing.T) {
 		adminCLI.waitStatus(t, ctx, "authtest", uuid, "succeeded")
 	})
 
+	// Issue 52: a user the edge lets in sends what a run would: nginx behind the edge refuses it.
+	t.Run("through the edge, a logged-in user gets nothing of the platform's from the gateway's HTTP routes", func(t *testing.T) {
+		require.NotEmpty(t, uuid, "the run above")
+		reqs := hostileRequests(ns, nsRuns, "default", "authtest", uuid)
+		basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+		for i := range reqs {
+			h := map[string]string{"Authorization": basic}
+			for k, v := range reqs[i].header {
+				h[k] = v
+			}
+			reqs[i].header = h
+		}
+		assertGatewayRefusesHostileRequests(t, edgeAddr, reqs, platformSecretValues(t, c.Clientset, ns))
+	})
+
 	t.Run("the edge keeps the credential from Polyaxon, which would refuse it", func(t *testing.T) {
 		// Polyaxon CE's API (Django REST framework's basic authentication) checks a Basic
 		// Authorization against its own users: the edge must not pass the CLI's on.

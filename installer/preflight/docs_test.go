@@ -12,8 +12,8 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 )
 
-// Every check's hint links to docs/preflight-checks.md#check-<id> (check.DocsBase): each ID
-// needs its heading there.
+// Every check's hint links to docs/preflight-checks.md#check-<id> (check.DocsBase): each ID,
+// of the preflight checks and of an installed release's, needs its heading there.
 func TestEveryCheckIsDocumented(t *testing.T) {
 	const page = "docs/preflight-checks.md"
 	require.True(t, strings.HasSuffix(check.DocsBase, "/blob/main/"+page+"#"), "check.DocsBase points at %s", page)
@@ -22,7 +22,12 @@ func TestEveryCheckIsDocumented(t *testing.T) {
 	doc := string(raw)
 	ids := IDs()
 	require.NotEmpty(t, ids)
-	for _, id := range append(ids, "release-deployed", "release-origin", "gateway-route-status", "workloads-ready") {
+	// And the checks of an installed release (`check` without --pre), read from PostChecks so
+	// that a new one cannot go undocumented.
+	for _, c := range PostChecks(&Env{}) {
+		ids = append(ids, c.ID)
+	}
+	for _, id := range ids {
 		assert.True(t, strings.Contains(doc, "\n### check-"+id+"\n"), "%s has no heading `### check-%s`", page, id)
 	}
 }

@@ -38,8 +38,8 @@ func (e *Env) checkOrigin(ctx context.Context) (string, error) {
 }
 
 // PostChecks verify an installed release (`check` without --pre): the API, the version, the
-// release record, who made the deployed revision, the guards that keep runs apart, the edge's
-// Secrets and the readiness of every workload.
+// release record, who made the deployed revision, the guards that keep runs apart, the
+// gateway's proxy in front of haupt, the edge's Secrets and the readiness of every workload.
 func PostChecks(env *Env) []check.Check {
 	all := Checks(env)
 	var checks []check.Check
@@ -63,6 +63,9 @@ func PostChecks(env *Env) []check.Check {
 		check.Check{ID: "run-guards", Category: "runs", Description: "the run admission policies, their bindings and the runs' NetworkPolicies are as the release has them", Severity: check.Error,
 			Hint: "`polyaxon-deploy recover` puts them back as the deployed revision has them (so does the next upgrade)",
 			Run:  env.checkRunGuards},
+		check.Check{ID: "gateway-proxy", Category: "network", Description: "nginx is what the gateway's Service reaches, and haupt listens on the pod's loopback only", Severity: check.Error,
+			Hint: gatewayProxyFix,
+			Run:  env.checkGatewayProxy},
 		check.Check{ID: "gateway-route-status", Category: "network", Description: "the Gateways' controller accepted the HTTPRoute and resolved its backend", Severity: check.Error,
 			Hint: "kubectl -n NAMESPACE describe httproute shows each Gateway's conditions; fix the Gateway's listener or the route's backend it names",
 			Run:  env.checkGatewayRouteStatus},
