@@ -212,8 +212,19 @@ func assertGatewayRefusesHostileRequests(t *testing.T, addr string, reqs []hosti
 // hostileFromAPod is the program a run pod runs to send hostile requests (JSON: a list of
 // [method, target, {header: value}]) to the gateway at host:port, as written: for each, one
 // line `i status base64(answer)` (the answer's headers and at most 256 KiB of its body).
-const hostileFromAPod = `import base64, json, socket, sys
+const hostileFromAPod = `import base64, json, socket, sys, time, urllib.request
 host, port = sys.argv[1].rsplit(":", 1)
+# A new pod's NetworkPolicy is programmed a moment after it starts (kube-router): wait for
+# the gateway to answer first.
+deadline = time.time() + 90
+while True:
+    try:
+        urllib.request.urlopen("http://%s:%s/healthz/" % (host, port), timeout=5)
+        break
+    except Exception:
+        if time.time() > deadline:
+            break
+        time.sleep(2)
 for i, (method, target, headers) in enumerate(json.loads(sys.argv[2])):
     head = "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n" % (method, target, host)
     head += "".join("%s: %s\r\n" % kv for kv in headers.items())

@@ -536,8 +536,9 @@ func kindHostileHTTP(t *testing.T, c *cluster.Cluster, ns, runs, run string) {
 	assertHostileAnswers(t, logs, reqs, platformSecretValues(t, cs, ns))
 
 	// haupt listens on the gateway pod's loopback: its ports are closed to a run, nginx's open.
+	// nginx by HTTP first: kindProbe retries it while the new pod's NetworkPolicy is programmed.
 	logs = kindRunPodOutput(t, cs, runs, kindRunPod("haupt-ports", []string{"python", "-c", kindProbe,
-		"nginx=" + gwIP + ":8000", "haupt-api=" + gwIP + ":8001", "haupt-streams=" + gwIP + ":8002"}))
+		"nginx=http://" + gwIP + ":8000/healthz/", "haupt-api=" + gwIP + ":8001", "haupt-streams=" + gwIP + ":8002"}))
 	t.Logf("a run pod's connections to the gateway pod:\n%s", logs)
 	assert.Contains(t, logs, "nginx open")
 	assert.Contains(t, logs, "haupt-api blocked")
