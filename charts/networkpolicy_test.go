@@ -119,6 +119,9 @@ func TestNetworkPolicies(t *testing.T) {
 	stray := peer{"a pod of the runs namespace without Polyaxon's labels", map[string]string{"app": "x"}, testRunsNamespace, "10.0.5.7"}
 	metadata := peer{name: "the cloud metadata address", ip: "169.254.169.254"}
 	metadata6 := peer{name: "the IPv6 cloud metadata address", ip: "fd00:ec2::254"}
+	azureWire := peer{name: "Azure's wire server", ip: "168.63.129.16"}
+	alibaba := peer{name: "Alibaba Cloud's metadata address", ip: "100.100.100.200"}
+	gcp6 := peer{name: "GCP's IPv6 metadata address", ip: "fd20:ce::254"}
 	apiService := peer{name: "the kubernetes Service", ip: "10.96.0.1"}
 	apiServer := peer{name: "the API server", ip: "172.18.0.2"}
 
@@ -161,6 +164,16 @@ func TestNetworkPolicies(t *testing.T) {
 		{run, agent, 8000, tcp, false},
 		{run, metadata, 80, tcp, false},
 		{run, metadata6, 80, tcp, false},
+		{run, azureWire, 80, tcp, false},
+		{run, alibaba, 80, tcp, false},
+		{run, gcp6, 80, tcp, false},
+		// Issue 53: names resolve at the cluster's DNS only, though the internet is open.
+		{run, outside, 53, udp, false},
+		{run, outside, 53, tcp, false},
+		{run, outside6, 53, udp, false},
+		{run, outside, 52, udp, true},
+		{run, outside, 54, udp, true},
+		{run, outside, 65535, tcp, true},
 		{run, apiService, 443, tcp, false},
 		{run, apiServer, 6443, tcp, false},
 		{worker0, apiServer, 6443, tcp, false},

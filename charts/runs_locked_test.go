@@ -78,6 +78,10 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 		`variables.badClaims.size() == 0`,
 		`false || variables.ephemeral.size() == 0`,
 		`variables.nameservers.size() == 0`,
+		`variables.nodeDNS.size() == 0`,
+		`variables.badVolumeKinds.size() == 0`,
+		`variables.badTokens.size() == 0`,
+		`variables.badAnnotations.size() == 0`,
 		`variables.badServiceAccounts.size() == 0`,
 		`variables.nodeNames.size() == 0`,
 		`variables.badPriorityClasses.size() == 0`,
@@ -436,6 +440,32 @@ func TestRunPodsUseOnlyWhatRunsAreGiven(t *testing.T) {
 			p.Spec.DNSPolicy = corev1.DNSNone
 			p.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"203.0.113.53"}}
 		}, "spec.dnsConfig.nameservers: a run pod resolves names with the cluster's DNS only, not 203.0.113.53"},
+		// Issue 53: what was admitted.
+		{"the node's resolver", func(p *corev1.Pod) { p.Spec.DNSPolicy = corev1.DNSDefault },
+			"spec.dnsPolicy: a run pod resolves names with the cluster's DNS only, not the node's (dnsPolicy Default)"},
+		{"an inline CSI volume of a secrets-store driver", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "vault", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+				Driver: "secrets-store.csi.k8s.io", VolumeAttributes: map[string]string{"secretProviderClass": "platform"}}}})
+		}, "spec.volumes: volume vault is an inline CSI volume of driver secrets-store.csi.k8s.io: a run pod may use inline CSI volumes only of the drivers runs are given (none)"},
+		{"an image volume", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "api", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "polyaxon/polyaxon-api:2.18.0"}}})
+		}, "volume api mounts image polyaxon/polyaxon-api:2.18.0"},
+		{"a token for a cloud's audience, for a year", func(p *corev1.Pod) {
+			year := int64(365 * 24 * 3600)
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "cloud", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "sts.amazonaws.com", ExpirationSeconds: &year, Path: "token"}}}}}})
+		}, "spec.volumes: volume cloud projects a token for audience sts.amazonaws.com, 31536000 s: a run pod may project its ServiceAccount's token only for the API server and for at most 3607 s"},
+		{"a token for the API server, for a day", func(p *corev1.Pod) {
+			day := int64(24 * 3600)
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "long", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: &day, Path: "token"}}}}}})
+		}, "volume long projects a token for audience the API server's, 86400 s"},
+		{"a second network (Multus)", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"k8s.v1.cni.cncf.io/networks": "host-net"}
+		}, "metadata.annotations: k8s.v1.cni.cncf.io/networks: a run pod may not ask a network plugin or a mesh for another network or egress path"},
+		{"an address of its choosing (Calico) and a mesh's egress exclusion (Istio)", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"cni.projectcalico.org/ipAddrs": `["10.0.0.5"]`, "traffic.sidecar.istio.io/excludeOutboundIPRanges": "0.0.0.0/0"}
+		}, "cni.projectcalico.org/ipAddrs"},
 	}
 	for _, c := range refused {
 		requireRefused(t, ev, c)
@@ -454,6 +484,15 @@ func TestRunPodsUseOnlyWhatRunsAreGiven(t *testing.T) {
 		}},
 		{"the cluster's DNS with options of its own", func(p *corev1.Pod) {
 			p.Spec.DNSConfig = &corev1.PodDNSConfig{Searches: []string{"example.internal"}}
+		}},
+		{"the kubelet's own API token (kube-api-access: the API server's audience, 3607 s)", func(p *corev1.Pod) {
+			exp := int64(3607)
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "kube-api-access-x", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: &exp, Path: "token"}},
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}}}}})
+		}},
+		{"annotations of its own", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"example.com/team": "vision", "prometheus.io/scrape": "true"}
 		}},
 	}
 	for _, c := range admitted {

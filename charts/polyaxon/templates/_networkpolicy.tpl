@@ -85,3 +85,11 @@ addresses (a CNI may judge either side of the Service's address translation).
 {{- end -}}
 {{- toJson ($out | uniq) -}}
 {{- end -}}
+
+{{/* Every TCP and UDP port but 53 (DNS), as NetworkPolicy port ranges (endPort). */}}
+{{- define "polyaxon.networkPolicy.portsButDNS" -}}
+- {protocol: TCP, port: 1, endPort: 52}
+- {protocol: TCP, port: 54, endPort: 65535}
+- {protocol: UDP, port: 1, endPort: 52}
+- {protocol: UDP, port: 54, endPort: 65535}
+{{- end -}}

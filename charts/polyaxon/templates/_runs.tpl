@@ -265,6 +265,43 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
         .filter(l, l.size() > 0).map(l, l.join(", "))
   - name: nameservers
     expression: 'variables.specs.map(s, s.?dnsConfig.?nameservers.orValue([])).filter(l, l.size() > 0).map(l, l.join(", "))'
+  # dnsPolicy Default resolves with the node's resolv.conf: the node's nameservers, not the
+  # cluster's DNS that the runs' NetworkPolicy keeps runs to.
+  - name: nodeDNS
+    expression: 'variables.specs.map(s, s.?dnsPolicy.orValue("ClusterFirst")).filter(p, p == "Default")'
+  # Volumes that bring what runs are not given: an inline CSI volume of a driver not allowed
+  # (a secrets-store driver mounts whatever its parameters name), an image volume (any image
+  # the node can pull, the platform's included).
+  - name: csiDrivers
+    expression: {{ include "polyaxon.cel.literal" (.Values.runs.allowedCSIDrivers | default list) | quote }}
+  - name: badVolumeKinds
+    expression: >-
+      variables.specs.map(s,
+        s.?volumes.orValue([]).filter(v, v.?csi.hasValue() && !(v.csi.?driver.orValue("") in variables.csiDrivers))
+          .map(v, "volume " + v.name + " is an inline CSI volume of driver " + v.csi.?driver.orValue(""))
+        + s.?volumes.orValue([]).filter(v, v.?image.hasValue())
+          .map(v, "volume " + v.name + " mounts image " + v.image.?reference.orValue(""))
+      ).filter(l, l.size() > 0).map(l, l.join("; "))
+  # A projected service-account token for another audience (a cloud's workload identity, a
+  # vault) or for longer than the kubelet's own (kube-api-access: 3607 s).
+  - name: badTokens
+    expression: >-
+      variables.specs.map(s,
+        s.?volumes.orValue([]).filter(v, v.?projected.?sources.orValue([]).exists(p, p.?serviceAccountToken.hasValue()
+            && (p.serviceAccountToken.?audience.orValue("") != "" || p.serviceAccountToken.?expirationSeconds.orValue(3600) > {{ int .Values.runs.maxTokenSeconds }})))
+          .map(v, "volume " + v.name + " projects a token " + v.projected.sources.filter(p, p.?serviceAccountToken.hasValue()
+            && (p.serviceAccountToken.?audience.orValue("") != "" || p.serviceAccountToken.?expirationSeconds.orValue(3600) > {{ int .Values.runs.maxTokenSeconds }}))
+            .map(p, "for audience " + (p.serviceAccountToken.?audience.orValue("") != "" ? p.serviceAccountToken.audience : "the API server's")
+              + ", " + string(p.serviceAccountToken.?expirationSeconds.orValue(3600)) + " s").join(", "))
+      ).filter(l, l.size() > 0).map(l, l.join("; "))
+  # Annotations that a network plugin or a mesh reads to give a pod another network, address
+  # or egress path than the runs' NetworkPolicy allows (Multus, Calico, Istio, Linkerd, Cilium).
+  - name: refusedAnnotations
+    expression: {{ include "polyaxon.cel.literal" (.Values.runs.refusedAnnotationPrefixes | default list) | quote }}
+  - name: badAnnotations
+    expression: >-
+      variables.metas.map(m, m.?annotations.orValue({}).filter(k, variables.refusedAnnotations.exists(p, k.startsWith(p))))
+        .filter(l, l.size() > 0).map(l, l.join(", "))
   - name: badServiceAccounts
     expression: 'variables.specs.map(s, s.?serviceAccountName.orValue("default")).filter(n, !(n in variables.serviceAccounts))'
   - name: nodeNames
@@ -339,6 +376,26 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
       "spec.dnsConfig.nameservers: a run pod resolves names with the cluster's DNS only, not "
       + variables.nameservers.join(", ")
       + ": remove dnsConfig.nameservers (and dnsPolicy: None) from the run's environment"
+  - expression: 'variables.nodeDNS.size() == 0'
+    reason: Forbidden
+    message: "spec.dnsPolicy: a run pod resolves names with the cluster's DNS only, not the node's (dnsPolicy Default): remove dnsPolicy from the run's environment"
+  - expression: 'variables.badVolumeKinds.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.volumes: " + variables.badVolumeKinds.join("; ")
+      + ": a run pod may use inline CSI volumes only of the drivers runs are given ("
+      + (variables.csiDrivers.size() > 0 ? variables.csiDrivers.join(", ") : "none")
+      + ") and no image volume: use the artifacts store or a connection (chart value runs.allowedCSIDrivers)"
+  - expression: 'variables.badTokens.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.volumes: " + variables.badTokens.join("; ")
+      + ": a run pod may project its ServiceAccount's token only for the API server and for at most {{ int .Values.runs.maxTokenSeconds }} s (chart value runs.maxTokenSeconds)"
+  - expression: 'variables.badAnnotations.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "metadata.annotations: " + variables.badAnnotations.join("; ")
+      + ": a run pod may not ask a network plugin or a mesh for another network or egress path: remove these annotations from the run's environment (chart value runs.refusedAnnotationPrefixes)"
   - expression: 'variables.badServiceAccounts.size() == 0'
     reason: Forbidden
     messageExpression: >-
