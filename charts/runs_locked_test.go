@@ -78,6 +78,7 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 		`variables.badClaims.size() == 0`,
 		`false || variables.ephemeral.size() == 0`,
 		`variables.nameservers.size() == 0`,
+		`variables.badTolerations.size() == 0`,
 		`variables.nodeDNS.size() == 0`,
 		`variables.badVolumeKinds.size() == 0`,
 		`variables.badTokens.size() == 0`,
@@ -89,6 +90,7 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 		`variables.badSchedulers.size() == 0`,
 		`variables.targeted.size() == 0`,
 		`variables.unconfined.size() == 0`,
+		`variables.confined`,
 	}, exprs)
 	assert.Equal(t, `["polyaxon=experiments", "polyaxon=builds"]`, policyVariable(p, "runPools"),
 		"the run pools a refusal suggests: the categories' pools, none of them a protected one")
@@ -199,6 +201,21 @@ func TestRunRestrictionsRefuseAndAdmit(t *testing.T) {
 			"spec.priorityClassName: system-cluster-critical is not allowed for runs (allowed: none): remove priorityClassName from the run's environment, or add it to the chart value runs.allowedPriorityClasses"},
 		{"another scheduler", func(p *corev1.Pod) { p.Spec.SchedulerName = "my-scheduler" },
 			"spec.schedulerName: my-scheduler is not allowed for runs (allowed: default-scheduler): remove schedulerName from the run's environment, or add it to the chart value runs.allowedSchedulers"},
+		// Issue 53: the hostile review's polyaxonfile, piece by piece.
+		{"a toleration of every taint", func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
+		}, "spec.tolerations: a toleration with no key (it tolerates every taint): a run pod may tolerate only its own pools' taints, not the control plane's or a protected pool's (node-role.kubernetes.io/control-plane, node-role.kubernetes.io/master)"},
+		{"a toleration of the control plane", func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+		}, "spec.tolerations: a toleration of node-role.kubernetes.io/control-plane"},
+		{"any Linux node, away from the pools' label", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
+			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpDoesNotExist})
+		}, "spec.nodeSelector/spec.affinity: a run pod must land on a run pool (polyaxon=experiments or polyaxon=builds)"},
+		{"any node but core's", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
+			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"core"}})
+		}, "spec.nodeSelector/spec.affinity: a run pod must land on a run pool (polyaxon=experiments or polyaxon=builds)"},
 	}
 	for _, c := range refused {
 		err := requireRefused(t, ev, c)
@@ -211,6 +228,13 @@ func TestRunRestrictionsRefuseAndAdmit(t *testing.T) {
 		change func(*corev1.Pod)
 	}{
 		{"the default scheduler", func(p *corev1.Pod) { p.Spec.SchedulerName = "default-scheduler" }},
+		{"its GPU pool's taint, and the kubelet's own NoExecute tolerations", func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+				corev1.Toleration{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})
+		}},
+		{"a run pool by required affinity", func(p *corev1.Pod) {
+			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpIn, Values: []string{"experiments", "builds"}})
+		}},
 	}
 	for _, c := range admitted {
 		pod := runPod(t, "job.yaml")

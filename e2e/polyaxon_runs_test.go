@@ -232,6 +232,13 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 			{"node-name.yaml", "a run pod may not pick its node (core-1)"},
 			{"priority-class.yaml", "spec.priorityClassName: system-cluster-critical is not allowed for runs"},
 			{"outside-dns.yaml", "a run pod resolves names with the cluster's DNS only, not 203.0.113.53"},
+			// Issue 53: what the hostile review got admitted.
+			{"any-node.yaml", "a run pod must land on a run pool (polyaxon=experiments or polyaxon=builds), and its own nodeSelector or node affinity names none"},
+			{"every-taint.yaml", "spec.tolerations: a toleration with no key (it tolerates every taint)"},
+			{"node-dns.yaml", "spec.dnsPolicy: a run pod resolves names with the cluster's DNS only, not the node's (dnsPolicy Default)"},
+			{"cloud-token.yaml", "volume cloud projects a token for audience sts.amazonaws.com, 31536000 s"},
+			{"csi-volume.yaml", "volume vault is an inline CSI volume of driver secrets-store.csi.k8s.io"},
+			{"second-network.yaml", "metadata.annotations: k8s.v1.cni.cncf.io/networks"},
 		}
 		for _, h := range cases {
 			uuid := cli.submit(t, ctx, filepath.Join(hostile, h.file), "demo")

@@ -205,6 +205,29 @@ another value. What a refused run pod may name instead. */}}
 {{- toJson ($out | uniq) -}}
 {{- end -}}
 
+{{/* The same pools as label maps (polyaxon.runs.poolSelectors), for the policy's confinement. */}}
+{{- define "polyaxon.runs.poolLabels" -}}
+{{- $out := list -}}
+{{- range $text := include "polyaxon.runs.poolSelectors" . | fromJsonArray -}}
+{{- $m := dict -}}
+{{- range $kv := splitList "," $text }}{{ $p := splitn "=" 2 $kv }}{{ $_ := set $m $p._0 $p._1 }}{{ end -}}
+{{- $out = append $out $m -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* Taint keys no run may tolerate: the control plane's, and those the protected categories'
+pods tolerate (tolerations.core, a dependency's own tolerations). */}}
+{{- define "polyaxon.runs.protectedTaints" -}}
+{{- $out := list "node-role.kubernetes.io/control-plane" "node-role.kubernetes.io/master" -}}
+{{- range $cat := .Values.runs.protectedCategories | default list -}}
+{{- $l := list -}}
+{{- if eq $cat "core" }}{{ $l = $.Values.tolerations.core | default list }}{{ else }}{{ $l = (index $.Values $cat).tolerations | default list }}{{ end -}}
+{{- range $t := $l }}{{ with $t.key }}{{ $out = append $out . }}{{ end }}{{ end -}}
+{{- end -}}
+{{- toJson ($out | uniq) -}}
+{{- end -}}
+
 {{/*
 What a run may reference, and where it may go, judged on `variables.specs`: the pod specs of
 the object the policy sees (a pod's own, or every template of a Polyaxon run object). Each
@@ -265,6 +288,33 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
         .filter(l, l.size() > 0).map(l, l.join(", "))
   - name: nameservers
     expression: 'variables.specs.map(s, s.?dnsConfig.?nameservers.orValue([])).filter(l, l.size() > 0).map(l, l.join(", "))'
+  # The run pools as label maps: a spec with a nodeSelector or required node affinity of its
+  # own (which the placement policies keep, so it gets no category's) must keep its pods to
+  # them: its nodeSelector names every label of one, or every required term an In whose values
+  # are each a single-label pool's. Keeping off the protected pools is not enough: a node of
+  # no pool (the control plane, a system node) is neither.
+  - name: poolLabels
+    expression: {{ include "polyaxon.cel.literal" (ternary (include "polyaxon.runs.poolLabels" . | fromJsonArray) list (not (empty .Values.runs.protectedCategories))) | quote }}
+  - name: unpooled
+    expression: >-
+      variables.poolLabels.size() == 0 ? [] : variables.specs.filter(s,
+        (s.?nodeSelector.orValue({}).size() > 0 || s.?affinity.?nodeAffinity.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms.orValue([]).size() > 0)
+        && !variables.poolLabels.exists(p, p.all(k, s.?nodeSelector.orValue({})[?k].orValue("") == p[k]))
+        && !(s.?affinity.?nodeAffinity.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms.orValue([]).size() > 0
+          && s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.all(t, t.?matchExpressions.orValue([]).exists(e,
+            e.operator == "In" && e.?values.orValue([]).size() > 0
+            && e.values.all(v, variables.poolLabels.exists(p, p.size() == 1 && e.key in p && p[e.key] == v))))))
+        .map(s, s.?nodeSelector.orValue({}).map(k, k + "=" + s.nodeSelector[k]).join(","))
+  # A toleration with no key tolerates every taint; the control plane's and the protected
+  # pools' taints keep runs off their nodes.
+  - name: protectedTaints
+    expression: {{ include "polyaxon.cel.literal" (include "polyaxon.runs.protectedTaints" . | fromJsonArray) | quote }}
+  - name: badTolerations
+    expression: >-
+      variables.specs.map(s, s.?tolerations.orValue([])
+        .filter(t, t.?key.orValue("") == "" || t.key in variables.protectedTaints)
+        .map(t, t.?key.orValue("") == "" ? "a toleration with no key (it tolerates every taint)" : "a toleration of " + t.key))
+        .filter(l, l.size() > 0).map(l, l.join(", "))
   # dnsPolicy Default resolves with the node's resolv.conf: the node's nameservers, not the
   # cluster's DNS that the runs' NetworkPolicy keeps runs to.
   - name: nodeDNS
@@ -376,6 +426,12 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
       "spec.dnsConfig.nameservers: a run pod resolves names with the cluster's DNS only, not "
       + variables.nameservers.join(", ")
       + ": remove dnsConfig.nameservers (and dnsPolicy: None) from the run's environment"
+  - expression: 'variables.badTolerations.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.tolerations: " + variables.badTolerations.join("; ")
+      + ": a run pod may tolerate only its own pools' taints, not the control plane's or a protected pool's ("
+      + variables.protectedTaints.join(", ") + "): remove it from the run's environment"
   - expression: 'variables.nodeDNS.size() == 0'
     reason: Forbidden
     message: "spec.dnsPolicy: a run pod resolves names with the cluster's DNS only, not the node's (dnsPolicy Default): remove dnsPolicy from the run's environment"
