@@ -1,6 +1,7 @@
 package charts_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,6 +83,11 @@ func checkStreamsHoldsNoPlatformSecret(t testing.TB, ch *chart.Chart) {
 			env[e.Name] = e.Value
 		}
 		assert.Equalf(t, "streams", env["POLYAXON_SERVICE"], what)
+		// Links under the store are refused before haupt (and fsspec, aiofiles) is imported.
+		script := pythonScript(t, streams)
+		guard, haupt := strings.Index(script, "\ninstall_from_env()"), strings.Index(script, "from haupt")
+		assert.Truef(t, guard > 0 && haupt > guard, "%s: streams installs its link guard before it imports haupt", what)
+		assert.NotRegexpf(t, `(?m)^\s*(import|from) (haupt|fsspec|aiofiles|tarfile)\b`, script[:max(guard, 0)], "%s: nothing that keeps open is imported before the guard", what)
 	}
 	// The API keeps what it needs: the database password, the secret key and the internal token.
 	api := container(t, podsByComponent(t, renderChart(t, ch, profileValues(t, "production")))["gateway"].spec.Containers, "gateway")

@@ -278,6 +278,7 @@ func checkRunsKeptOffProtectedPools(t testing.TB, ch *chart.Chart) {
 	ev := admitter(t, renderChart(t, ch, profileValues(t, "production")))
 	ctx := context.Background()
 	const targets = "spec.nodeSelector/spec.affinity: a run pod may not target the nodes of the protected categories core (polyaxon=core), postgresql (polyaxon=core), rabbitmq (polyaxon=core), redis (polyaxon=core): remove that nodeSelector or node affinity from the run's environment (runs.protectedCategories)"
+	const onPool = "spec.nodeSelector/spec.affinity: a run pod must land on a run pool (polyaxon=experiments or polyaxon=builds)"
 	const keepOff = "spec.nodeSelector/spec.affinity: a run pod must keep off the nodes of the protected categories core (polyaxon=core), postgresql (polyaxon=core), rabbitmq (polyaxon=core), redis (polyaxon=core) by their labels, and a hostname, another label or no nodeSelector may land it there: " +
 		"name a run pool in the run's environment.nodeSelector (polyaxon=experiments or polyaxon=builds); a run that names none gets its category's (chart values nodeSelectors.<category>, runs.protectedCategories)"
 	terms := func(ts ...[]corev1.NodeSelectorRequirement) *corev1.Affinity {
@@ -320,6 +321,17 @@ func checkRunsKeptOffProtectedPools(t testing.TB, ch *chart.Chart) {
 			p.Spec.NodeSelector = map[string]string{"zone": "a"}
 			p.Spec.Affinity = terms([]corev1.NodeSelectorRequirement{{Key: "polyaxon", Operator: corev1.NodeSelectorOpGt, Values: []string{"1"}}})
 		}, targets},
+		// Keeping off the protected pools is not landing on a run pool (issue 53): a node of no
+		// pool, the control plane's among them, is neither.
+		{"a required affinity away from core only", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"zone": "a"}
+			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"core"}})
+		}, onPool},
+		{"one affinity term on a run pool, another on nodes of no pool", func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"zone": "a"}
+			p.Spec.Affinity = terms(append(in("polyaxon", "experiments"), in(corev1.LabelHostname, "core-0")...),
+				[]corev1.NodeSelectorRequirement{{Key: "polyaxon", Operator: corev1.NodeSelectorOpDoesNotExist}})
+		}, onPool},
 	}
 	for _, c := range refused {
 		pod := runPod(t, "job.yaml")
@@ -339,15 +351,6 @@ func checkRunsKeptOffProtectedPools(t testing.TB, ch *chart.Chart) {
 		{"another pool by nodeSelector", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"polyaxon": "builds"} }},
 		{"a node of a run pool by hostname", func(p *corev1.Pod) {
 			p.Spec.NodeSelector = map[string]string{"polyaxon": "experiments", corev1.LabelHostname: "experiments-0"}
-		}},
-		{"a required affinity away from core", func(p *corev1.Pod) {
-			p.Spec.NodeSelector = map[string]string{"zone": "a"}
-			p.Spec.Affinity = requiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "polyaxon", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"core"}})
-		}},
-		{"affinity terms that each keep off core", func(p *corev1.Pod) {
-			p.Spec.NodeSelector = map[string]string{"zone": "a"}
-			p.Spec.Affinity = terms(append(in("polyaxon", "experiments"), in(corev1.LabelHostname, "core-0")...),
-				[]corev1.NodeSelectorRequirement{{Key: "polyaxon", Operator: corev1.NodeSelectorOpDoesNotExist}})
 		}},
 		{"an affinity only (the category's nodeSelector is added)", func(p *corev1.Pod) {
 			p.Spec.Affinity = terms(in(corev1.LabelHostname, "core-0"))

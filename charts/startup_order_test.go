@@ -41,7 +41,7 @@ func container(t testing.TB, cs []corev1.Container, name string) corev1.Containe
 }
 
 // pythonScript is the program of a `python -c SCRIPT` command.
-func pythonScript(t *testing.T, c corev1.Container) string {
+func pythonScript(t testing.TB, c corev1.Container) string {
 	t.Helper()
 	require.Len(t, c.Command, 3, "container %s: python -c SCRIPT", c.Name)
 	require.Equal(t, []string{"python", "-c"}, c.Command[:2], "container %s", c.Name)

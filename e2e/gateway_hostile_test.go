@@ -81,11 +81,14 @@ func hostileRequests(ns, runsNS, owner, project, run string) []hostileRequest {
 		hostileRequest{name: "a path outside the store in the query", method: http.MethodGet,
 			target: streams + run + "/artifact?path=../../../../proc/self/environ&stream=true"},
 	)
+	// Streams follows no link under the store (the chart's files/streams-start.py): each is
+	// not found.
 	for _, link := range hostileLinks {
 		out = append(out,
-			hostileRequest{name: "link " + link.name + ", streamed", method: http.MethodGet, target: streams + run + "/artifact?path=outputs/" + link.name + "&stream=true"},
-			hostileRequest{name: "link " + link.name + ", read-only route", method: http.MethodGet, target: streams + run + "/ro_artifact/outputs/" + link.name},
-			hostileRequest{name: "link " + link.name + ", downloaded", method: http.MethodGet, target: streams + run + "/artifact?path=outputs/" + link.name},
+			hostileRequest{name: "link " + link.name + ", streamed", method: http.MethodGet, target: streams + run + "/artifact?path=outputs/" + link.name + "&stream=true", refused: true},
+			hostileRequest{name: "link " + link.name + ", read-only route", method: http.MethodGet, target: streams + run + "/ro_artifact/outputs/" + link.name, refused: true},
+			hostileRequest{name: "link " + link.name + ", downloaded", method: http.MethodGet, target: streams + run + "/artifact?path=outputs/" + link.name, refused: true},
+			hostileRequest{name: "a file through link " + link.name, method: http.MethodGet, target: streams + run + "/artifact?path=outputs/" + link.name + "/x&stream=true", refused: true},
 		)
 	}
 	out = append(out, hostileRequest{name: "the outputs with their links, as an archive", method: http.MethodGet, target: streams + run + "/artifacts?path=outputs"})
@@ -99,6 +102,7 @@ var hostileLinks = []struct{ name, target string }{
 	{"pid1-environ", "/proc/1/environ"},
 	{"token", "/var/run/secrets/kubernetes.io/serviceaccount/token"},
 	{"passwd", "/etc/passwd"},
+	{"etc", "/etc"},
 }
 
 // writeHostileLinks writes hostileLinks into the run's outputs in the store (runDir is

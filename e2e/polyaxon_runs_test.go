@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -193,6 +195,17 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 		require.NotEmpty(t, run, "hello-job was not submitted")
 		writeHostileLinks(t, filepath.Join(store, run))
 		assertGatewayRefusesHostileRequests(t, addr, hostileRequests(ns, runsNS, "default", "demo", run), platformSecretValues(t, c.Clientset, ns))
+		// What the run wrote itself still downloads: streams copies it to its archives, and
+		// nginx sends it (X-Accel-Redirect to its internal location).
+		want := "weights of run " + run + "\n"
+		require.NoError(t, os.WriteFile(filepath.Join(store, run, "outputs", "model.txt"), []byte(want), 0o644))
+		for _, route := range []string{"artifact?path=outputs/model.txt", "artifact?path=outputs/model.txt&stream=true", "ro_artifact/outputs/model.txt"} {
+			status, answer, err := rawRequest(ctxT(t, time.Minute), addr, hostileRequest{method: http.MethodGet,
+				target: fmt.Sprintf("/streams/v1/%s/default/demo/runs/%s/%s", runsNS, run, route)})
+			require.NoError(t, err)
+			assert.Equalf(t, http.StatusOK, status, "%s:\n%.300s", route, answer)
+			assert.Equalf(t, want, string(answerBody(answer)), "%s: the run's own file", route)
+		}
 	})
 
 	t.Run("bad input fails in Polyaxon with its own message; the platform does not restart", func(t *testing.T) {

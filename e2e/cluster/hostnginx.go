@@ -95,12 +95,8 @@ func rewriteNginxConfig(config string, c ProgramContainer) (string, error) {
 	}
 	sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
 	pathRE := regexp.MustCompile(`(^|[\s"'])(/[^\s;"']*)`)
-	lines := strings.Split(config, "\n")
-	for i, line := range lines {
-		if strings.HasPrefix(strings.TrimSpace(line), "location ") {
-			continue // a location's URI is what clients ask for, not a file here
-		}
-		lines[i] = pathRE.ReplaceAllStringFunc(line, func(m string) string {
+	rewrite := func(line string) string {
+		return pathRE.ReplaceAllStringFunc(line, func(m string) string {
 			g := pathRE.FindStringSubmatch(m)
 			if host, ok := hostPath(g[2], c.Mounts, paths...); ok {
 				return g[1] + host
@@ -108,8 +104,39 @@ func rewriteNginxConfig(config string, c ProgramContainer) (string, error) {
 			return m
 		})
 	}
-	return strings.Join(lines, "\n"), nil
+	var out, block []string
+	for _, line := range strings.Split(config, "\n") {
+		switch {
+		case block != nil: // inside a location named by a mount path
+			block = append(block, line)
+			if strings.TrimSpace(line) == "}" {
+				out = append(out, block[0]) // the container's URI, its paths here
+				for _, l := range block[1:] {
+					out = append(out, rewrite(l))
+				}
+				for _, l := range block { // its twin under the path here
+					out = append(out, rewrite(l))
+				}
+				block = nil
+			}
+		case nginxLocation.MatchString(line):
+			// A location's URI is what clients ask for: kept as it is. One named by a mount
+			// path (an X-Accel-Redirect's internal alias) also gets a twin under the path
+			// here, which is what the program beside it names in its redirects.
+			uri := nginxLocation.FindStringSubmatch(line)[1]
+			if _, ok := hostPath(uri, c.Mounts, paths...); ok {
+				block = []string{line}
+				continue
+			}
+			out = append(out, line)
+		default:
+			out = append(out, rewrite(line))
+		}
+	}
+	return strings.Join(out, "\n"), nil
 }
+
+var nginxLocation = regexp.MustCompile(`^\s*location\s+(/\S*)\s*\{\s*$`)
 
 // hostPath is path inside the container as a path on this machine, when it is on a mount.
 // order, when given, is the mounts' paths longest first.

@@ -53,9 +53,12 @@ http {
         location /tmp/plx/archives/ {
             alias /pods/gw/volumes/archives/;
         }
+        location /pods/gw/volumes/archives/ {
+            alias /pods/gw/volumes/archives/;
+        }
     }
 }
-`, out)
+`, out, "an internal alias keeps the container's URI, and gets a twin under the path streams names here")
 
 	_, err = rewriteNginxConfig("server 127.0.0.1:9999;", c)
 	assert.ErrorContains(t, err, "ports 9999 are no container port of the pod", "an upstream the pod does not declare")

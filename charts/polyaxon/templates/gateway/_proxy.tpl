@@ -19,8 +19,9 @@ Where it differs, and why:
   /k8s/v1/ then uses to exec into any pod its Role reaches: whoever reaches the gateway would
   get that. Administrators keep `kubectl exec`.
 - Streams reads (GET, HEAD) go to the streams container, which holds no database password,
-  secret key or internal token and mounts the store read-only; writes to /streams/ (uploads,
-  deletes) go to the API container, which mounts it read-write.
+  secret key or internal token, mounts the store read-only and follows no link under it
+  (files/streams-start.py); writes to /streams/ (uploads, deletes) go to the API container,
+  which mounts it read-write.
 - Downloads are served with disable_symlinks on, so nginx never follows a link of the archives
   folder out of it.
 - Run services (/services/, /external/, /monitors/: notebooks, tensorboards) are not routed:
@@ -151,11 +152,3 @@ exec:
 /tmp/plx/archives
 {{- end -}}
 
-{{/* How the streams container starts: haupt's streams application, without migrations. */}}
-{{- define "polyaxon.gateway.streamsStartScript" -}}
-import os, sys
-from clipped.utils.bools import to_bool
-from haupt.cli.runners.base import start_app
-workers = sys.argv[3] if len(sys.argv) > 3 else os.environ.get("POLYAXON_PROXY_GATEWAY_CONCURRENCY")
-start_app(app="haupt.polyconf.asgi.streams:application", app_name="streams", host=sys.argv[1], port=int(sys.argv[2]), workers=int(workers) if workers else None, per_core=to_bool(os.environ.get("POLYAXON_PROXY_GATEWAY_PER_CORE"), handle_none=True), migrate_tables=False, migrate_db=False)
-{{- end -}}
