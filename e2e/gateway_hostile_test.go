@@ -203,13 +203,21 @@ func assertGatewayRefusesHostileRequests(t *testing.T, addr string, reqs []hosti
 		if !assert.NoErrorf(t, err, "%s: %s %s", r.name, r.method, r.target) {
 			continue
 		}
-		t.Logf("%-60s %d  %s %s", r.name, status, r.method, r.target)
-		if r.refused {
-			assert.Truef(t, status >= 400 && status < 500, "%s: %s %s answered %d, want a refusal (4xx):\n%.300s", r.name, r.method, r.target, status, answer)
-		}
-		for name, v := range secrets {
-			assert.Falsef(t, bytes.Contains(answer, v), "%s: %s %s: the answer holds the value of Secret %s", r.name, r.method, r.target, name)
-		}
+		judgeHostileAnswer(t, r, status, answer, secrets)
+	}
+}
+
+// judgeHostileAnswer: a refused request got a 4xx, and no answer holds a Secret's value.
+func judgeHostileAnswer(t *testing.T, r hostileRequest, status int, answer []byte, secrets map[string][]byte) {
+	t.Helper()
+	t.Logf("%-60s %d  %s %s", r.name, status, r.method, r.target)
+	if r.refused {
+		assert.Truef(t, status >= 400 && status < 500, "%s: %s %s answered %d, want a refusal (4xx):\n%.300s", r.name, r.method, r.target, status, answer)
+	} else {
+		assert.NotZerof(t, status, "%s: no answer: %s", r.name, answer)
+	}
+	for name, v := range secrets {
+		assert.Falsef(t, bytes.Contains(answer, v), "%s: %s %s: the answer holds the value of Secret %s", r.name, r.method, r.target, name)
 	}
 }
 
@@ -280,16 +288,7 @@ func assertHostileAnswers(t *testing.T, out string, reqs []hostileRequest, secre
 		seen++
 		answer, err := base64.StdEncoding.DecodeString(enc)
 		require.NoError(t, err)
-		r := reqs[i]
-		t.Logf("%-60s %d  %s %s", r.name, status, r.method, r.target)
-		if r.refused {
-			assert.Truef(t, status >= 400 && status < 500, "%s: %s %s answered %d, want a refusal (4xx):\n%.300s", r.name, r.method, r.target, status, answer)
-		} else {
-			assert.NotZerof(t, status, "%s: no answer: %s", r.name, answer)
-		}
-		for name, v := range secrets {
-			assert.Falsef(t, bytes.Contains(answer, v), "%s: %s %s: the answer holds the value of Secret %s", r.name, r.method, r.target, name)
-		}
+		judgeHostileAnswer(t, reqs[i], status, answer, secrets)
 	}
 	assert.Equal(t, len(reqs), seen, "every request answered:\n%s", lastLines(out, 5))
 }
