@@ -48,9 +48,14 @@ def _split_under_root(path):
     if not p.startswith("/"):
         p = os.path.join(os.getcwd(), p)
     norm = os.path.normpath(p)
+    raw = [c for c in p.split("/") if c not in ("", ".")]
     for root in _ROOTS:
+        # Spelt under a root, judged as spelt: "<store>/run/../../etc" normalises out of the
+        # store, and haupt builds such paths from what runs write (an event's asset path).
+        under = [c for c in root.split("/") if c]
+        if raw[:len(under)] == under and ".." in raw[len(under):]:
+            _refuse(p, "'..' not allowed under the artifacts store")
         if norm == root or norm.startswith(root + "/"):
-            raw = [c for c in p.split("/") if c not in ("", ".")]
             if ".." in raw:  # kernel would resolve ".." after links: refuse
                 _refuse(p, "'..' not allowed under the artifacts store")
             return root, [c for c in norm[len(root):].split("/") if c]
@@ -190,7 +195,8 @@ def install_from_env(hide_links=True, guard_stat=True):
     """Roots from POLYAXON_AGENT_ARTIFACTS_STORE (mountPath / hostPath) + archives."""
     import json
 
-    store = json.loads(os.environ["POLYAXON_AGENT_ARTIFACTS_STORE"])
+    # No agent, no store given to this process: nothing to guard.
+    store = json.loads(os.environ.get("POLYAXON_AGENT_ARTIFACTS_STORE") or "{}")
     schema = store.get("schema") or {}
     root = schema.get("mountPath") or schema.get("hostPath")
     install(root, os.environ.get("POLYAXON_ARCHIVES_ROOT"),
