@@ -83,11 +83,15 @@ func checkStreamsHoldsNoPlatformSecret(t testing.TB, ch *chart.Chart) {
 			env[e.Name] = e.Value
 		}
 		assert.Equalf(t, "streams", env["POLYAXON_SERVICE"], what)
-		// Links under the store are refused before haupt (and fsspec, aiofiles) is imported.
-		script := pythonScript(t, streams)
-		guard, haupt := strings.Index(script, "\ninstall_from_env()"), strings.Index(script, "from haupt")
-		assert.Truef(t, guard > 0 && haupt > guard, "%s: streams installs its link guard before it imports haupt", what)
-		assert.NotRegexpf(t, `(?m)^\s*(import|from) (haupt|fsspec|aiofiles|tarfile)\b`, script[:max(guard, 0)], "%s: nothing that keeps open is imported before the guard", what)
+		// Links under the store are refused before haupt (and fsspec, aiofiles) is imported, in
+		// streams and in the API, which writes uploads and collected logs there.
+		gw := podsByComponent(t, r)["gateway"].spec.Containers
+		for _, c := range []corev1.Container{streams, container(t, gw, "gateway")} {
+			script := pythonScript(t, c)
+			guard, haupt := strings.Index(script, "\ninstall_from_env()"), strings.Index(script, "from haupt")
+			assert.Truef(t, guard > 0 && haupt > guard, "%s: %s installs its link guard before it imports haupt", what, c.Name)
+			assert.NotRegexpf(t, `(?m)^\s*(import|from) (haupt|fsspec|aiofiles|tarfile|clipped)\b`, script[:max(guard, 0)], "%s: %s: nothing that keeps open is imported before the guard", what, c.Name)
+		}
 	}
 	// The API keeps what it needs: the database password, the secret key and the internal token.
 	api := container(t, podsByComponent(t, renderChart(t, ch, profileValues(t, "production")))["gateway"].spec.Containers, "gateway")

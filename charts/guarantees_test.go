@@ -368,7 +368,7 @@ var chartMutations = []chartMutation{
 		`(dict "ctx" . "readOnly" true)`, `(dict "ctx" .)`, checkArtifactsStoreMounted},
 	{"streams gets the platform's passwords and keys", "templates/gateway/deployment.yaml",
 		"        - name: POLYAXON_SERVICE\n          value: streams", "        {{- include \"polyaxon.env.platform\" . | nindent 8 }}\n        - name: POLYAXON_SERVICE\n          value: streams", checkStreamsHoldsNoPlatformSecret},
-	{"streams starts haupt without its link guard", "files/streams-start.py",
+	{"haupt starts without its link guard", "files/store-guard.py",
 		"\ninstall_from_env()\n", "\n", checkStreamsHoldsNoPlatformSecret},
 	{"nginx no longer refuses other spellings of a path", "templates/gateway/_proxy.tpl",
 		"        if ($polyaxon_refused_path) {\n            return 400;\n        }\n", "", checkGatewayProxyConfig},

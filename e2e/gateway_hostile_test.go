@@ -81,7 +81,7 @@ func hostileRequests(ns, runsNS, owner, project, run string) []hostileRequest {
 		hostileRequest{name: "a path outside the store in the query", method: http.MethodGet,
 			target: streams + run + "/artifact?path=../../../../proc/self/environ&stream=true"},
 	)
-	// Streams follows no link under the store (the chart's files/streams-start.py): each is
+	// Streams follows no link under the store (the chart's files/store-guard.py): each is
 	// not found.
 	for _, link := range hostileLinks {
 		out = append(out,

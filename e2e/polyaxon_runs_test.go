@@ -195,6 +195,22 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 		require.NotEmpty(t, run, "hello-job was not submitted")
 		writeHostileLinks(t, filepath.Join(store, run))
 		assertGatewayRefusesHostileRequests(t, addr, hostileRequests(ns, runsNS, "default", "demo", run), platformSecretValues(t, c.Clientset, ns))
+		// Writes go to the API, which follows no link under the store either: a delete through
+		// a folder link leaves the file it points at.
+		canary := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(canary, "canary.txt"), []byte("platform file"), 0o644))
+		require.NoError(t, os.Symlink(canary, filepath.Join(store, run, "outputs", "canary-dir")))
+		// (Deleting the link itself removes the run's link, not what it points at.)
+		for _, path := range []string{"outputs/canary-dir/canary.txt", "outputs/canary-dir"} {
+			status, answer, err := rawRequest(ctxT(t, time.Minute), addr, hostileRequest{method: http.MethodDelete,
+				target: fmt.Sprintf("/streams/v1/%s/default/demo/runs/%s/artifact?path=%s", runsNS, run, path)})
+			require.NoError(t, err)
+			t.Logf("DELETE %s: %d", path, status)
+			if strings.Count(path, "/") > 1 {
+				assert.Truef(t, status >= 400 && status < 500, "DELETE %s answered %d:\n%.300s", path, status, answer)
+			}
+			assert.FileExistsf(t, filepath.Join(canary, "canary.txt"), "DELETE %s removed the file the run's link points at", path)
+		}
 		// What the run wrote itself still downloads: streams copies it to its archives, and
 		// nginx sends it (X-Accel-Redirect to its internal location).
 		want := "weights of run " + run + "\n"

@@ -18,14 +18,19 @@ import (
 // archives folder it makes, and reads each path given: "<name> read <text>" or "<name> refused".
 const guardProbe = `import os, sys
 src = open(sys.argv[1]).read()
-exec(compile(src[:src.index("\ninstall_from_env()")], "streams-start.py", "exec"))
+exec(compile(src[:src.index("\ninstall_from_env()")], "store-guard.py", "exec"))
 store, arch = sys.argv[2], sys.argv[3]
 install(store, arch)
 for arg in sys.argv[4:]:
     name, path = arg.split("=", 1)
+    op, path = path.split(":", 1) if path.startswith("rm:") else ("read", path)
     try:
-        with open(path) as f:
-            print(name, "read", f.read().strip())
+        if op == "rm":
+            os.remove(path)
+            print(name, "removed")
+        else:
+            with open(path) as f:
+                print(name, "read", f.read().strip())
     except PermissionError:
         print(name, "refused")
     except OSError as e:
@@ -52,13 +57,15 @@ func TestStreamsGuardRefusesWhatLeavesTheStore(t *testing.T) {
 	require.NoError(t, os.Symlink(secret, filepath.Join(outputs, "link")))
 	require.NoError(t, os.Symlink(dir, filepath.Join(outputs, "dir")))
 	out, err := exec.Command(filepath.Join(venv, "bin", "python"), "-c", guardProbe,
-		filepath.Join(root, "charts", "polyaxon", "files", "streams-start.py"), store, arch,
+		filepath.Join(root, "charts", "polyaxon", "files", "store-guard.py"), store, arch,
 		"own="+filepath.Join(outputs, "model.txt"),
 		"link="+filepath.Join(outputs, "link"),
 		"through-a-folder-link="+filepath.Join(outputs, "dir", "secret"),
 		"dot-dot-from-the-store="+filepath.Join(store, "run")+"/../../secret",
 		"dot-dot-from-the-archives="+arch+"/run/../../secret",
 		"outside="+secret,
+		"remove-through-a-folder-link=rm:"+filepath.Join(outputs, "dir", "secret"),
+		"remove-the-link-itself=rm:"+filepath.Join(outputs, "link"),
 	).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	got := map[string]string{}
@@ -67,11 +74,14 @@ func TestStreamsGuardRefusesWhatLeavesTheStore(t *testing.T) {
 		got[name] = result
 	}
 	assert.Equal(t, map[string]string{
-		"own":                       "read weights",
-		"link":                      "refused",
-		"through-a-folder-link":     "refused",
-		"dot-dot-from-the-store":    "refused",
-		"dot-dot-from-the-archives": "refused",
-		"outside":                   "read platform secret", // not under the store: streams' own files stay readable to it
+		"own":                          "read weights",
+		"link":                         "refused",
+		"through-a-folder-link":        "refused",
+		"dot-dot-from-the-store":       "refused",
+		"dot-dot-from-the-archives":    "refused",
+		"outside":                      "read platform secret", // not under the store: streams' own files stay readable to it
+		"remove-through-a-folder-link": "refused",
+		"remove-the-link-itself":       "removed", // the link, not what it points at
 	}, got)
+	assert.FileExists(t, secret, "a remove through a link under the store removed what it points at")
 }

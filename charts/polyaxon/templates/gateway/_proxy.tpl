@@ -19,9 +19,9 @@ Where it differs, and why:
   /k8s/v1/ then uses to exec into any pod its Role reaches: whoever reaches the gateway would
   get that. Administrators keep `kubectl exec`.
 - Streams reads (GET, HEAD) go to the streams container, which holds no database password,
-  secret key or internal token, mounts the store read-only and follows no link under it
-  (files/streams-start.py); writes to /streams/ (uploads, deletes) go to the API container,
-  which mounts it read-write.
+  secret key or internal token and mounts the store read-only; writes to /streams/ (uploads,
+  deletes) go to the API container, which mounts it read-write. Neither follows a link under
+  the store (files/store-guard.py).
 - Downloads are served with disable_symlinks on, so nginx never follows a link of the archives
   folder out of it.
 - Run services (/services/, /external/, /monitors/: notebooks, tensorboards) are not routed:
@@ -145,6 +145,21 @@ exec:
   - {{ "import sys, urllib.request; urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:%s/healthz/' % sys.argv[1], headers={'Host': sys.argv[2]}), timeout=5)" | quote }}
   - {{ .port | quote }}
   - {{ include "polyaxon.gateway.fqdn" .ctx | quote }}
+{{- end -}}
+
+{{/*
+How a haupt container of the gateway pod starts: the store guard (files/store-guard.py), then
+its own program. (dict "ctx" $ "program" SCRIPT)
+*/}}
+{{- define "polyaxon.gateway.guarded" -}}
+{{- printf "%s\n%s" (.ctx.Files.Get "files/store-guard.py") .program -}}
+{{- end -}}
+
+{{/* haupt's streams application, without migrations, in one worker (store-guard.py). Arguments: HOST PORT. */}}
+{{- define "polyaxon.gateway.streamsStartScript" -}}
+import sys
+from haupt.cli.runners.base import start_app
+start_app(app="haupt.polyconf.asgi.streams:application", app_name="streams", host=sys.argv[1], port=int(sys.argv[2]), workers=1, migrate_tables=False, migrate_db=False)
 {{- end -}}
 
 {{/* Where streams copies a file before nginx sends it (POLYAXON_ARCHIVES_ROOT), shared with nginx. */}}

@@ -1,17 +1,17 @@
-# The streams container's program: haupt's streams application (files, trees, logs of runs
-# from the artifacts store), with no link under the store followed. haupt reads a run's files
-# through links, so a run that writes `outputs/env -> /proc/self/environ` would read this
-# process's files back; links are refused (and left out of listings) before haupt is imported.
+# The artifacts store guard of haupt's processes in the gateway pod (the API and streams):
+# no link under the store is followed. haupt reads and writes a run's files through links,
+# so a run that writes `outputs/env -> /proc/self/environ` would read the process's files
+# back, and an upload through a folder link would write where the link points. The chart
+# puts this before each process's own program, so it runs before haupt is imported.
 #
 # Under the store's mount path and the archives folder (POLYAXON_AGENT_ARTIFACTS_STORE's
-# mountPath, POLYAXON_ARCHIVES_ROOT), every open walks the path one component at a time with
-# O_NOFOLLOW (openat), so a run cannot swap a folder for a link between a check and the read;
-# directory reads and stat refuse a path through a link, and listings leave links out. Paths
-# elsewhere (Python's modules, certificates, this pod's own token) are untouched. Patched
-# before haupt, fsspec, aiofiles and tarfile are imported: the last two keep `open` at import.
-# One worker: uvicorn's workers would be new processes that do not run this script.
-#
-# Arguments: HOST PORT.
+# mountPath, POLYAXON_ARCHIVES_ROOT), every open, for reading or writing, walks the path one
+# component at a time with O_NOFOLLOW (openat), so a run cannot swap a folder for a link
+# between a check and the open; a path spelt under the store that leaves it through '..' is
+# refused; directory reads and stat refuse a path through a link, and listings leave links
+# out. Paths elsewhere (Python's modules, certificates, the pod's own token) are untouched.
+# Patched before haupt, fsspec, aiofiles and tarfile are imported: the last two keep `open`
+# at import. uvicorn's workers are new processes that do not run this: one worker each.
 import builtins
 import errno
 import io
@@ -173,6 +173,25 @@ def _secure_stat(path, *, dir_fd=None, follow_symlinks=True):
     return _orig_stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
 
 
+def _guard_parents(path):
+    """Raise if a component of guarded `path` above its last is a link (or it uses '..')."""
+    where = _split_under_root(path)
+    if where is not None and where[1]:
+        os.close(_open_dir_nofollow(where[0], where[1][:-1], path))
+
+
+def _path_op(op, *paths):
+    """op (os.remove, os.mkdir, ...) that refuses to work through a link under the store: it
+    acts on the last component itself (removing a link removes the link, not its target)."""
+    def guarded(*args, **kwargs):
+        if kwargs.get("dir_fd") is None and kwargs.get("src_dir_fd") is None:
+            for i in paths:
+                if i < len(args):
+                    _guard_parents(args[i])
+        return op(*args, **kwargs)
+    return guarded
+
+
 def install(*roots, hide_links=True, guard_stat=True):
     """Guard `roots` (the store mount path; optionally the archives root)."""
     global _ROOTS, _HIDE
@@ -187,6 +206,12 @@ def install(*roots, hide_links=True, guard_stat=True):
     os.open = _secure_os_open
     os.scandir = _secure_scandir  # os.walk/glob look it up as a module global
     os.listdir = _secure_listdir
+    # Deletes, renames and new folders through a link (shutil.rmtree opens with os.open).
+    os.remove = os.unlink = _path_op(os.remove, 0)
+    os.rmdir = _path_op(os.rmdir, 0)
+    os.mkdir = _path_op(os.mkdir, 0)
+    os.rename = _path_op(os.rename, 0, 1)
+    os.replace = _path_op(os.replace, 0, 1)
     if guard_stat:  # os.path.exists/isfile/isdir/getsize call os.stat at run time
         os.stat = _secure_stat
 
@@ -203,9 +228,3 @@ def install_from_env(hide_links=True, guard_stat=True):
             hide_links=hide_links, guard_stat=guard_stat)
 
 install_from_env()
-
-import sys  # noqa: E402
-
-from haupt.cli.runners.base import start_app  # noqa: E402
-
-start_app(app="haupt.polyconf.asgi.streams:application", app_name="streams", host=sys.argv[1], port=int(sys.argv[2]), workers=1, migrate_tables=False, migrate_db=False)
