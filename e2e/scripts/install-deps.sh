@@ -18,7 +18,10 @@ $SUDO apt-get update -qq
 # policy-rc.d 101: Debian's nginx package would start a server on port 80; the tests start
 # their own.
 policy=/usr/sbin/policy-rc.d; made_policy=""
-if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null; $SUDO chmod +x "$policy"; made_policy=1; fi
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null; $SUDO chmod +x "$policy"; made_policy=1
+  trap '$SUDO rm -f "$policy"' EXIT # a failed install must not leave every service start refused
+fi
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 [ -z "$made_policy" ] || $SUDO rm -f "$policy"
 have_pg && have_chromium && have_nginx
