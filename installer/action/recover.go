@@ -35,6 +35,8 @@ type recoverRun struct {
 	pending *helmrelease.Release
 	scaler  *backup.ReleaseScaler
 	res     *release.RecoverResult
+	// extras are objects beside the run guards that widen access: recover leaves them.
+	extras []guards.Extra
 }
 
 // Run recovers; a release that is not pending and has no Deployment left scaled down is left
@@ -113,13 +115,15 @@ func (r *recoverRun) scaleBack(ctx context.Context) (err error) {
 }
 
 func (r *recoverRun) restoreGuards(ctx context.Context) (err error) {
-	r.res.RestoredGuards, err = restoreGuards(ctx, r.rc)
+	r.res.RestoredGuards, r.extras, err = restoreGuards(ctx, r.rc)
 	return err
 }
 
-// repaired says what a recovery with nothing pending did.
+// repaired says what a recovery with nothing pending did, and which objects beside the run
+// guards it left.
 func (r *recoverRun) repaired() *release.RecoverResult {
 	res, p := r.res, r.a.progress()
+	defer r.reportExtras()
 	if len(res.ScaledBack)+len(res.RestoredGuards) == 0 {
 		p.OK(fmt.Sprintf("release %s is not pending, no restore left it scaled down and its run guards are in place: nothing to recover", r.rc.Name()))
 		return res
@@ -135,45 +139,63 @@ func (r *recoverRun) repaired() *release.RecoverResult {
 	return res
 }
 
+// reportExtras names the objects beside the run guards that widen access: recover deletes
+// nothing, as only the user knows whether something of theirs needs one.
+func (r *recoverRun) reportExtras() {
+	if len(r.extras) == 0 {
+		return
+	}
+	left := make([]string, len(r.extras))
+	for i, x := range r.extras {
+		left[i] = x.String() + " (" + x.Delete() + ")"
+	}
+	r.a.progress().Warn(fmt.Sprintf("left in place, as recover deletes nothing: %s; delete them unless something of yours needs them", strings.Join(left, "; ")))
+}
+
 // restoreGuards puts back the deployed revision's run guards that are missing or changed, and
-// names them.
-func restoreGuards(ctx context.Context, rc *release.Client) ([]string, error) {
+// names them; it deletes nothing, and returns the objects beside them that widen access
+// (guards.Client.Extra) for the user to delete.
+func restoreGuards(ctx context.Context, rc *release.Client) ([]string, []guards.Extra, error) {
 	rev, err := rc.Deployed(ctx)
 	if err != nil || rev == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rendered, err := render.Released(rev)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	want := guards.Of(rendered)
-	if len(want) == 0 {
-		return nil, nil
+	want := guards.Of(rendered, rc.Namespace())
+	if len(want.Objects) == 0 {
+		return nil, nil, nil
 	}
 	getter := rc.Configuration().RESTClientGetter
 	if getter == nil {
-		return nil, fmt.Errorf("release %s: no cluster to restore its run guards in", rc.Name())
+		return nil, nil, fmt.Errorf("release %s: no cluster to restore its run guards in", rc.Name())
 	}
 	cfg, err := getter.ToRESTConfig()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mapper, err := getter.ToRESTMapper()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	g := guards.Client{Dynamic: dyn, Mapper: mapper, FieldManager: "polyaxon-deploy"}
-	drifts, err := g.Compare(ctx, want)
-	if err != nil || len(drifts) == 0 {
-		return nil, err
+	drifts, err := g.Compare(ctx, want.Objects)
+	if err != nil {
+		return nil, nil, err
+	}
+	extras, err := g.Extra(ctx, want)
+	if err != nil {
+		return nil, nil, err
 	}
 	names := make([]string, len(drifts))
 	for i, d := range drifts {
 		names[i] = d.String()
 	}
-	return names, g.Restore(ctx, drifts, rc.Name(), rc.Namespace())
+	return names, extras, g.Restore(ctx, drifts, rc.Name(), rc.Namespace())
 }

@@ -1,60 +1,117 @@
 // Package guards keeps the objects that keep runs apart from the platform as a revision of the
-// release has them: the run admission policies and their bindings, the runs' NetworkPolicies,
-// ResourceQuota and LimitRange. The API server says nothing when one of them is deleted or
-// changed (a deleted policy binding simply stops refusing), so `check` compares them with the
-// deployed revision and `recover` puts them back.
+// release has them: the run admission policies and their bindings, every NetworkPolicy the
+// revision renders (the runs' and the platform's own), its Roles, RoleBindings, ClusterRoles
+// and ClusterRoleBindings, the runs' ResourceQuota and LimitRange, and the Pod Security labels
+// of the runs' namespace. The API server says nothing when one of them is deleted or changed (a
+// deleted policy binding simply stops refusing), nor when an object beside them widens what
+// they allow (a NetworkPolicy that allows all, a RoleBinding that gives the runs' account a
+// role). So `check` compares them with the deployed revision and looks for such objects, and
+// `recover` puts the revision's back (it deletes nothing).
 package guards
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
-// kinds are the guards' kinds; of them, the chart's run objects carry the component labels
-// below (the dependencies' own NetworkPolicies guard them, not runs).
+// kinds are the guards' kinds, each compared on the fields compared (below). A Namespace
+// guards through its labels only.
 var kinds = []string{
+	"Namespace",
 	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 	"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
 	"NetworkPolicy", "ResourceQuota", "LimitRange",
+	"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
 }
 
-var components = []string{"runs", "runs-distributed"}
+// Revision is what a revision of the release guards with, and where objects beside its own
+// would widen what they allow.
+type Revision struct {
+	// Objects are the guards the revision renders, each with its namespace (the release's
+	// when its manifest names none).
+	Objects []render.Manifest
+	// Namespaces are the release's and the runs' namespaces (one when runs stay with the
+	// platform): a NetworkPolicy or RoleBinding in them that the revision does not render is
+	// looked at by Client.Extra.
+	Namespaces []string
+	// RunsNamespace is where the revision sends runs: every ServiceAccount in it is a run's.
+	RunsNamespace string
+	// Accounts are the release's ServiceAccounts, "namespace/name": those it renders and those
+	// its pods run as ("default" when a pod names none).
+	Accounts []string
+}
 
-// Of returns the guards among a revision's manifests.
-func Of(r *render.Result) []render.Manifest {
-	var out []render.Manifest
-	for _, m := range r.Manifests {
-		if slices.Contains(kinds, m.Kind()) && slices.Contains(components, m.Object.GetLabels()["app.kubernetes.io/component"]) {
-			out = append(out, m)
+// Of returns the guards of a revision of the release in namespace.
+func Of(r *render.Result, namespace string) Revision {
+	rev := Revision{RunsNamespace: plan.RunsNamespace(r.Objects(), namespace)}
+	rev.Namespaces = []string{namespace}
+	if rev.RunsNamespace != namespace {
+		rev.Namespaces = append(rev.Namespaces, rev.RunsNamespace)
+	}
+	accounts := map[string]bool{}
+	for _, m := range append(slices.Clone(r.Manifests), r.Hooks...) {
+		ns := m.Object.GetNamespace()
+		if ns == "" {
+			ns = namespace
 		}
+		if sa, ok := podAccount(m.Object); ok {
+			accounts[ns+"/"+sa] = true
+		}
+		if m.Kind() == "ServiceAccount" {
+			accounts[ns+"/"+m.Name()] = true
+		}
+		if m.IsHook() || !slices.Contains(kinds, m.Kind()) {
+			continue
+		}
+		if namespaced(m.Kind()) && m.Object.GetNamespace() == "" {
+			m.Object = m.Object.DeepCopy()
+			m.Object.SetNamespace(namespace)
+		}
+		rev.Objects = append(rev.Objects, m)
 	}
-	return out
+	for a := range accounts {
+		rev.Accounts = append(rev.Accounts, a)
+	}
+	slices.Sort(rev.Accounts)
+	return rev
 }
 
-// Drift is a guard whose live object is not the revision's.
-type Drift struct {
-	Manifest render.Manifest
-	// Missing: deleted; otherwise its spec was changed.
-	Missing bool
+// namespaced are the guards' kinds that live in a namespace.
+func namespaced(kind string) bool {
+	switch kind {
+	case "NetworkPolicy", "ResourceQuota", "LimitRange", "Role", "RoleBinding":
+		return true
+	}
+	return false
 }
 
-func (d Drift) String() string {
-	what := "changed"
-	if d.Missing {
-		what = "missing"
+// podAccount is the ServiceAccount the pods of a workload run as.
+func podAccount(o *unstructured.Unstructured) (string, bool) {
+	var path []string
+	switch o.GetKind() {
+	case "Pod":
+		path = []string{"spec"}
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job":
+		path = []string{"spec", "template", "spec"}
+	case "CronJob":
+		path = []string{"spec", "jobTemplate", "spec", "template", "spec"}
+	default:
+		return "", false
 	}
-	return fmt.Sprintf("%s %s %s", d.Manifest.Kind(), name(d.Manifest.Object), what)
+	sa, _, _ := unstructured.NestedString(o.Object, append(path, "serviceAccountName")...)
+	if sa == "" {
+		sa = "default"
+	}
+	return sa, true
 }
 
 func name(o *unstructured.Unstructured) string {
@@ -84,39 +141,6 @@ func (c Client) resource(o *unstructured.Unstructured) (dynamic.ResourceInterfac
 	return c.Dynamic.Resource(mapping.Resource), nil
 }
 
-// Compare returns the guards that are missing or whose spec differs from the revision's. The
-// revision's spec is the one the API server makes of it: a copy under another name is created
-// in a dry-run, so defaults the server fills in are no difference.
-func (c Client) Compare(ctx context.Context, guards []render.Manifest) ([]Drift, error) {
-	var out []Drift
-	var errs []error
-	for _, g := range guards {
-		ri, err := c.resource(g.Object)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		live, err := ri.Get(ctx, g.Object.GetName(), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			out = append(out, Drift{Manifest: g, Missing: true})
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("reading %s %s: %w", g.Kind(), name(g.Object), err))
-			continue
-		}
-		want, err := c.asServerMakesIt(ctx, ri, g.Object)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !reflect.DeepEqual(live.Object["spec"], want.Object["spec"]) {
-			out = append(out, Drift{Manifest: g})
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
 // asServerMakesIt is o as the API server would store it: created in a dry-run under a name no
 // object has.
 func (c Client) asServerMakesIt(ctx context.Context, ri dynamic.ResourceInterface, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
@@ -136,37 +160,4 @@ func probeName(n string) string {
 		n = n[:63-len(suffix)]
 	}
 	return n + suffix
-}
-
-// Restore puts each drifted guard back as the revision has it, owned by the release as Helm
-// owns it (so the next upgrade or uninstall treats it as its own).
-func (c Client) Restore(ctx context.Context, drifts []Drift, release, namespace string) error {
-	var errs []error
-	for _, d := range drifts {
-		o := d.Manifest.Object.DeepCopy()
-		ann := o.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		ann["meta.helm.sh/release-name"], ann["meta.helm.sh/release-namespace"] = release, namespace
-		o.SetAnnotations(ann)
-		ri, err := c.resource(o)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if d.Missing {
-			_, err = ri.Create(ctx, o, metav1.CreateOptions{FieldManager: c.FieldManager})
-		} else {
-			var live *unstructured.Unstructured
-			if live, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{}); err == nil {
-				live.Object["spec"] = o.Object["spec"]
-				_, err = ri.Update(ctx, live, metav1.UpdateOptions{FieldManager: c.FieldManager})
-			}
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("restoring %s: %w", d, err))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -60,8 +60,8 @@ func PostChecks(env *Env) []check.Check {
 		check.Check{ID: "release-origin", Category: "release", Description: "polyaxon-deploy made the deployed revision", Severity: check.Warning,
 			Hint: "`polyaxon-deploy upgrade --keep-release-values` keeps that revision's values; without it, the upgrade lists the values it would revert and asks",
 			Run:  env.checkOrigin},
-		check.Check{ID: "run-guards", Category: "runs", Description: "the run admission policies, their bindings and the runs' NetworkPolicies are as the release has them", Severity: check.Error,
-			Hint: "`polyaxon-deploy recover` puts them back as the deployed revision has them (so does the next upgrade)",
+		check.Check{ID: "run-guards", Category: "runs", Description: "the objects that keep runs apart (admission policies and bindings, NetworkPolicies, RBAC, quota, the runs' namespace's Pod Security labels) are as the release has them, and nothing beside them widens access", Severity: check.Error,
+			Hint: "`polyaxon-deploy recover` puts them back as the deployed revision has them (so does the next upgrade); an extra NetworkPolicy or binding it leaves: delete it",
 			Run:  env.checkRunGuards},
 		check.Check{ID: "gateway-proxy", Category: "network", Description: "nginx is what the gateway's Service reaches, and haupt listens on the pod's loopback only", Severity: check.Error,
 			Hint: gatewayProxyFix,
@@ -178,7 +178,8 @@ func (e *Env) workloadsReadyOnce(ctx context.Context) (string, error) {
 }
 
 // checkRunGuards fails when a guard of the deployed revision (installer/guards) is missing or
-// changed: a deleted binding turns its policy off without a word from the API server.
+// changed (a deleted binding turns its policy off without a word from the API server), or when
+// an object beside them that the revision does not render widens what they allow.
 func (e *Env) checkRunGuards(ctx context.Context) (string, error) {
 	if e.Deployed == nil {
 		return "", check.Skip("the release's history is not read by this command")
@@ -198,22 +199,37 @@ func (e *Env) checkRunGuards(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	want := guards.Of(rendered)
-	if len(want) == 0 {
+	want := guards.Of(rendered, e.Namespace)
+	if len(want.Objects) == 0 {
 		return "", check.Skip(fmt.Sprintf("revision %d has no run guards", rev.Version))
 	}
-	drifts, err := g.Compare(ctx, want)
+	drifts, err := g.Compare(ctx, want.Objects)
 	if err != nil {
 		return "", err
 	}
-	if len(drifts) > 0 {
-		msg := make([]string, len(drifts))
-		for i, d := range drifts {
-			msg[i] = d.String()
-		}
-		return "", fmt.Errorf("%s: runs are not held as revision %d holds them; `polyaxon-deploy recover` puts them back", strings.Join(msg, ", "), rev.Version)
+	extras, err := g.Extra(ctx, want)
+	if err != nil {
+		return "", err
 	}
-	return fmt.Sprintf("%d run guards as revision %d has them", len(want), rev.Version), nil
+	var msg []string
+	if len(drifts) > 0 {
+		names := make([]string, len(drifts))
+		for i, d := range drifts {
+			names[i] = d.String()
+		}
+		msg = append(msg, fmt.Sprintf("%s: runs are not held as revision %d holds them; `polyaxon-deploy recover` puts them back", strings.Join(names, ", "), rev.Version))
+	}
+	if len(extras) > 0 {
+		names, deletes := make([]string, len(extras)), make([]string, len(extras))
+		for i, x := range extras {
+			names[i], deletes[i] = x.String(), x.Delete()
+		}
+		msg = append(msg, fmt.Sprintf("%s: delete them if nothing needs them (`recover` leaves them): %s", strings.Join(names, "; "), strings.Join(deletes, "; ")))
+	}
+	if len(msg) > 0 {
+		return "", errors.New(strings.Join(msg, "; "))
+	}
+	return fmt.Sprintf("%d guards as revision %d has them, and no NetworkPolicy or binding beside them that widens access", len(want.Objects), rev.Version), nil
 }
 
 // guards reaches the cluster's guards through the check's clients.
