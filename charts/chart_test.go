@@ -665,15 +665,17 @@ func TestOperatorWithoutAgent(t *testing.T) {
 
 // Every container declares its resources; every long-running server has probes. The operator
 // and the Celery processes expose no health endpoint the images document, so they have none:
-// their Deployments restart them when they exit.
+// their Deployments restart them when they exit. Nor does the agent's `refusals` container, a
+// watch that serves nothing and starts again by itself when its connection is lost.
 func TestResourcesAndProbes(t *testing.T) {
-	withoutProbes := map[string]bool{"operator": true, "scheduler": true, "worker": true, "beat": true, "migrations": true, "admin-user": true}
+	withoutProbes := map[string]bool{"operator": true, "scheduler": true, "worker": true, "beat": true, "migrations": true, "admin-user": true,
+		"agent/refusals": true}
 	for _, p := range render(t, everything).pods(t) {
 		for _, c := range p.spec.Containers {
 			assert.False(t, c.Resources.Requests.Cpu().IsZero(), "%s/%s has no cpu request", p.name, c.Name)
 			assert.False(t, c.Resources.Requests.Memory().IsZero(), "%s/%s has no memory request", p.name, c.Name)
 			assert.False(t, c.Resources.Limits.Memory().IsZero(), "%s/%s has no memory limit", p.name, c.Name)
-			if withoutProbes[p.component] {
+			if withoutProbes[p.component] || withoutProbes[p.component+"/"+c.Name] {
 				continue
 			}
 			assert.NotNil(t, c.LivenessProbe, "%s/%s has no liveness probe", p.name, c.Name)

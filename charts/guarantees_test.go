@@ -346,7 +346,7 @@ var chartMutations = []chartMutation{
 		`{{- $affinity = mergeOverwrite $affinity (deepCopy ($c.affinity | default dict)) -}}`,
 		`{{- if $c.affinity }}{{ $affinity = deepCopy $c.affinity }}{{ end -}}`, checkComponentBeatsCategory},
 	{"the security policy no longer forbids privilege escalation", "templates/runs/mutatingadmissionpolicy.yaml",
-		`?allowPrivilegeEscalation: c.?securityContext.?allowPrivilegeEscalation.hasValue() ? optional.none() : optional.of(false)}}),`,
+		`?allowPrivilegeEscalation: c.?securityContext.?allowPrivilegeEscalation.hasValue() || c.?securityContext.?privileged.orValue(false) ? optional.none() : optional.of(false)}}),`,
 		`?allowPrivilegeEscalation: optional.none()}}),`, checkRunPodsHardened},
 	{"the security policy no longer sets runAsNonRoot", "templates/runs/mutatingadmissionpolicy.yaml",
 		`?runAsNonRoot: object.spec.?securityContext.?runAsNonRoot.hasValue() ? optional.none() : optional.of(true),`, ``, checkRunPodsHardened},

@@ -88,6 +88,7 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 		`variables.badPriorityClasses.size() == 0`,
 		`variables.badIds.size() == 0`,
 		`variables.badSchedulers.size() == 0`,
+		`variables.badEmptyDirs.size() == 0`,
 		`variables.targeted.size() == 0`,
 		`variables.unconfined.size() == 0`,
 		`variables.confined`,

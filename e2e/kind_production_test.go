@@ -214,6 +214,12 @@ func TestProductionOnKind(t *testing.T) {
 		t.Logf("polyaxon ops logs -uid %s:\n%s", uuid, lastLines(logs, 5))
 	})
 
+	// Issue 53, with real kubelets: every hostile polyaxonfile ends failed with the API server's
+	// reason, those refused at their pod (Pod Security) as well.
+	t.Run("hostile polyaxonfiles are refused with their reason in the run's status", func(t *testing.T) {
+		assertHostilePolyaxonfilesRefused(t, cliCtx, cli, cs, ns, runs, filepath.Join(root, "e2e", "testdata", "polyaxonfiles", "hostile"))
+	})
+
 	// Issue 52, with real containers and kube-router: what a run sends to Polyaxon's own routes.
 	t.Run("a run pod gets nothing of the platform's through the gateway's HTTP routes", func(t *testing.T) {
 		require.NotEmpty(t, uuid, "the run above")

@@ -229,9 +229,17 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 		msg := cli.waitStatus(t, ctx, "demo", uuid, "failed")
 		assert.Contains(t, msg, "no-such-connection", "Polyaxon names the connection it does not know")
 
-		uuid = cli.submit(t, ctx, filepath.Join(files, "too-many-gpus.yaml"), "demo")
+		// More GPUs than one node has, fewer than the quota: Pending, and Polyaxon says why.
+		uuid = cli.submit(t, ctx, filepath.Join(files, "gpus-beyond-a-node.yaml"), "demo")
 		msg = cli.waitStatus(t, ctx, "demo", uuid, "unschedulable")
 		assert.Contains(t, msg, "nvidia.com/gpu", "the scheduler's reason reaches Polyaxon")
+
+		// More than the run pools hold twice over (runs.quota, sized from them): the quota
+		// refuses the pod, and the run fails with its reason (issue 53).
+		uuid = cli.submit(t, ctx, filepath.Join(files, "too-many-gpus.yaml"), "demo")
+		msg = cli.waitStatus(t, ctx, "demo", uuid, "failed")
+		assert.Contains(t, msg, "exceeded quota: polyaxon-runs, requested: requests.nvidia.com/gpu=64", "the quota's reason reaches Polyaxon")
+		t.Logf("too-many-gpus.yaml: %.300s", msg)
 
 		for _, p := range platformPods(t, c, ns) {
 			before, ok := platform[p.Name]
@@ -247,37 +255,11 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 		}
 	})
 
-	// Issue 37: what a polyaxonfile asks for that is not a run's is refused by the API server
-	// when the agent creates the run's object, and the refusal is the run's failed status.
+	// Issues 37 and 53: what a polyaxonfile asks for that is not a run's is refused by the API
+	// server, when the agent creates the run's object or when the Job controller creates its
+	// pod, and the refusal is the run's failed status (hostile_polyaxonfiles_test.go).
 	t.Run("hostile polyaxonfiles are refused", func(t *testing.T) {
-		hostile := filepath.Join(files, "hostile")
-		cases := []struct{ file, message string }{
-			{"secret-volume.yaml", "volume platform mounts Secret polyaxon-platform"},
-			{"secret-env.yaml", "reads DB_PASSWORD from Secret polyaxon-postgresql"},
-			{"secret-envfrom.yaml", "loads Secret polyaxon-platform"},
-			{"postgres-claim.yaml", "volume db mounts claim data-pg16-polyaxon-postgresql-0"},
-			{"ephemeral-volume.yaml", "a run pod may not create a claim of its own (ephemeral volume scratch)"},
-			{"agent-account.yaml", "a run pod uses the runs ServiceAccount polyaxon-runs, not polyaxon-agent"},
-			{"node-name.yaml", "a run pod may not pick its node (core-1)"},
-			{"priority-class.yaml", "spec.priorityClassName: system-cluster-critical is not allowed for runs"},
-			{"outside-dns.yaml", "a run pod resolves names with the cluster's DNS only, not 203.0.113.53"},
-			// Issue 53: what the hostile review got admitted.
-			{"any-node.yaml", "a run pod must land on a run pool (polyaxon=experiments or polyaxon=builds), and its own nodeSelector or node affinity names none"},
-			{"every-taint.yaml", "spec.tolerations: a toleration with no key (it tolerates every taint)"},
-			{"node-dns.yaml", "spec.dnsPolicy: a run pod resolves names with the cluster's DNS only, not the node's (dnsPolicy Default)"},
-			{"cloud-token.yaml", "volume cloud projects a token for audience sts.amazonaws.com, 31536000 s"},
-			{"csi-volume.yaml", "volume vault is an inline CSI volume of driver secrets-store.csi.k8s.io"},
-			{"second-network.yaml", "metadata.annotations: k8s.v1.cni.cncf.io/networks"},
-		}
-		for _, h := range cases {
-			uuid := cli.submit(t, ctx, filepath.Join(hostile, h.file), "demo")
-			msg := cli.waitStatus(t, ctx, "demo", uuid, "failed")
-			assert.Containsf(t, msg, "-runs-objects' with binding", "%s: the run objects' policy refused it:\n%.600s", h.file, msg)
-			assert.Containsf(t, msg, h.message, "%s: the run's status carries the API server's reason:\n%.600s", h.file, msg)
-			if h.file == "secret-volume.yaml" {
-				t.Logf("%s: the run's failed status says: %.700s", h.file, msg)
-			}
-		}
+		assertHostilePolyaxonfilesRefused(t, ctx, cli, c.Clientset, ns, runsNS, filepath.Join(files, "hostile"))
 		// Nothing of the platform's is referenced by any pod outside the platform's namespace.
 		platformRefs := []string{"polyaxon-platform", "polyaxon-postgresql", "polyaxon-redis", "data-pg16-polyaxon-postgresql-0"}
 		pods, err := c.Clientset.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})

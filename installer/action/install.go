@@ -78,7 +78,11 @@ func (a *Install) Run(ctx context.Context) (*InstallResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	rendered, err := a.render(in, withCluster(a.Render, a.Cluster))
+	ropts := withCluster(a.Render, a.Cluster)
+	if _, err := a.sizeFromPools(ctx, in, poolSizing{clients: a.Checks.Clients, render: ropts}); err != nil {
+		return nil, err
+	}
+	rendered, err := a.render(in, ropts)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +95,7 @@ func (a *Install) Run(ctx context.Context) (*InstallResult, error) {
 		return r.res, nil
 	}
 	a.progress().OK(fmt.Sprintf("Release %s installed (revision %d)", r.res.Info.Name, r.res.Info.Revision))
+	a.runsQuotaCounted(ctx, r.rc.Kube(), rendered)
 	return r.postInstall(ctx)
 }
 

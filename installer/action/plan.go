@@ -113,6 +113,10 @@ func (a *Plan) Run(ctx context.Context) (*PlanResult, error) {
 		return nil, err
 	}
 	a.debugf("plan: snapshot of %d nodes, %d pods in %d LIST calls, %s", len(snap.Nodes), snap.ExistingPods, snap.APICalls, time.Since(start))
+	sizing, err := a.sizeFromPools(ctx, in, poolSizing{clients: a.Clients, render: ropts, snap: snap, poolLabels: a.PoolLabels})
+	if err != nil {
+		return nil, err
+	}
 
 	var opts []plan.Option
 	if len(a.PoolLabels) > 0 {
@@ -121,6 +125,9 @@ func (a *Plan) Run(ctx context.Context) (*PlanResult, error) {
 	start = time.Now()
 	res := plan.Plan(snap, pods, opts...)
 	a.debugf("plan: %d pods placed in %s: %+v", len(pods), time.Since(start), res.Summary)
+	if res.RunsQuota, err = a.plannedRunsQuota(in, ropts, sizing); err != nil {
+		return nil, err
+	}
 
 	if a.Canary {
 		if len(placement.Categories) == 0 {

@@ -159,6 +159,11 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	sized := a.Render
+	sized.IsUpgrade = true
+	if _, err := a.sizeFromPools(ctx, in, poolSizing{clients: a.Checks.Clients, render: sized}); err != nil {
+		return nil, err
+	}
 	res := &UpgradeResult{Inputs: in}
 	if origin.Outside() {
 		if err := a.outside(origin, in, res); err != nil {

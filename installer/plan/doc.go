@@ -16,6 +16,10 @@
 // Plan places everything and returns a Result (JSON schema in schema.json, also as Schema);
 // WriteTable prints it for people. CategoryFeasibility is the per-category entry point for
 // `check`; Feasible lists the nodes a single pod fits now; RunCanary asks the real scheduler.
+// SizeRunPools sums what the run pools' nodes hold ("sized from pools", runpools.go: the runs'
+// quota totals and one run container's max, which installer/action layers under the user's
+// values); RunsQuotaOf reads the quota a rendered release bounds runs with, which the Result
+// carries (RunsQuota).
 //
 // How the filters, the placement and the verdicts work, and what is not evaluated, is
 // described at the top of engine.go. In short: kube-scheduler filter semantics through

@@ -70,6 +70,7 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 		fmt.Fprintln(tw)
 	}
+	writeRunsQuota(tw, r.RunsQuota)
 	s := r.Summary
 	status := "OK"
 	if !s.OK {

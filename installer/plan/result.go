@@ -36,8 +36,11 @@ type Result struct {
 	Categories []CategoryResult `json:"categories,omitempty"`
 	Topologies []TopologyResult `json:"topologies,omitempty"`
 	// Canary: what the real scheduler did with one tiny pod per run category (--canary).
-	Canary  []CanaryResult `json:"canary,omitempty"`
-	Summary Summary        `json:"summary"`
+	Canary []CanaryResult `json:"canary,omitempty"`
+	// RunsQuota: what the release bounds runs with in their own namespace, as it would render
+	// it (nil without one).
+	RunsQuota *RunsQuota `json:"runsQuota,omitempty"`
+	Summary   Summary    `json:"summary"`
 }
 
 // AddCanary records canary results; a canary that was not scheduled fails the plan.

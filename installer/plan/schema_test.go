@@ -116,6 +116,7 @@ func TestSchemaCoversEveryGoField(t *testing.T) {
 		reflect.TypeOf(plan.ReplicaGroup{}):    {"$defs", "topology", "properties", "groups", "items"},
 		reflect.TypeOf(plan.Summary{}):         {"$defs", "summary"},
 		reflect.TypeOf(plan.CanaryResult{}):    {"$defs", "canary"},
+		reflect.TypeOf(plan.RunsQuota{}):       {"$defs", "runsQuota"},
 	} {
 		p := props(path...)
 		for i := 0; i < typ.NumField(); i++ {

@@ -411,13 +411,7 @@ func (e *engine) buildPools() {
 	idx := map[string]int32{}
 	e.poolOf = make([]int32, e.N)
 	for n, ni := range e.snap.Nodes {
-		name := noPool
-		for _, k := range e.cfg.poolLabels {
-			if v, ok := ni.Node.Labels[k]; ok {
-				name = k + "=" + v
-				break
-			}
-		}
+		name := poolOf(ni.Node.Labels, e.cfg.poolLabels)
 		id, ok := idx[name]
 		if !ok {
 			id = int32(len(e.pools))

@@ -375,6 +375,23 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
           .map(c, "container " + c.name + " id " + [c.?securityContext.?runAsUser.orValue(-1), c.?securityContext.?runAsGroup.orValue(-1)]
             .filter(i, i in variables.dataStoreIds).map(i, string(i) + " (" + variables.dataStoreIds[i] + ")").join(", "))
       ).filter(l, l.size() > 0).map(l, l.join("; "))
+  {{- $sizes := include "polyaxon.runs.emptyDirSizes" . | fromJson }}
+  # emptyDirs above their bound (runs.emptyDir.maxSizeLimit on the node's disk,
+  # maxMemorySizeLimit in memory); "" is no bound. The hardening policy gave those without a
+  # size one, within the bounds (the render refuses a default above its bound).
+  - name: emptyDirMax
+    expression: {{ include "polyaxon.cel.literal" (dict "" $sizes.maxDisk "Memory" $sizes.maxMemory) | quote }}
+  - name: badEmptyDirs
+    expression: >-
+      variables.specs.map(s, s.?volumes.orValue([]).filter(v, v.?emptyDir.?sizeLimit.hasValue()
+          && v.emptyDir.?medium.orValue("") in variables.emptyDirMax && variables.emptyDirMax[v.emptyDir.?medium.orValue("")] != ""
+          && isQuantity(string(v.emptyDir.sizeLimit))
+          && quantity(string(v.emptyDir.sizeLimit)).isGreaterThan(quantity(variables.emptyDirMax[v.emptyDir.?medium.orValue("")])))
+        .map(v, "volume " + v.name + " asks " + string(v.emptyDir.sizeLimit)
+          + (v.emptyDir.?medium.orValue("") == "Memory"
+            ? " in memory, above " + variables.emptyDirMax["Memory"] + " (chart value runs.emptyDir.maxMemorySizeLimit)"
+            : " of the node's disk, above " + variables.emptyDirMax[""] + " (chart value runs.emptyDir.maxSizeLimit)")))
+        .filter(l, l.size() > 0).map(l, l.join("; "))
 {{- end -}}
 
 {{/* CEL map literal id -> data store name for polyaxon.runs.specVariables. */}}
@@ -481,4 +498,89 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
       "spec.schedulerName: " + variables.badSchedulers.join(", ")
       + " is not allowed for runs (allowed: " + (variables.schedulers.size() > 1 ? variables.schedulers.filter(p, p != "").join(", ") : "none")
       + "): remove schedulerName from the run's environment, or add it to the chart value runs.allowedSchedulers"
+  - expression: 'variables.badEmptyDirs.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.volumes: " + variables.badEmptyDirs.join("; ")
+      + ": a run's emptyDir may not ask for more: lower its sizeLimit in the run's environment (volumes), or raise that chart value"
+{{- end -}}
+
+{{/*
+A Kubernetes quantity as a number (float64 text) for comparisons at render time:
+(dict "value" "1500m" "at" "runs.limitRange.default.cpu"). The schema has checked its form;
+a value that is no quantity still fails here, with its path.
+*/}}
+{{- define "polyaxon.quantity" -}}
+{{- $s := toString .value | trim -}}
+{{- $re := "^([+-]?(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+))(.*)$" -}}
+{{- if not (regexMatch $re $s) -}}
+{{- fail (printf "values: %s: %q is not a quantity (e.g. 500m, 2, 1Gi)" .at $s) -}}
+{{- end -}}
+{{- $num := float64 (regexReplaceAll $re $s "${1}") -}}
+{{- $suffix := regexReplaceAll $re $s "${2}" -}}
+{{- $scale := dict "" "1" "n" "1e-9" "u" "1e-6" "m" "1e-3" "k" "1e3" "M" "1e6" "G" "1e9" "T" "1e12" "P" "1e15" "E" "1e18"
+    "Ki" "1024" "Mi" "1048576" "Gi" "1073741824" "Ti" "1099511627776" "Pi" "1125899906842624" "Ei" "1152921504606846976" -}}
+{{- if hasKey $scale $suffix -}}
+{{- mulf $num (float64 (index $scale $suffix)) -}}
+{{- else if regexMatch "^[eE][+-]?[0-9]+$" $suffix -}}
+{{- float64 (printf "%ve%s" $num (substr 1 (len $suffix) $suffix)) -}}
+{{- else -}}
+{{- fail (printf "values: %s: %q is not a quantity (e.g. 500m, 2, 1Gi)" .at $s) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A quantity as the API server reads it: a whole number without an exponent (YAML and
+--set give numbers as floats, which print as 1e+06). */}}
+{{- define "polyaxon.quantityText" -}}
+{{- if and (kindIs "float64" .) (eq (floor .) .) -}}{{ int64 . }}{{- else -}}{{ toString . }}{{- end -}}
+{{- end -}}
+
+{{/*
+The runs' ResourceQuota spec.hard (JSON): the totals of runs.quota, each bounding the
+requests and the limits, the GPUs, the object counts (count/<key>), then runs.quota.hard over
+them key by key, and no LoadBalancer or NodePort Service ever (the render refuses them in
+runs.quota.hard above 0: polyaxon.validate.runs).
+*/}}
+{{- define "polyaxon.runs.quotaHard" -}}
+{{- $q := .Values.runs.quota | default dict -}}
+{{- $hard := dict -}}
+{{- with $q.pods }}{{ $_ := set $hard "pods" (include "polyaxon.quantityText" .) }}{{ end -}}
+{{- range $key, $name := dict "cpu" "cpu" "memory" "memory" "ephemeralStorage" "ephemeral-storage" -}}
+{{- with index $q $key -}}
+{{- $_ := set $hard (printf "requests.%s" $name) (include "polyaxon.quantityText" .) -}}
+{{- $_ := set $hard (printf "limits.%s" $name) (include "polyaxon.quantityText" .) -}}
+{{- end -}}
+{{- end -}}
+{{- range $name, $v := $q.gpus | default dict -}}
+{{- if not (kindIs "invalid" $v) }}{{ $_ := set $hard (printf "requests.%s" $name) (include "polyaxon.quantityText" $v) }}{{ end -}}
+{{- end -}}
+{{- range $name, $v := $q.objects | default dict -}}
+{{- if not (kindIs "invalid" $v) }}{{ $_ := set $hard (printf "count/%s" $name) (include "polyaxon.quantityText" $v) }}{{ end -}}
+{{- end -}}
+{{- range $k, $v := $q.hard | default dict -}}
+{{- $_ := set $hard $k (include "polyaxon.quantityText" $v) -}}
+{{- end -}}
+{{- $_ := set $hard "services.loadbalancers" "0" -}}
+{{- $_ := set $hard "services.nodeports" "0" -}}
+{{- toJson $hard -}}
+{{- end -}}
+
+{{/* Whether the runs' ResourceQuota and LimitRange are rendered: runs in a namespace of their
+own (in the release's they would bound the platform). */}}
+{{- define "polyaxon.runs.bounded" -}}
+{{- if and .Values.agent.enabled (include "polyaxon.runs.ownNamespace" .) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+The emptyDir sizes (JSON {disk, memory, maxDisk, maxMemory}), each "" when not set: what the
+runs' hardening gives an emptyDir without one, and the most one may ask (runs.emptyDir).
+*/}}
+{{- define "polyaxon.runs.emptyDirSizes" -}}
+{{- $e := .Values.runs.emptyDir | default dict -}}
+{{- $out := dict -}}
+{{- range $k, $key := dict "disk" "sizeLimit" "memory" "memorySizeLimit" "maxDisk" "maxSizeLimit" "maxMemory" "maxMemorySizeLimit" -}}
+{{- $v := index $e $key -}}
+{{- $_ := set $out $k (ternary "" (include "polyaxon.quantityText" $v) (or (kindIs "invalid" $v) (eq (toString $v) ""))) -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end -}}

@@ -38,6 +38,69 @@ which every render includes.
 {{- include "polyaxon.validate.connections" . -}}
 {{- include "polyaxon.validate.tolerations" . -}}
 {{- include "polyaxon.validate.pdbs" . -}}
+{{- include "polyaxon.validate.runsBounds" . -}}
+{{- end -}}
+
+{{/*
+The runs' quota, LimitRange and emptyDir sizes (runs.quota, runs.limitRange, runs.emptyDir):
+no LoadBalancer or NodePort Service allowed back in, no default above its bound, and a cpu,
+memory or disk quota only with the LimitRange defaults a container without its own needs (the
+quota refuses a container without a request and a limit of what it bounds: Polyaxon's sidecar
+and init containers set no cpu limit).
+*/}}
+{{- define "polyaxon.validate.runsBounds" -}}
+{{- range $k := list "services.loadbalancers" "services.nodeports" -}}
+{{- $v := index (($.Values.runs.quota | default dict).hard | default dict) $k -}}
+{{- if and (not (kindIs "invalid" $v)) (gt (float64 (include "polyaxon.quantity" (dict "value" $v "at" (printf "runs.quota.hard.%s" $k)))) 0.0) -}}
+{{- fail (printf "values: runs.quota.hard.%s is %v: a run may not open a port on every node (NodePort) or a cloud load balancer (LoadBalancer), so the runs' quota keeps services.loadbalancers and services.nodeports at 0; remove %s from runs.quota.hard, and reach a run's service through the gateway" $k $v $k) -}}
+{{- end -}}
+{{- end -}}
+{{- $e := include "polyaxon.runs.emptyDirSizes" . | fromJson -}}
+{{- range $pair := list (list "sizeLimit" "disk" "maxSizeLimit" "maxDisk") (list "memorySizeLimit" "memory" "maxMemorySizeLimit" "maxMemory") -}}
+{{- $def := index $e (index $pair 1) -}}
+{{- $max := index $e (index $pair 3) -}}
+{{- if and $def $max -}}
+{{- $at := printf "runs.emptyDir.%s" (index $pair 0) -}}
+{{- $maxAt := printf "runs.emptyDir.%s" (index $pair 2) -}}
+{{- if gt (float64 (include "polyaxon.quantity" (dict "value" $def "at" $at))) (float64 (include "polyaxon.quantity" (dict "value" $max "at" $maxAt))) -}}
+{{- fail (printf "values: %s is %s, above %s %s: every run's emptyDir without a size would get one its own bound refuses; lower %s, or raise %s" $at $def $maxAt $max $at $maxAt) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if include "polyaxon.runs.bounded" . -}}
+{{- $l := .Values.runs.limitRange | default dict -}}
+{{- $names := list -}}
+{{- range $field := list "defaultRequest" "default" "max" }}{{ range $k, $_ := index $l $field | default dict }}{{ $names = append $names $k }}{{ end }}{{ end -}}
+{{- range $r := $names | uniq | sortAlpha -}}
+{{- $at := dict -}}
+{{- $n := dict -}}
+{{- range $field := list "defaultRequest" "default" "max" -}}
+{{- $v := index (index $l $field | default dict) $r -}}
+{{- if and (not (kindIs "invalid" $v)) (ne (toString $v) "") -}}
+{{- $path := printf "runs.limitRange.%s.%s" $field $r -}}
+{{- $_ := set $at $field (printf "%s %v" $path (include "polyaxon.quantityText" $v)) -}}
+{{- $_ := set $n $field (float64 (include "polyaxon.quantity" (dict "value" $v "at" $path))) -}}
+{{- end -}}
+{{- end -}}
+{{- range $p := list (list "default" "max") (list "defaultRequest" "max") (list "defaultRequest" "default") -}}
+{{- $lo := index $p 0 }}{{ $hi := index $p 1 -}}
+{{- if and (hasKey $n $lo) (hasKey $n $hi) (gt (index $n $lo) (index $n $hi)) -}}
+{{- fail (printf "values: %s is above %s: the API server refuses such a LimitRange (a container given the default could never be admitted); lower runs.limitRange.%s.%s, or raise runs.limitRange.%s.%s (polyaxon-deploy sizes max from the largest run-pool node: set it yourself to keep yours)" (index $at $lo) (index $at $hi) $lo $r $hi $r) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $hard := include "polyaxon.runs.quotaHard" . | fromJson -}}
+{{- range $r := list "cpu" "memory" "ephemeral-storage" -}}
+{{- $lim := index ($l.default | default dict) $r | default (index ($l.max | default dict) $r) -}}
+{{- $req := index ($l.defaultRequest | default dict) $r | default $lim -}}
+{{- if and (hasKey $hard (printf "limits.%s" $r)) (not $lim) -}}
+{{- fail (printf "values: the runs' quota bounds limits.%s (runs.quota) but runs.limitRange gives a container without a %s limit none, so the quota would refuse it (Polyaxon's init and sidecar containers among them); set runs.limitRange.default.%s (and runs.limitRange.defaultRequest.%s)" $r $r $r $r) -}}
+{{- end -}}
+{{- if and (or (hasKey $hard (printf "requests.%s" $r)) (hasKey $hard $r)) (not $req) -}}
+{{- fail (printf "values: the runs' quota bounds requests.%s (runs.quota) but runs.limitRange gives a container without a %s request none, so the quota would refuse it (Polyaxon's init and sidecar containers among them); set runs.limitRange.defaultRequest.%s" $r $r $r) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
