@@ -86,17 +86,17 @@ func TestRunsQuotaAndLimitRangeOfTheProductionProfile(t *testing.T) {
 	c := l.Spec.Limits[0]
 	assert.Equal(t, corev1.LimitTypeContainer, c.Type)
 	assert.Equal(t, map[string]string{"cpu": "100m", "memory": "256Mi", "ephemeral-storage": "256Mi"}, quantities(c.DefaultRequest))
-	assert.Equal(t, map[string]string{"cpu": "1", "memory": "1Gi", "ephemeral-storage": "8Gi"}, quantities(c.Default))
+	assert.Empty(t, c.Default, "no default limit: the API server gives the max")
 	assert.Equal(t, map[string]string{"cpu": "64", "memory": "512Gi", "ephemeral-storage": "1Ti"}, quantities(c.Max))
 	assert.Equal(t, corev1.LimitTypePersistentVolumeClaim, l.Spec.Limits[1].Type)
 	assert.Equal(t, map[string]string{"storage": "1Ti"}, quantities(l.Spec.Limits[1].Max))
 
-	// Sized from the pools: each total bounds the requests and the limits.
+	// Sized from the pools: each total bounds the requests (limits only through hard).
 	sized := render(t, profileValues(t, "production"), sizedFromPools)
 	assert.Equal(t, withQuota(map[string]string{
 		"persistentvolumeclaims": "50", "requests.storage": "2Ti", "pods": "330",
-		"requests.cpu": "40", "limits.cpu": "40", "requests.memory": "144Gi", "limits.memory": "144Gi",
-		"requests.ephemeral-storage": "300Gi", "limits.ephemeral-storage": "300Gi", "requests.nvidia.com/gpu": "8",
+		"requests.cpu": "40", "requests.memory": "144Gi",
+		"requests.ephemeral-storage": "300Gi", "requests.nvidia.com/gpu": "8",
 	}), quantities(runsQuota(t, sized).Spec.Hard))
 	assert.Equal(t, map[string]string{"cpu": "16", "memory": "64Gi", "ephemeral-storage": "100Gi"}, quantities(runsLimitRange(t, sized).Spec.Limits[0].Max))
 
@@ -111,7 +111,7 @@ func TestRunsQuotaAndLimitRangeOfTheProductionProfile(t *testing.T) {
   limitRange: {max: {cpu: 8}}`))
 	hard := quantities(runsQuota(t, mine).Spec.Hard)
 	assert.Equal(t, "100Gi", hard["requests.memory"])
-	assert.Equal(t, "100Gi", hard["limits.memory"])
+	assert.NotContains(t, hard, "limits.memory", "a total bounds requests only")
 	assert.Equal(t, "1M", hard["pods"], "a number of pods, not 1e+06")
 	assert.Equal(t, "40", hard["requests.cpu"])
 	assert.Equal(t, "160", hard["limits.cpu"], "runs.quota.hard wins over the total")
@@ -147,15 +147,15 @@ func TestRunsQuotaRefusedAtRender(t *testing.T) {
 			[]string{"runs.quota.hard.services.nodeports is 3", "port on every node", "remove services.nodeports from runs.quota.hard"}},
 		{"a default limit above max", `runs: {limitRange: {default: {memory: 1Ti}}}`,
 			[]string{"runs.limitRange.default.memory 1Ti is above runs.limitRange.max.memory 512Gi", "lower runs.limitRange.default.memory, or raise runs.limitRange.max.memory"}},
-		{"a default limit above a max sized from the pools", `runs: {limitRange: {max: {cpu: 500m}}}`,
+		{"a default limit above a max sized from the pools", `runs: {limitRange: {default: {cpu: "1"}, max: {cpu: 500m}}}`,
 			[]string{"runs.limitRange.default.cpu 1 is above runs.limitRange.max.cpu 500m", "lower runs.limitRange.default.cpu"}},
-		{"a default request above max", `runs: {limitRange: {defaultRequest: {ephemeral-storage: 2Ti}, default: {ephemeral-storage: null}}}`,
+		{"a default request above max", `runs: {limitRange: {defaultRequest: {ephemeral-storage: 2Ti}}}`,
 			[]string{"runs.limitRange.defaultRequest.ephemeral-storage 2Ti is above runs.limitRange.max.ephemeral-storage 1Ti"}},
-		{"a default request above the default limit", `runs: {limitRange: {defaultRequest: {cpu: 1500m}}}`,
+		{"a default request above the default limit", `runs: {limitRange: {defaultRequest: {cpu: 1500m}, default: {cpu: "1"}}}`,
 			[]string{"runs.limitRange.defaultRequest.cpu 1500m is above runs.limitRange.default.cpu 1", "raise runs.limitRange.default.cpu"}},
-		{"a CPU quota without a default limit", `runs: {quota: {cpu: 8}, limitRange: {default: {cpu: null}, max: {cpu: null}}}`,
+		{"a CPU quota without a default limit", `runs: {quota: {hard: {limits.cpu: 8}}, limitRange: {max: {cpu: null}}}`,
 			[]string{"bounds limits.cpu (runs.quota)", "set runs.limitRange.default.cpu"}},
-		{"a memory quota without a default request", `runs: {quota: {hard: {requests.memory: 8Gi}}, limitRange: {defaultRequest: {memory: null}, default: {memory: null}, max: {memory: null}}}`,
+		{"a memory quota without a default request", `runs: {quota: {hard: {requests.memory: 8Gi}}, limitRange: {defaultRequest: {memory: null}, max: {memory: null}}}`,
 			[]string{"bounds requests.memory (runs.quota)", "set runs.limitRange.defaultRequest.memory"}},
 		{"an emptyDir default above its bound", `runs: {emptyDir: {sizeLimit: 200Gi}}`,
 			[]string{"runs.emptyDir.sizeLimit is 200Gi, above runs.emptyDir.maxSizeLimit 100Gi", "lower runs.emptyDir.sizeLimit, or raise runs.emptyDir.maxSizeLimit"}},
@@ -223,10 +223,10 @@ func TestRunEmptyDirsAreSized(t *testing.T) {
 		got, err := ev.AdmitPod(ctx, pod)
 		require.NoError(t, err, "%s with Polyaxon's shm volume is admitted", f)
 		sizes := volumeSizes(got)
-		assert.Equal(t, "2Gi", sizes["shm"], "%s: the shm volume gets runs.emptyDir.memorySizeLimit", f)
+		assert.Equal(t, "8Gi", sizes["shm"], "%s: the shm volume gets runs.emptyDir.memorySizeLimit", f)
 		for name, size := range sizes {
 			if name != "shm" {
-				assert.Equal(t, "10Gi", size, "%s: volume %s gets runs.emptyDir.sizeLimit", f, name)
+				assert.Equal(t, "50Gi", size, "%s: volume %s gets runs.emptyDir.sizeLimit", f, name)
 			}
 		}
 	}

@@ -61,8 +61,8 @@ func TestRunsQuota(t *testing.T) {
 			t.Logf("%T:\n%s", o, b)
 		}
 		hard := quantityMap(q.Spec.Hard)
-		for k, v := range map[string]string{"pods": "660", "requests.cpu": "80", "limits.cpu": "80", "requests.memory": "288Gi", "limits.memory": "288Gi",
-			"requests.ephemeral-storage": "600Gi", "limits.ephemeral-storage": "600Gi", "requests.nvidia.com/gpu": "16",
+		for k, v := range map[string]string{"pods": "660", "requests.cpu": "80", "requests.memory": "288Gi",
+			"requests.ephemeral-storage": "600Gi", "requests.nvidia.com/gpu": "16",
 			"services.loadbalancers": "0", "services.nodeports": "0", "count/jobs.polyaxon.com": "500", "count/jobs.batch": "500"} {
 			assert.Equal(t, v, hard[k], k)
 		}
@@ -96,18 +96,17 @@ func TestRunsQuota(t *testing.T) {
 		require.NoError(t, err, "a run pod that asks for nothing is admitted")
 		for _, ctr := range append(got.Spec.InitContainers, got.Spec.Containers...) {
 			assert.Equal(t, map[string]string{"cpu": "100m", "memory": "256Mi", "ephemeral-storage": "256Mi"}, quantityMap(ctr.Resources.Requests), ctr.Name)
-			assert.Equal(t, map[string]string{"cpu": "1", "memory": "1Gi", "ephemeral-storage": "8Gi"}, quantityMap(ctr.Resources.Limits), ctr.Name)
+			assert.Equal(t, map[string]string{"cpu": "16", "memory": "64Gi", "ephemeral-storage": "100Gi"}, quantityMap(ctr.Resources.Limits), ctr.Name+": no default limit, so the max (the largest run-pool node)")
 		}
-		assert.Equal(t, map[string]string{"artifacts-context": "10Gi", "configs-context": "10Gi", "shm": "2Gi"}, emptyDirSizes(got))
+		assert.Equal(t, map[string]string{"artifacts-context": "50Gi", "configs-context": "50Gi", "shm": "8Gi"}, emptyDirSizes(got))
 
-		// Requests above the default limits (a polyaxonfile that sets only requests): admitted,
-		// its requests its limits.
+		// A polyaxonfile that sets only requests: admitted, limited by the max.
 		pod = loadRunPod(t, "job.yaml", runs)
 		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			"cpu": resource.MustParse("4"), "memory": resource.MustParse("8Gi"), "ephemeral-storage": resource.MustParse("20Gi")}}
 		got, err = cs.CoreV1().Pods(runs).Create(ctxT(t, time.Minute), pod, dryRun)
-		require.NoError(t, err, "a run that sets only requests, above the default limits, is admitted")
-		assert.Equal(t, map[string]string{"cpu": "4", "memory": "8Gi", "ephemeral-storage": "20Gi"}, quantityMap(got.Spec.Containers[0].Resources.Limits))
+		require.NoError(t, err, "a run that sets only requests is admitted")
+		assert.Equal(t, map[string]string{"cpu": "16", "memory": "64Gi", "ephemeral-storage": "100Gi"}, quantityMap(got.Spec.Containers[0].Resources.Limits))
 	})
 
 	t.Run("an emptyDir above its bound is refused with the reason, as predicted", func(t *testing.T) {
@@ -160,8 +159,8 @@ func TestRunsQuota(t *testing.T) {
 		}
 		_, err := cs.CoreV1().Pods(runs).Create(ctxT(t, time.Minute), pod, dryRun)
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "exceeded quota: "+releaseName+"-runs, requested: limits.cpu=90,requests.cpu=90")
-		assert.Contains(t, err.Error(), "limited: limits.cpu=80,requests.cpu=80")
+		assert.Contains(t, err.Error(), "exceeded quota: "+releaseName+"-runs, requested: requests.cpu=90")
+		assert.Contains(t, err.Error(), "limited: requests.cpu=80")
 		// One container above one node's: the LimitRange's max says so first.
 		main.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("17")}}
 		pod.Spec.Containers = []corev1.Container{main}
@@ -183,10 +182,10 @@ func TestRunsQuota(t *testing.T) {
 		pods := waitRunPods(t, c, cli, runs, uuid, 1)
 		p := pods[0]
 		sizes := emptyDirSizes(&p)
-		assert.Equal(t, "2Gi", sizes["shm"], "Polyaxon's /dev/shm is bounded in memory: %v", sizes)
+		assert.Equal(t, "8Gi", sizes["shm"], "Polyaxon's /dev/shm is bounded in memory: %v", sizes)
 		for name, size := range sizes {
 			if name != "shm" {
-				assert.Equal(t, "10Gi", size, "volume %s", name)
+				assert.Equal(t, "50Gi", size, "volume %s", name)
 			}
 		}
 		for _, ctr := range append(p.Spec.InitContainers, p.Spec.Containers...) {

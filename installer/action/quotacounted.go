@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
@@ -77,17 +78,25 @@ func recount(ctx context.Context, cs kubernetes.Interface, live *corev1.Resource
 		v := live.Spec.Hard[corev1.ResourceName(k)]
 		with[k] = v.String()
 	}
-	for _, hard := range []map[string]any{without, with} {
-		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"hard": hard}})
+	patch := func(ctx context.Context, hard map[string]any) error {
+		body, err := json.Marshal(map[string]any{"spec": map[string]any{"hard": hard}})
 		if err != nil {
 			return err
 		}
-		if _, err := cs.CoreV1().ResourceQuotas(live.Namespace).Patch(ctx, live.Name, types.MergePatchType, patch,
-			metav1.PatchOptions{FieldManager: release.FieldManager}); err != nil {
-			return err
-		}
+		_, err = cs.CoreV1().ResourceQuotas(live.Namespace).Patch(ctx, live.Name, types.MergePatchType, body,
+			metav1.PatchOptions{FieldManager: release.FieldManager})
+		return err
 	}
-	return nil
+	if err := patch(ctx, without); err != nil {
+		return err
+	}
+	// The bounds go back even when the user interrupts between the two changes: a quota left
+	// without them would bound nothing until the next upgrade.
+	back, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	return retry.OnError(retry.DefaultBackoff, func(error) bool { return back.Err() == nil }, func() error {
+		return patch(back, with)
+	})
 }
 
 // uncountedOf are the resources of the quota's spec.hard without a usage in its status.

@@ -2,6 +2,7 @@ package action
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -189,13 +190,12 @@ func restoreGuards(ctx context.Context, rc *release.Client) ([]string, []guards.
 	if err != nil {
 		return nil, nil, err
 	}
-	extras, err := g.Extra(ctx, want)
-	if err != nil {
-		return nil, nil, err
-	}
 	names := make([]string, len(drifts))
 	for i, d := range drifts {
 		names[i] = d.String()
 	}
-	return names, extras, g.Restore(ctx, drifts, rc.Name(), rc.Namespace())
+	// The revision's guards first: a user who may not list every binding still gets them back.
+	restored := g.Restore(ctx, drifts, rc.Name(), rc.Namespace())
+	extras, err := g.Extra(ctx, want)
+	return names, extras, errors.Join(restored, err)
 }

@@ -55,13 +55,13 @@ func TestPlanPrintsTheRunsQuotaSizedFromThePools(t *testing.T) {
 	require.NotNil(t, q)
 	assert.Equal(t, "polyaxon-runs", q.Namespace)
 	assert.Equal(t, []plan.PoolCount{{Pool: "polyaxon=builds", Nodes: 1}, {Pool: "polyaxon=experiments", Nodes: 2}}, q.SizedFrom)
-	for k, v := range map[string]string{"pods": "660", "requests.cpu": "80", "limits.cpu": "80", "requests.memory": "288Gi", "limits.memory": "288Gi",
-		"requests.ephemeral-storage": "600Gi", "limits.ephemeral-storage": "600Gi", "requests.nvidia.com/gpu": "16",
+	for k, v := range map[string]string{"pods": "660", "requests.cpu": "80", "requests.memory": "288Gi",
+		"requests.ephemeral-storage": "600Gi", "requests.nvidia.com/gpu": "16",
 		"services.loadbalancers": "0", "services.nodeports": "0", "persistentvolumeclaims": "50"} {
 		assert.Equal(t, v, q.Hard[k], k)
 	}
 	assert.Equal(t, map[string]string{"cpu": "16", "memory": "64Gi", "ephemeral-storage": "100Gi"}, q.Max)
-	assert.Equal(t, map[string]string{"cpu": "1", "memory": "1Gi", "ephemeral-storage": "8Gi"}, q.Default)
+	assert.Empty(t, q.Default, "no default limit: the max is")
 	assert.Equal(t, "80", q.Sized["runs.quota.cpu"])
 	assert.NotContains(t, res.Inputs.Given.Set, "runs.quota.cpu=80", "the sizing is never stored as the user's")
 
@@ -69,7 +69,7 @@ func TestPlanPrintsTheRunsQuotaSizedFromThePools(t *testing.T) {
 	require.NoError(t, plan.WriteTable(&out, res.Result))
 	assert.Contains(t, out.String(), "RUNS QUOTA in namespace polyaxon-runs (totals and max sized from the run pools polyaxon=builds (1), polyaxon=experiments (2), under the values you set)")
 	assert.Regexp(t, `(?m)^requests\.cpu +80$`, out.String())
-	assert.Regexp(t, `(?m)^cpu +100m +1 +16$`, out.String())
+	assert.Regexp(t, `(?m)^cpu +100m +max +16$`, out.String())
 
 	// The user's values win, key by key.
 	res = planOn(t, demoCluster(), action.Given{Profile: "production", Set: []string{"runs.quota.cpu=10", "runs.limitRange.max.memory=32Gi"}})

@@ -15,9 +15,11 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
-// podSecurityPrefix starts the labels Pod Security admission reads: one the revision does not
-// render (an enforce-version pinned to an old release) changes what the namespace enforces.
-const podSecurityPrefix = "pod-security.kubernetes.io/"
+// podSecurityEnforce starts the labels by which Pod Security admission refuses: one the revision
+// does not render (an enforce-version pinned to an old release) changes what the namespace
+// enforces. Added warn and audit labels refuse nothing (OpenShift's and Rancher's label
+// syncers add them): they are no drift.
+const podSecurityEnforce = "pod-security.kubernetes.io/enforce"
 
 // compared are the fields of a kind that say what it allows: RBAC objects have no spec.
 func compared(kind string) []string {
@@ -125,7 +127,7 @@ func labelChanges(want, live map[string]string) []string {
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(live)) {
-		if _, ok := want[k]; !ok && strings.HasPrefix(k, podSecurityPrefix) {
+		if _, ok := want[k]; !ok && strings.HasPrefix(k, podSecurityEnforce) {
 			out = append(out, fmt.Sprintf("%s=%s added", k, live[k]))
 		}
 	}

@@ -66,6 +66,9 @@ func (c Client) Extra(ctx context.Context, rev Revision) ([]Extra, error) {
 		})
 		out, errs = append(out, found...), append(errs, err)
 		found, err = listExtra(ctx, c, roleBindings, ns, "RoleBinding", rendered, func(rb *rbacv1.RoleBinding) string {
+			if madeForARun(rb.OwnerReferences) {
+				return ""
+			}
 			return rev.binds(rb.Namespace, rb.Subjects, rb.RoleRef)
 		})
 		out, errs = append(out, found...), append(errs, err)
@@ -106,6 +109,22 @@ func listExtra[T any](ctx context.Context, c Client, gvr schema.GroupVersionReso
 		}
 	}
 	return out, nil
+}
+
+// runOperators are the groups of the distributed backends whose controllers bind a run's own
+// accounts in the runs' namespace (the MPI launcher's, KubeRay's autoscaler's), owned by the run.
+var runOperators = []string{"kubeflow.org", "ray.io", "kubernetes.dask.org"}
+
+// madeForARun: the binding's controller is a run's Kubeflow job or Ray or Dask cluster, which
+// deletes it with the run; deleting it before would break the run.
+func madeForARun(owners []metav1.OwnerReference) bool {
+	for _, o := range owners {
+		group, _, _ := strings.Cut(o.APIVersion, "/")
+		if o.Controller != nil && *o.Controller && slices.Contains(runOperators, group) {
+			return true
+		}
+	}
+	return false
 }
 
 // kubernetesDefault is one of the ClusterRoleBindings the API server itself keeps.
@@ -178,8 +197,12 @@ func (rev Revision) holds(namespace string) bool {
 	return false
 }
 
-// allows says what a NetworkPolicy lets through, in a few words.
+// allows says what a NetworkPolicy lets through, in a few words; empty when it lets nothing
+// through (a deny-only policy narrows, whatever else there is).
 func allows(np *networkingv1.NetworkPolicy) string {
+	if len(np.Spec.Ingress) == 0 && len(np.Spec.Egress) == 0 {
+		return ""
+	}
 	pods := "every pod"
 	if sel := metav1.FormatLabelSelector(&np.Spec.PodSelector); sel != "<none>" && sel != "" {
 		pods = "pods " + sel

@@ -35,6 +35,11 @@ func TestExtraNamesWhatWidensAccess(t *testing.T) {
 		}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
+	// A deny-only policy narrows whatever else there is: no extra.
+	_, err = cs.NetworkingV1().NetworkPolicies(runs).Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: meta(runs, "deny-egress"),
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
 	edit := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"}
 	view := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"}
 	bindings := []*rbacv1.RoleBinding{
@@ -44,6 +49,10 @@ func TestExtraNamesWhatWidensAccess(t *testing.T) {
 		{ObjectMeta: meta(runs, "alice-view"), RoleRef: view, Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: rbacv1.GroupName, Name: "alice"}}},
 		// The account the platform's pods run as when they name none (no namespace: the binding's).
 		{ObjectMeta: meta(ns, "platform-view"), RoleRef: view, Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default"}}},
+		// The MPI launcher's binding, made and owned by a run's MPIJob: the run's own.
+		{ObjectMeta: metav1.ObjectMeta{Namespace: runs, Name: "mpi-launcher", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "kubeflow.org/v2beta1", Kind: "MPIJob", Name: "plx-operation-x", UID: "u", Controller: ptr(true)}}},
+			RoleRef: view, Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "plx-operation-x-launcher", Namespace: runs}}},
 	}
 	for _, b := range bindings {
 		_, err := cs.RbacV1().RoleBindings(b.Namespace).Create(ctx, b, metav1.CreateOptions{})
@@ -88,3 +97,5 @@ func TestExtraNamesWhatWidensAccess(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, texts(drifts), "extra objects are no drift of the revision's guards")
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -74,7 +74,7 @@ func (c Client) restore(ctx context.Context, ri dynamic.ResourceInterface, d Dri
 			labels = map[string]string{}
 		}
 		for k := range labels {
-			if _, ok := o.GetLabels()[k]; !ok && strings.HasPrefix(k, podSecurityPrefix) {
+			if _, ok := o.GetLabels()[k]; !ok && strings.HasPrefix(k, podSecurityEnforce) {
 				delete(labels, k)
 			}
 		}

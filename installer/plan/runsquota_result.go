@@ -94,7 +94,11 @@ func writeRunsQuota(tw io.Writer, q *RunsQuota) {
 	}
 	fmt.Fprintln(tw, "RUN CONTAINER\tDEFAULT REQUEST\tDEFAULT LIMIT\tMAX")
 	for _, r := range slices.SortedFunc(maps.Keys(names), func(a, b string) int { return strings.Compare(resourceOrder(a), resourceOrder(b)) }) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r, orDash(q.DefaultRequest[r]), orDash(q.Default[r]), orDash(q.Max[r]))
+		limit := q.Default[r]
+		if limit == "" && q.Max[r] != "" {
+			limit = "max" // the API server gives a container without a limit the max
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r, orDash(q.DefaultRequest[r]), orDash(limit), orDash(q.Max[r]))
 	}
 	fmt.Fprintln(tw)
 }

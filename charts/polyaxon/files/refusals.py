@@ -4,16 +4,21 @@
 # keeps the run `starting` with no word. This watches those events in the runs' namespace,
 # follows the refused object's owners up to the run's polyaxon.com object, reports the run
 # `failed` with the API server's message (through the agent's own client and credentials), and
-# deletes that object so its controller stops retrying and holds no quota.
+# deletes that object so its controller stops retrying and holds no quota. A pod refused only
+# because other runs hold the quota now is not a refusal: it could fit when they end, and its
+# controller's retries create it then (the run waits, as it would for a free node).
 #
 # Runs in the agent's pod, with the agent's image, ServiceAccount and configuration.
 import logging
 import os
+import re
 import sys
 import time
+from datetime import datetime
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
+from kubernetes.utils import parse_quantity
 
 from polyaxon._k8s.manager.manager import K8sManager
 from polyaxon._runner.agent.client import AgentClient
@@ -49,15 +54,57 @@ ANNOTATION_PROJECT = "operation.polyaxon.com/project"
 log = logging.getLogger("refusals")
 
 
+# `exceeded quota: <name>, requested: k=v,..., used: k=v,..., limited: k=v,...` (the API
+# server's quota admission).
+QUOTA = re.compile(r"exceeded quota: [^,]+, requested: (\S+), used: (\S+), limited: (\S+)")
+TIMEOUT = 30  # seconds, for each call to the API server
+ATTEMPTS = 3  # handlings of one run's refusal before it is left to the logs
+
+
 def is_refusal(event) -> bool:
     """A controller's failure to create a pod because the API server said no: forbidden (an
     admission policy, Pod Security, the quota, the LimitRange) or invalid (a pod that can never
-    be). A timeout or a conflict is not a refusal: the controller's retry may well succeed."""
+    be). A timeout or a conflict is not a refusal: the controller's retry may well succeed.
+    Neither is a quota that other runs fill now (see waits_for_quota)."""
     message = event.message or ""
+    reason = event.reason or ""
     return (
         event.type == "Warning"
-        and (event.reason or "").startswith("FailedCreate")
+        and (reason.startswith("FailedCreate") or reason.startswith("FailedToCreate"))
         and (" is forbidden: " in message or " is invalid: " in message)
+        and not waits_for_quota(message)
+    )
+
+
+def waits_for_quota(message: str) -> bool:
+    """The quota refused the pod, and it asks for no more than the quota allows in all: it fits
+    once other runs release what they hold."""
+    m = QUOTA.search(message)
+    if m is None:
+        return False
+    requested, limited = amounts(m.group(1)), amounts(m.group(3))
+    return all(name in limited and amount <= limited[name] for name, amount in requested.items())
+
+
+def amounts(text: str) -> dict:
+    out = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        try:
+            out[name] = parse_quantity(value)
+        except ValueError:
+            out[name] = float("inf")  # unreadable: assume it does not fit
+    return out
+
+
+def when(event):
+    """When the event last happened (series and old-style events say it in different fields)."""
+    series = getattr(event, "series", None)
+    return (
+        (series.last_observed_time if series else None)
+        or event.last_timestamp
+        or event.event_time
+        or event.metadata.creation_timestamp
     )
 
 
@@ -70,32 +117,43 @@ class Reporter:
         K8sManager(namespace=NAMESPACE, in_cluster=IN_CLUSTER)  # loads the agent's credentials
         self.objects = client.CustomObjectsApi()
         self.agent = AgentClient()
-        self.reported = set()  # uids of the runs' objects already reported
+        self.handled = {}  # uid of a run's object: how many times its refusal was handled
 
     def get(self, group: str, version: str, plural: str, name: str):
         try:
-            return self.objects.get_namespaced_custom_object(group, version, NAMESPACE, plural, name)
+            return self.objects.get_namespaced_custom_object(
+                group, version, NAMESPACE, plural, name, _request_timeout=TIMEOUT
+            )
         except ApiException as e:
             if e.status == 404:
                 return None
             raise
 
-    def run_object(self, api_version: str, kind: str, name: str):
-        """The run's polyaxon.com object behind the named object, with its plural; (None,
-        None) when the object is not a run's."""
-        group = group_of(api_version)
+    def run_object(self, ref):
+        """The run's polyaxon.com object behind the event's object, with its plural; (None,
+        None) when the object is not a run's, or is not the one the event is about (a run
+        resumed under the same names since)."""
+        group, kind, name = group_of(ref.api_version or ""), ref.kind or "", ref.name or ""
         if (group, kind) == ("apps", "ReplicaSet"):
             group, kind, name = "apps", "Deployment", name.rpartition("-")[0]
-        if (group, kind) in SAME_NAME:
-            group, kind = POLYAXON_GROUP, SAME_NAME[(group, kind)]
-            return self.get(POLYAXON_GROUP, "v1", kind, name), kind
-        if (group, kind) in READ:
-            child = self.get(group, "v1", READ[(group, kind)], name)
-            owner = next((o for o in (child or {}).get("metadata", {}).get("ownerReferences") or [] if o.get("controller")), None)
-            if owner is None or group_of(owner["apiVersion"]) != POLYAXON_GROUP:
+        elif (group, kind) in READ:
+            child = self.get(group, "v1", READ[(group, kind)], name) or {}
+            meta = child.get("metadata", {})
+            if ref.uid and meta.get("uid") != ref.uid:
                 return None, None
-            kind, name = owner["kind"], owner["name"]
-            group = POLYAXON_GROUP
+            owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+            if owner is None:
+                return None, None
+            # A Job of a Kubeflow job (the MPI launcher) leads to that job.
+            group, kind, name = group_of(owner["apiVersion"]), owner["kind"], owner["name"]
+        if (group, kind) == ("apps", "Deployment"):
+            child = self.get("apps", "v1", "deployments", name) or {}
+            owner = next((o for o in child.get("metadata", {}).get("ownerReferences") or [] if o.get("controller")), None)
+            if owner is None:
+                return None, None
+            group, kind, name = group_of(owner["apiVersion"]), owner["kind"], owner["name"]
+        if (group, kind) in SAME_NAME:
+            group, kind = POLYAXON_GROUP, {"kfjobs": "KfJob", "clusters": "Cluster"}[SAME_NAME[(group, kind)]]
         if group != POLYAXON_GROUP or kind not in RUN_OBJECTS:
             return None, None
         return self.get(POLYAXON_GROUP, "v1", RUN_OBJECTS[kind], name), RUN_OBJECTS[kind]
@@ -104,13 +162,17 @@ class Reporter:
         if not is_refusal(event):
             return
         ref = event.involved_object
-        run, plural = self.run_object(ref.api_version or "", ref.kind or "", ref.name or "")
+        run, plural = self.run_object(ref)
         if run is None:
             return
         meta = run["metadata"]
         uid = meta["uid"]
-        if uid in self.reported or meta.get("deletionTimestamp"):
+        if self.handled.get(uid, 0) >= ATTEMPTS or meta.get("deletionTimestamp"):
             return
+        happened, created = when(event), meta.get("creationTimestamp")
+        if happened is not None and created and happened.replace(microsecond=0) < datetime.fromisoformat(created.replace("Z", "+00:00")):
+            return  # about an earlier run of the same names
+        self.handled[uid] = self.handled.get(uid, 0) + 1
         uuid = (meta.get("labels") or {}).get(LABEL_UUID)
         owner = (meta.get("annotations") or {}).get(ANNOTATION_OWNER)
         project = (meta.get("annotations") or {}).get(ANNOTATION_PROJECT)
@@ -118,14 +180,20 @@ class Reporter:
             return
         message = "The API server refused a pod of this run ({} {}): {}".format(ref.kind, ref.name, event.message)
         self.report_failed(owner, project, uuid, message)
-        self.reported.add(uid)
+        self.handled[uid] = ATTEMPTS
         log.warning("run %s/%s/%s failed: %s", owner, project, uuid, message)
         try:
             self.objects.delete_namespaced_custom_object(
-                POLYAXON_GROUP, "v1", NAMESPACE, plural, meta["name"], propagation_policy="Background"
+                POLYAXON_GROUP,
+                "v1",
+                NAMESPACE,
+                plural,
+                meta["name"],
+                body=client.V1DeleteOptions(propagation_policy="Background", preconditions=client.V1Preconditions(uid=uid)),
+                _request_timeout=TIMEOUT,
             )
         except ApiException as e:
-            if e.status != 404:
+            if e.status not in (404, 409):
                 log.warning("run %s: its object %s stays: %s", uuid, meta["name"], e.reason)
 
     def report_failed(self, owner: str, project: str, uuid: str, message: str) -> None:
@@ -133,7 +201,7 @@ class Reporter:
         agent's own statuses for the run, and the API saves a run's statuses by reading and
         writing the whole run: a `scheduled` saved at the same time can write over `failed`.
         The API keeps a final status, so posting it again is harmless."""
-        for attempt in range(10):
+        for attempt in range(5):
             self.agent.log_run_status(
                 run_owner=owner,
                 run_project=project,
@@ -149,21 +217,41 @@ class Reporter:
         log.warning("run %s/%s/%s: its status stays %s", owner, project, uuid, status)
 
     def watch(self) -> None:
-        """Every event of the namespace, those already there first; after a lost watch, all
-        again (a handled run is skipped by its uid, or gone)."""
+        """The namespace's Warning events, those already there first, then each as it comes;
+        a watch that ends goes on from where it was (all again only when the API server no
+        longer has that point). One event that cannot be handled is logged and passed."""
         core = client.CoreV1Api()
-        delay = 1
+        delay, version = 1, None
         while True:
+            w = watch.Watch()
             try:
                 # The server ends the watch after timeout_seconds; a connection lost without a
                 # word ends it on the client's read timeout.
-                for item in watch.Watch().stream(
-                    core.list_namespaced_event, NAMESPACE, timeout_seconds=300, _request_timeout=(10, 330)
+                kwargs = {"resource_version": version} if version else {}
+                for item in w.stream(
+                    core.list_namespaced_event,
+                    NAMESPACE,
+                    field_selector="type=Warning",
+                    timeout_seconds=300,
+                    _request_timeout=(10, 330),
+                    **kwargs,
                 ):
-                    if item["type"] in ("ADDED", "MODIFIED"):
-                        self.handle(item["object"])
                     delay = 1
-            except Exception as e:  # the API server or Polyaxon's API away: try again
+                    if item["type"] not in ("ADDED", "MODIFIED"):
+                        continue
+                    try:
+                        self.handle(item["object"])
+                    except Exception as e:  # Polyaxon's API or the API server: logged, passed
+                        log.warning("event %s: %s", item["object"].metadata.name, e)
+                version = w.resource_version
+            except ApiException as e:
+                if e.status == 410:  # expired: list again
+                    version = None
+                    continue
+                log.warning("watching events in %s: %s; again in %ds", NAMESPACE, e, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 30)
+            except Exception as e:  # the API server away: try again
                 log.warning("watching events in %s: %s; again in %ds", NAMESPACE, e, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 30)

@@ -548,7 +548,6 @@ runs.quota.hard above 0: polyaxon.validate.runs).
 {{- range $key, $name := dict "cpu" "cpu" "memory" "memory" "ephemeralStorage" "ephemeral-storage" -}}
 {{- with index $q $key -}}
 {{- $_ := set $hard (printf "requests.%s" $name) (include "polyaxon.quantityText" .) -}}
-{{- $_ := set $hard (printf "limits.%s" $name) (include "polyaxon.quantityText" .) -}}
 {{- end -}}
 {{- end -}}
 {{- range $name, $v := $q.gpus | default dict -}}
