@@ -49,10 +49,10 @@ var hostilePolyaxonfiles = []hostilePolyaxonfile{
 }
 
 // assertHostilePolyaxonfilesRefused submits each hostile polyaxonfile through Polyaxon's CLI
-// to project demo: each run ends failed within a minute, with the API server's reason in its
+// to the project: each run ends failed within a minute, with the API server's reason in its
 // status, and a run refused at its pod leaves no Job behind (nothing retries, nothing holds
 // the quota).
-func assertHostilePolyaxonfilesRefused(t *testing.T, ctx context.Context, cli *polyaxonCLI, cs kubernetes.Interface, ns, runsNS, dir string) {
+func assertHostilePolyaxonfilesRefused(t *testing.T, ctx context.Context, cli *polyaxonCLI, cs kubernetes.Interface, ns, runsNS, project, dir string) {
 	t.Helper()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -70,8 +70,8 @@ func assertHostilePolyaxonfilesRefused(t *testing.T, ctx context.Context, cli *p
 	}
 	for _, h := range hostilePolyaxonfiles {
 		start := time.Now()
-		uuid := cli.submit(t, ctx, filepath.Join(dir, h.file), "demo")
-		msg := cli.waitStatus(t, ctx, "demo", uuid, "failed")
+		uuid := cli.submit(t, ctx, filepath.Join(dir, h.file), project)
+		msg := cli.waitStatus(t, ctx, project, uuid, "failed")
 		took := time.Since(start)
 		assert.Lessf(t, took, time.Minute, "%s: failed %s after it was submitted", h.file, took)
 		assert.Containsf(t, msg, h.message, "%s: the run's status carries the API server's reason:\n%.600s", h.file, msg)

@@ -214,12 +214,6 @@ func TestProductionOnKind(t *testing.T) {
 		t.Logf("polyaxon ops logs -uid %s:\n%s", uuid, lastLines(logs, 5))
 	})
 
-	// Issue 53, with real kubelets: every hostile polyaxonfile ends failed with the API server's
-	// reason, those refused at their pod (Pod Security) as well.
-	t.Run("hostile polyaxonfiles are refused with their reason in the run's status", func(t *testing.T) {
-		assertHostilePolyaxonfilesRefused(t, cliCtx, cli, cs, ns, runs, filepath.Join(root, "e2e", "testdata", "polyaxonfiles", "hostile"))
-	})
-
 	// Issue 52, with real containers and kube-router: what a run sends to Polyaxon's own routes.
 	t.Run("a run pod gets nothing of the platform's through the gateway's HTTP routes", func(t *testing.T) {
 		require.NotEmpty(t, uuid, "the run above")
@@ -328,6 +322,18 @@ func TestProductionOnKind(t *testing.T) {
 			return err == nil, fmt.Sprint(err), nil
 		})
 		assert.Equal(t, "succeeded", run.Status)
+	})
+
+	// Issue 53, with real kubelets: every hostile polyaxonfile ends failed with the API server's
+	// reason, those refused at their pod (Pod Security) as well. Last, in a project of its own:
+	// the web UI and the upgrade above count the demo project's one run.
+	t.Run("hostile polyaxonfiles are refused with their reason in the run's status", func(t *testing.T) {
+		requireWorkloadsReady(t, cs, ns, 5*time.Minute)
+		hostile := newPolyaxonCLI(t, venv, kindPortForward(t, c, ns, "svc/"+releaseName+"-gateway", 80))
+		ctx := ctxT(t, 15*time.Minute)
+		_, err := hostile.run(ctx, "project", "create", "--name", "hostile")
+		require.NoError(t, err)
+		assertHostilePolyaxonfilesRefused(t, ctx, hostile, cs, ns, runs, "hostile", filepath.Join(root, "e2e", "testdata", "polyaxonfiles", "hostile"))
 	})
 }
 

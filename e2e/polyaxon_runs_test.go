@@ -259,7 +259,7 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 	// server, when the agent creates the run's object or when the Job controller creates its
 	// pod, and the refusal is the run's failed status (hostile_polyaxonfiles_test.go).
 	t.Run("hostile polyaxonfiles are refused", func(t *testing.T) {
-		assertHostilePolyaxonfilesRefused(t, ctx, cli, c.Clientset, ns, runsNS, filepath.Join(files, "hostile"))
+		assertHostilePolyaxonfilesRefused(t, ctx, cli, c.Clientset, ns, runsNS, "demo", filepath.Join(files, "hostile"))
 		// Nothing of the platform's is referenced by any pod outside the platform's namespace.
 		platformRefs := []string{"polyaxon-platform", "polyaxon-postgresql", "polyaxon-redis", "data-pg16-polyaxon-postgresql-0"}
 		pods, err := c.Clientset.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})

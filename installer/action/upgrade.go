@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
+	"slices"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -72,14 +74,21 @@ type OutsideRevision struct {
 }
 
 // outside says that the deployed revision was made outside polyaxon-deploy and lists each of
-// its values the upgrade changes or drops. Reverting them needs a confirmation (Yes).
-func (a *Upgrade) outside(origin release.Origin, in *Inputs, res *UpgradeResult) error {
+// its values the upgrade changes or drops. Reverting them needs a confirmation (Yes). What the
+// upgrade sizes from the run pools (sizing) is no value of that revision's to keep: the pools
+// decide it, whoever made the revision.
+func (a *Upgrade) outside(origin release.Origin, in *Inputs, res *UpgradeResult, sizing *plan.RunPools) error {
 	merged, err := render.MergedValues(in.Chart, in.Values)
 	if err != nil {
 		return err
 	}
+	changes := values.Changes(origin.Values, merged)
+	if sizing != nil {
+		sized := sizing.Paths()
+		changes = slices.DeleteFunc(changes, func(c values.Change) bool { _, ok := sized[c.Path]; return ok })
+	}
 	o := &OutsideRevision{Revision: origin.Revision, InputsRevision: origin.InputsRevision, Kept: a.KeepReleaseValues,
-		Changes: values.Changes(origin.Values, merged)}
+		Changes: changes}
 	res.Outside = o
 	a.progress().Warn(origin.String())
 	switch {
@@ -161,12 +170,13 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 	}
 	sized := a.Render
 	sized.IsUpgrade = true
-	if _, err := a.sizeFromPools(ctx, in, poolSizing{clients: a.Checks.Clients, render: sized}); err != nil {
+	sizing, err := a.sizeFromPools(ctx, in, poolSizing{clients: a.Checks.Clients, render: sized})
+	if err != nil {
 		return nil, err
 	}
 	res := &UpgradeResult{Inputs: in}
 	if origin.Outside() {
-		if err := a.outside(origin, in, res); err != nil {
+		if err := a.outside(origin, in, res, sizing); err != nil {
 			return res, err
 		}
 	}
