@@ -40,14 +40,22 @@ def reporter():
         "annotations": {"operation.polyaxon.com/owner": "default", "operation.polyaxon.com/project": "demo"}}}
     job = {"metadata": {"name": "plx-operation-u1", "uid": "job-1", "ownerReferences": [
         {"apiVersion": "polyaxon.com/v1", "kind": "Job", "name": "plx-operation-u1", "controller": True}]}}
-    r.objects = Objects({("polyaxon.com", "jobs", "plx-operation-u1"): run, ("batch", "jobs", "plx-operation-u1"): job})
+    # A notebook's Deployment, under a polyaxon.com Service; a Kubeflow job's KfJob.
+    service = {"metadata": dict(run["metadata"], uid="run-2", labels={"app.kubernetes.io/instance": "u2"})}
+    deployment = {"metadata": {"name": "plx-operation-u2", "uid": "deploy-2", "ownerReferences": [
+        {"apiVersion": "polyaxon.com/v1", "kind": "Service", "name": "plx-operation-u2", "controller": True}]}}
+    kfjob = {"metadata": dict(run["metadata"], uid="run-3", labels={"app.kubernetes.io/instance": "u3"})}
+    r.objects = Objects({("polyaxon.com", "jobs", "plx-operation-u1"): run, ("batch", "jobs", "plx-operation-u1"): job,
+        ("polyaxon.com", "services", "plx-operation-u2"): service, ("apps", "deployments", "plx-operation-u2"): deployment,
+        ("polyaxon.com", "kfjobs", "plx-operation-u3"): kfjob})
     r.handled, r.posted = {}, []
     r.report_failed = lambda owner, project, uuid, message: r.posted.append(uuid)
     return r
 
-def event(message, uid="job-1", at=datetime.datetime(2026, 11, 29, 5, 0, 1, tzinfo=UTC), reason="FailedCreate", kind="Warning"):
+def event(message, uid="job-1", at=datetime.datetime(2026, 11, 29, 5, 0, 1, tzinfo=UTC), reason="FailedCreate", kind="Warning",
+          about=("batch/v1", "Job", "plx-operation-u1")):
     return client.CoreV1Event(metadata=client.V1ObjectMeta(name="e"), type=kind, reason=reason, message=message, last_timestamp=at,
-        involved_object=client.V1ObjectReference(api_version="batch/v1", kind="Job", name="plx-operation-u1", uid=uid))
+        involved_object=client.V1ObjectReference(api_version=about[0], kind=about[1], name=about[2], uid=uid))
 
 refused = 'Error creating: pods "p" is forbidden: violates PodSecurity "restricted:latest": privileged'
 cases = {
@@ -60,12 +68,15 @@ cases = {
     "another-job-of-the-same-name": [event(refused, uid="job-0")],
     "before-the-run-was-created": [event(refused, at=datetime.datetime(2026, 11, 29, 4, 59, 59, tzinfo=UTC))],
     "twice": [event(refused), event(refused)],
+    "a-notebook's-replicaset": [event(refused, uid="rs-2", about=("apps/v1", "ReplicaSet", "plx-operation-u2-5d4f8c9b7"))],
+    "a-pytorchjob": [event(refused, uid="pt-3", reason="FailedCreatePod", about=("kubeflow.org/v1", "PyTorchJob", "plx-operation-u3"))],
+    "a-replicaset-of-no-run": [event(refused, uid="rs-9", about=("apps/v1", "ReplicaSet", "web-5d4f8c9b7"))],
 }
 for name, events in cases.items():
     r = reporter()
     for e in events:
         r.handle(e)
-    print(name, "failed=%d" % len(r.posted), "deleted=" + ",".join(r.objects.deleted))
+    print(name, "failed=" + ",".join(r.posted), "deleted=" + ",".join(r.objects.deleted))
 `
 
 // TestRefusalsReportOnlyARunsOwnRefusals: the agent's refusals container (files/refusals.py)
@@ -88,16 +99,19 @@ func TestRefusalsReportOnlyARunsOwnRefusals(t *testing.T) {
 			got[name] = result
 		}
 	}
-	reported := "failed=1 deleted=run-1"
+	reported := "failed=u1 deleted=run-1"
 	assert.Equal(t, map[string]string{
 		"pod-security":                 reported,
 		"invalid":                      reported,
 		"quota-never-fits":             reported,
-		"quota-held-by-others":         "failed=0 deleted=",
-		"timeout":                      "failed=0 deleted=",
-		"normal-event":                 "failed=0 deleted=",
-		"another-job-of-the-same-name": "failed=0 deleted=",
-		"before-the-run-was-created":   "failed=0 deleted=",
+		"quota-held-by-others":         "failed= deleted=",
+		"timeout":                      "failed= deleted=",
+		"normal-event":                 "failed= deleted=",
+		"another-job-of-the-same-name": "failed= deleted=",
+		"before-the-run-was-created":   "failed= deleted=",
 		"twice":                        reported,
+		"a-notebook's-replicaset":      "failed=u2 deleted=run-2",
+		"a-pytorchjob":                 "failed=u3 deleted=run-3",
+		"a-replicaset-of-no-run":       "failed= deleted=",
 	}, got)
 }

@@ -38,11 +38,11 @@ REASON = "RefusedByKubernetes"
 #   same name, which the operator gives its child.
 READ = {("batch", "Job"): "jobs", ("apps", "Deployment"): "deployments"}
 SAME_NAME = {
-    ("kubeflow.org", "TFJob"): "kfjobs",
-    ("kubeflow.org", "PyTorchJob"): "kfjobs",
-    ("kubeflow.org", "MPIJob"): "kfjobs",
-    ("ray.io", "RayCluster"): "clusters",
-    ("kubernetes.dask.org", "DaskCluster"): "clusters",
+    ("kubeflow.org", "TFJob"): "KfJob",
+    ("kubeflow.org", "PyTorchJob"): "KfJob",
+    ("kubeflow.org", "MPIJob"): "KfJob",
+    ("ray.io", "RayCluster"): "Cluster",
+    ("kubernetes.dask.org", "DaskCluster"): "Cluster",
 }
 RUN_OBJECTS = {"Job": "jobs", "Service": "services", "KfJob": "kfjobs", "Cluster": "clusters"}
 
@@ -133,27 +133,21 @@ class Reporter:
         """The run's polyaxon.com object behind the event's object, with its plural; (None,
         None) when the object is not a run's, or is not the one the event is about (a run
         resumed under the same names since)."""
-        group, kind, name = group_of(ref.api_version or ""), ref.kind or "", ref.name or ""
+        group, kind, name, uid = group_of(ref.api_version or ""), ref.kind or "", ref.name or "", ref.uid
         if (group, kind) == ("apps", "ReplicaSet"):
-            group, kind, name = "apps", "Deployment", name.rpartition("-")[0]
-        elif (group, kind) in READ:
-            child = self.get(group, "v1", READ[(group, kind)], name) or {}
-            meta = child.get("metadata", {})
-            if ref.uid and meta.get("uid") != ref.uid:
+            # Its Deployment, whose uid the event does not give.
+            group, kind, name, uid = "apps", "Deployment", name.rpartition("-")[0], None
+        if (group, kind) in READ:
+            meta = (self.get(group, "v1", READ[(group, kind)], name) or {}).get("metadata", {})
+            if uid and meta.get("uid") != uid:
                 return None, None
             owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
             if owner is None:
                 return None, None
             # A Job of a Kubeflow job (the MPI launcher) leads to that job.
             group, kind, name = group_of(owner["apiVersion"]), owner["kind"], owner["name"]
-        if (group, kind) == ("apps", "Deployment"):
-            child = self.get("apps", "v1", "deployments", name) or {}
-            owner = next((o for o in child.get("metadata", {}).get("ownerReferences") or [] if o.get("controller")), None)
-            if owner is None:
-                return None, None
-            group, kind, name = group_of(owner["apiVersion"]), owner["kind"], owner["name"]
         if (group, kind) in SAME_NAME:
-            group, kind = POLYAXON_GROUP, {"kfjobs": "KfJob", "clusters": "Cluster"}[SAME_NAME[(group, kind)]]
+            group, kind = POLYAXON_GROUP, SAME_NAME[(group, kind)]
         if group != POLYAXON_GROUP or kind not in RUN_OBJECTS:
             return None, None
         return self.get(POLYAXON_GROUP, "v1", RUN_OBJECTS[kind], name), RUN_OBJECTS[kind]
