@@ -374,6 +374,9 @@ var chartMutations = []chartMutation{
 		"        if ($polyaxon_refused_path) {\n            return 400;\n        }\n", "", checkGatewayProxyConfig},
 	{"nginx forwards the auth request to haupt", "templates/gateway/_proxy.tpl",
 		"        location /auth-request/ {\n            return 404;\n        }\n", "", checkGatewayProxyConfig},
+	{"nginx stops as soon as its pod is deleted", "templates/gateway/deployment.yaml",
+		"        command: [\"nginx\", \"-e\", \"stderr\", \"-c\", \"/etc/polyaxon/proxy/nginx.conf\"]\n        {{- with include \"polyaxon.drain\" (dict \"seconds\" .Values.gateway.drainSeconds) }}{{ . | trim | nindent 8 }}{{ end }}\n",
+		"        command: [\"nginx\", \"-e\", \"stderr\", \"-c\", \"/etc/polyaxon/proxy/nginx.conf\"]\n", checkServingPodsDrain},
 }
 
 // mutatedChart copies charts/polyaxon to a temporary directory, applies m and loads the copy.

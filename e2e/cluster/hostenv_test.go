@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -201,6 +202,31 @@ func TestKillProcessesUnderADirectory(t *testing.T) {
 		t.Fatal("a process elsewhere was killed")
 	default:
 	}
+}
+
+// A deleted pod's container with a preStop sleep still runs through the sleep, as the kubelet
+// keeps it (the Service drops the pod meanwhile), and gets SIGTERM after it.
+func TestTerminateSleepsThroughPreStopFirst(t *testing.T) {
+	dir := t.TempDir()
+	p := &HostProcess{Path: "/bin/sh", Args: []string{"-c", `trap 'echo term; exit 0' TERM; while :; do sleep 0.1; done`},
+		Dir: dir, LogPath: dir + "/sh.log", PreStop: 2 * time.Second}
+	require.NoError(t, p.Start())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); p.Terminate(10 * time.Second) }()
+	select {
+	case <-p.Done():
+		t.Fatal("the process ended during its preStop sleep")
+	case <-time.After(time.Second):
+	}
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Terminate did not return")
+	}
+	assert.Equal(t, 0, p.ExitCode(), "the process ended by its own SIGTERM handler, not SIGKILL")
+	out, err := os.ReadFile(dir + "/sh.log")
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "term")
 }
 
 // The venv of a Polyaxon pod follows its image's tag: an upgrade's new pods run the new version.

@@ -24,6 +24,8 @@ type HostProcess struct {
 	Env     []string
 	Dir     string
 	LogPath string
+	// PreStop is the container's preStop sleep: Terminate waits this long before SIGTERM.
+	PreStop time.Duration
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -98,6 +100,22 @@ func (p *HostProcess) Pid() int {
 		return 0
 	}
 	return p.cmd.Process.Pid
+}
+
+// Terminate stops the process as the kubelet stops a container of a pod being deleted: the
+// preStop sleep first, the process still serving (the EndpointSlices drop the pod meanwhile),
+// then Stop with what is left of grace, at least the 2 s the kubelet gives after a hook.
+func (p *HostProcess) Terminate(grace time.Duration) {
+	slept := min(p.PreStop, grace)
+	if slept > 0 {
+		t := time.NewTimer(slept)
+		defer t.Stop()
+		select {
+		case <-p.Done(): // nil before Start: the sleep runs out
+		case <-t.C:
+		}
+	}
+	p.Stop(max(grace-slept, 2*time.Second))
 }
 
 // Stop sends SIGTERM to the process group and SIGKILL after grace, then waits for the exit.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -416,8 +417,16 @@ func (r *hostRunner) prepare(ctx context.Context, p *corev1.Pod, c *corev1.Conta
 		return nil, pc, err
 	}
 	proc := &HostProcess{Path: argv[0], Args: argv[1:], Env: processEnv(env.vars), Dir: filepath.Join(dir, "home"),
-		LogPath: r.containerLog(p, c.Name)}
+		LogPath: r.containerLog(p, c.Name), PreStop: preStopSleep(c)}
 	return proc, pc, nil
+}
+
+// preStopSleep is the container's preStop sleep action (the only hook the runner carries out).
+func preStopSleep(c *corev1.Container) time.Duration {
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
+		return 0
+	}
+	return time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
 }
 
 // logsGVR is kwok's Logs resource (served as a CRD: the local provider enables it).

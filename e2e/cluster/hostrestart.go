@@ -116,7 +116,11 @@ func (hp *hostPod) beginHalt(deleted bool) func(grace time.Duration) {
 		hp.cancel()
 		var wg sync.WaitGroup
 		for _, proc := range procs {
-			if proc != nil {
+			switch {
+			case proc == nil:
+			case deleted: // each container's preStop hook, side by side, as the kubelet runs them
+				wg.Go(func() { proc.Terminate(grace) })
+			default: // a runner that stops skips the hooks: a test's cluster goes at once
 				wg.Go(func() { proc.Stop(grace) })
 			}
 		}

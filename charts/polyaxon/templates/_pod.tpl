@@ -55,6 +55,21 @@ resources:
   {{- toYaml .values.resources | nindent 2 }}
 {{- end -}}
 
+{{/*
+A container of a pod behind a Service keeps serving for .seconds once its pod is being deleted:
+the EndpointSlices, the Ingress controller and the Gateway drop the pod while it still answers,
+and only then does the process get SIGTERM (nginx's is a fast stop that cuts what it holds).
+Without it, a connection sent to the pod as it stops ends with nothing, in every rolling upgrade.
+*/}}
+{{- define "polyaxon.drain" -}}
+{{- if gt (int .seconds) 0 }}
+lifecycle:
+  preStop:
+    sleep:
+      seconds: {{ int .seconds }}
+{{- end }}
+{{- end -}}
+
 {{/* A PodDisruptionBudget for a core component. */}}
 {{- define "polyaxon.core.pdb" -}}
 {{- if and .values.enabled .values.pdb.enabled }}
