@@ -1,10 +1,14 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 )
 
@@ -35,7 +39,9 @@ func TestEveryCommandTakesTheClusterFlags(t *testing.T) {
 		"adopt":          {"--from-release", "plx"},
 	}
 	clusterFree := map[string]bool{"render": true, "backup list": true, "completion": true, "version": true, "convert-values": true}
-	cluster := []string{"--kubeconfig", "/nonexistent/kubeconfig", "--context", "no-such-context", "-n", "elsewhere"}
+	cluster := []string{"--kubeconfig", "/nonexistent/kubeconfig", "--context", "no-such-context", "-n", "elsewhere",
+		"--server", "https://127.0.0.1:1", "--as", "alice", "--as-group", "ml-admins", "--as-group", "auditors",
+		"--request-timeout", "5s", "--kube-insecure-skip-tls-verify", "--token", "t", "--user", "u", "--cluster", "c"}
 
 	var walk func(prefix string, cmds []*cli.Command)
 	seen := 0
@@ -72,4 +78,32 @@ func TestEveryCommandTakesTheClusterFlags(t *testing.T) {
 	}
 	walk("", commands())
 	assert.Greater(t, seen, 14)
+}
+
+// kubectl's flags reach the API server from a command, Helm's requests included: `history`
+// reads the release through the Helm SDK, on the server given by --server with the token and
+// the impersonation given, and no kubeconfig entry.
+func TestKubectlFlagsReachTheServer(t *testing.T) {
+	var mu sync.Mutex
+	var seen []http.Header
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"SecretList","apiVersion":"v1","metadata":{},"items":[]}`))
+	}))
+	defer srv.Close()
+	kubeconfig := writeFile(t, "kubeconfig", "apiVersion: v1\nkind: Config\n")
+	r := runCLI(t, nil, "history", "--kubeconfig", kubeconfig, "-n", "ml", "--server", srv.URL, "--kube-insecure-skip-tls-verify",
+		"--token", "token-of-a-robot", "--as", "alice", "--as-group", "ml-admins", "--request-timeout", "20s")
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmptyf(t, seen, "no request reached the server: %s", r.stderr)
+	for _, h := range seen {
+		assert.Equal(t, "Bearer token-of-a-robot", h.Get("Authorization"))
+		assert.Equal(t, "alice", h.Get("Impersonate-User"))
+		assert.Equal(t, []string{"ml-admins"}, h.Values("Impersonate-Group"))
+	}
+	assert.NotContains(t, r.stdout+r.stderr, "token-of-a-robot", "the token is not printed")
 }

@@ -36,7 +36,7 @@ func kubeSettings(c *cli.Context) *kube.Settings {
 		if e.newSettings != nil {
 			e.settings = e.newSettings(c)
 		} else {
-			var opts []kube.Option
+			opts := []kube.Option{kube.WithAccess(accessOf(c))}
 			if resource := os.Getenv(envKillAfterDelete); resource != "" {
 				opts = append(opts, kube.WithTransportWrapper(killAfterDelete(resource, func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) })))
 			}

@@ -37,12 +37,70 @@ const (
 // clusterFlags follow kubectl. They are defined on each command (not on the App) so they can be
 // written after the command name, as with kubectl: `polyaxon-deploy check -n ml --context prod`.
 func clusterFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: flagKubeconfig, Usage: "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)", Category: "Cluster"},
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: flagKubeconfig, Usage: "path to the kubeconfig file (default: $KUBECONFIG, which may list several files, or ~/.kube/config)", Category: "Cluster"},
 		&cli.StringFlag{Name: flagContext, Usage: "kubeconfig context to use (default: the current context)", Category: "Cluster"},
 		&cli.StringFlag{Name: flagNamespace, Aliases: []string{"n"}, Value: kube.DefaultNamespace, Usage: "namespace of the release", Category: "Cluster"},
 		&cli.StringFlag{Name: flagRelease, Value: defaultRelease, Usage: "Helm release name", Category: "Cluster"},
 		debugLogFlag(),
+	}, accessFlags(false)...)
+}
+
+// kubectl's other cluster flags, with kubectl's names and meaning.
+const (
+	flagCluster       = "cluster"
+	flagUser          = "user"
+	flagServer        = "server"
+	flagTLSServerName = "tls-server-name"
+	flagCA            = "certificate-authority"
+	flagClientCert    = "client-certificate"
+	flagClientKey     = "client-key"
+	flagToken         = "token"
+	// Helm's name for it: --insecure-skip-tls-verify is the registry's here, as in `helm pull`.
+	flagInsecure   = "kube-insecure-skip-tls-verify"
+	flagAs         = "as"
+	flagAsUID      = "as-uid"
+	flagAsGroup    = "as-group"
+	flagReqTimeout = "request-timeout"
+)
+
+func accessFlags(hidden bool) []cli.Flag {
+	str := func(name, usage string, aliases ...string) cli.Flag {
+		return &cli.StringFlag{Name: name, Aliases: aliases, Usage: usage, Category: "Cluster", Hidden: hidden}
+	}
+	return []cli.Flag{
+		str(flagCluster, "kubeconfig cluster to use"),
+		str(flagUser, "kubeconfig user to use"),
+		str(flagServer, "address and port of the API server", serverAlias(hidden)...),
+		str(flagTLSServerName, "server name to check the API server's certificate against"),
+		str(flagCA, "path to a CA certificate file for the API server"),
+		str(flagClientCert, "path to a client certificate file"),
+		str(flagClientKey, "path to a client key file"),
+		str(flagToken, "bearer token for the API server"),
+		&cli.BoolFlag{Name: flagInsecure, Usage: "do not check the API server's certificate (insecure)", Category: "Cluster", Hidden: hidden},
+		str(flagAs, "user to impersonate"),
+		str(flagAsUID, "UID to impersonate"),
+		&cli.StringSliceFlag{Name: flagAsGroup, Usage: "group to impersonate, repeatable", Category: "Cluster", Hidden: hidden},
+		str(flagReqTimeout, `how long one request to the API server may take ("30s", "1m"; "0": no bound)`),
+	}
+}
+
+// serverAlias is kubectl's -s, except where the flag is only accepted: render's -s is Helm's
+// --show-only.
+func serverAlias(hidden bool) []string {
+	if hidden {
+		return nil
+	}
+	return []string{"s"}
+}
+
+// accessOf reads kubectl's other cluster flags.
+func accessOf(c *cli.Context) kube.Access {
+	return kube.Access{
+		Cluster: c.String(flagCluster), User: c.String(flagUser), Server: c.String(flagServer), TLSServerName: c.String(flagTLSServerName),
+		CertificateAuthority: c.String(flagCA), ClientCertificate: c.String(flagClientCert), ClientKey: c.String(flagClientKey),
+		Token: c.String(flagToken), InsecureSkipTLSVerify: c.Bool(flagInsecure),
+		As: c.String(flagAs), AsUID: c.String(flagAsUID), AsGroups: c.StringSlice(flagAsGroup), RequestTimeout: c.String(flagReqTimeout),
 	}
 }
 

@@ -102,7 +102,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--version %s selects a chart version in an OCI registry, but %s is not an oci:// reference: drop --version, or pass --chart oci://HOST/PATH/polyaxon", o.Version, what)
 	}
 	if o.Registry.set() {
-		return fmt.Errorf("registry options (--registry-config, --ca-file, --cert-file, --key-file, --insecure-skip-tls-verify, --plain-http) apply to --chart oci://... only, not to %s", what)
+		return fmt.Errorf("registry options (--registry-config, --ca-file, --cert-file, --key-file, --insecure-skip-tls-verify, --plain-http) apply to --chart oci://... only, not to %s (the API server's certificate: --kube-insecure-skip-tls-verify)", what)
 	}
 	return nil
 }

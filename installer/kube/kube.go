@@ -5,6 +5,7 @@ package kube
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -65,6 +66,41 @@ func WithTransportWrapper(w func(http.RoundTripper) http.RoundTripper) Option {
 	}
 }
 
+// Access is the rest of kubectl's flags for reaching a cluster, beyond --kubeconfig, --context
+// and -n: cli-runtime reads them as kubectl does (a flag wins over the kubeconfig's value).
+type Access struct {
+	Cluster, User                                      string // --cluster, --user: entries of the kubeconfig
+	Server, TLSServerName                              string // --server, --tls-server-name
+	CertificateAuthority, ClientCertificate, ClientKey string
+	Token                                              string // --token: a bearer token
+	InsecureSkipTLSVerify                              bool
+	As, AsUID                                          string // --as, --as-uid: impersonation
+	AsGroups                                           []string
+	RequestTimeout                                     string // --request-timeout: "0" (none), "30s", "1m"
+}
+
+// WithAccess applies kubectl's other cluster flags; empty fields leave the kubeconfig's values.
+func WithAccess(a Access) Option {
+	return func(s *Settings) {
+		f := s.flags
+		for dst, v := range map[**string]string{
+			&f.ClusterName: a.Cluster, &f.AuthInfoName: a.User, &f.APIServer: a.Server, &f.TLSServerName: a.TLSServerName,
+			&f.CAFile: a.CertificateAuthority, &f.CertFile: a.ClientCertificate, &f.KeyFile: a.ClientKey,
+			&f.BearerToken: a.Token, &f.Impersonate: a.As, &f.ImpersonateUID: a.AsUID, &f.Timeout: a.RequestTimeout,
+		} {
+			if v != "" {
+				*dst = &v
+			}
+		}
+		if a.InsecureSkipTLSVerify {
+			f.Insecure = &a.InsecureSkipTLSVerify
+		}
+		if len(a.AsGroups) > 0 {
+			f.ImpersonateGroup = &a.AsGroups
+		}
+	}
+}
+
 // NewSettings follows kubectl: empty kubeconfig means $KUBECONFIG or ~/.kube/config, empty
 // context means the current one; an empty namespace means DefaultNamespace.
 func NewSettings(kubeconfig, context, namespace string, opts ...Option) *Settings {
@@ -102,8 +138,8 @@ func (s *Settings) RESTConfig() (*rest.Config, error) {
 	s.once.Do(func() {
 		cfg, err := s.flags.ToRESTConfig()
 		if err != nil {
-			s.cfgErr = fmt.Errorf("reading kubeconfig %s (context %s): %w (fix: pass --kubeconfig FILE and --context NAME, or set KUBECONFIG)",
-				orDefault(s.Kubeconfig, "$KUBECONFIG or ~/.kube/config"), orDefault(s.Context, "current"), err)
+			s.cfgErr = fmt.Errorf("reading kubeconfig %s (context %s%s): %w (fix: pass --kubeconfig FILE and --context NAME, or set KUBECONFIG)",
+				orDefault(s.Kubeconfig, "$KUBECONFIG or ~/.kube/config"), orDefault(s.Context, "current"), s.givenAccess(), err)
 			return
 		}
 		cfg.QPS, cfg.Burst = 50, 100
@@ -177,6 +213,26 @@ func (s *Settings) HelmConfig(log func(format string, v ...any)) (*action.Config
 		return nil, fmt.Errorf("initialising Helm for namespace %s: %w", s.Namespace, err)
 	}
 	return cfg, nil
+}
+
+// givenAccess names the other kubectl flags given, whose values the user may have to fix (the
+// token's is not repeated).
+func (s *Settings) givenAccess() string {
+	f := s.flags
+	var given []string
+	for _, v := range []struct {
+		flag  string
+		value *string
+	}{{"--server", f.APIServer}, {"--cluster", f.ClusterName}, {"--user", f.AuthInfoName}, {"--request-timeout", f.Timeout},
+		{"--certificate-authority", f.CAFile}, {"--client-certificate", f.CertFile}, {"--client-key", f.KeyFile}} {
+		if v.value != nil && *v.value != "" && !(v.flag == "--request-timeout" && *v.value == "0") {
+			given = append(given, fmt.Sprintf("%s %q", v.flag, *v.value))
+		}
+	}
+	if len(given) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(given, ", ")
 }
 
 func orDefault(s, d string) string {
