@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -27,6 +30,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}
 	}
 	c := newCluster(t, "nocore", cluster.WithNodePools(pools...))
+	// A ServiceAccount with no rights and a token of it, for kubectl's flags below.
+	_, err := c.Clientset.CoreV1().ServiceAccounts("default").Create(ctxT(t, time.Minute),
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	tok, err := c.Clientset.CoreV1().ServiceAccounts("default").CreateToken(ctxT(t, time.Minute), "reader",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	before := takeSnapshot(t, c)
 
 	t.Run("invalid values", func(t *testing.T) {
@@ -63,6 +73,30 @@ func TestBadInputChangesNothing(t *testing.T) {
 		// The table output names the failing checks too.
 		res = c.deploy(t, "check", "--pre", "--profile", "production").requireExit(t, 3)
 		assert.Contains(t, res.Stdout+res.Stderr, "scheduling-core")
+	})
+
+	// kubectl's flags reach the real API server's authentication and authorization: an
+	// impersonated user, and a ServiceAccount's token on --server with the cluster's CA and no
+	// kubeconfig entry, each refused for what it may not do, and nothing installed.
+	t.Run("kubectl's flags as another user", func(t *testing.T) {
+		res := c.deploy(t, "install", "--profile", "production", "--as", "system:serviceaccount:default:nobody", "--as-group", "ml-users")
+		assert.NotEqual(t, 0, res.Code)
+		assert.Contains(t, res.Stdout+res.Stderr, `User "system:serviceaccount:default:nobody" cannot`, "the API server saw the impersonated user")
+
+		ca := c.RESTConfig.CAFile
+		if len(c.RESTConfig.CAData) > 0 {
+			ca = filepath.Join(t.TempDir(), "ca.crt")
+			require.NoError(t, os.WriteFile(ca, c.RESTConfig.CAData, 0o600))
+		}
+		require.NotEmpty(t, ca, "the cluster's CA")
+		empty := filepath.Join(t.TempDir(), "kubeconfig")
+		require.NoError(t, os.WriteFile(empty, []byte("apiVersion: v1\nkind: Config\n"), 0o600))
+		res = deploy(t, "status", "--kubeconfig", empty, "--server", c.RESTConfig.Host, "--certificate-authority", ca,
+			"--token", tok.Status.Token, "--request-timeout", "30s")
+		assert.NotEqual(t, 0, res.Code)
+		out := res.Stdout + res.Stderr
+		assert.Contains(t, out, `User "system:serviceaccount:default:reader" cannot`, "the token authenticated over TLS with the given CA")
+		assert.NotContains(t, out, tok.Status.Token, "the token is not printed")
 	})
 
 	t.Run("nothing was created", func(t *testing.T) {

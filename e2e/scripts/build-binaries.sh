@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Builds the control-plane binaries the local e2e provider runs (kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, kwokctl) from the Go module
-# proxy, into a cache outside the repository keyed by version, and copies kwok's default
-# Stage documents next to them (kwok-stages/). A second run is a no-op.
+# Builds Kubernetes' binaries (the control plane, kubectl, and the kubelet, kubeadm and
+# kube-proxy of kind's node image), etcd, kwok and kwokctl from the Go module proxy, into a
+# cache outside the repository keyed by version, and copies kwok's default Stage documents
+# next to them (kwok-stages/). The local e2e provider runs them; build-kind-images.sh puts
+# the same files in kind's images, so a version of Kubernetes is compiled once for both. A
+# second run is a no-op.
 #
 # Usage: e2e/scripts/build-binaries.sh   (prints the binary directory on stdout)
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
-ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+# shellcheck source=versions.sh
+. "$(dirname "$0")/versions.sh"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CACHE="${POLYAXON_DEPLOY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/polyaxon-deploy}"
 BIN="$CACHE/bin/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
 
-kube=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+kube=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy)
 # kwokctl's defaults (the "fast" pod stages, lease heartbeats), paths inside the kwok module.
 stage_src=(node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
   pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml)
@@ -36,7 +38,7 @@ staging="v0.${KUBE_VERSION#v1.}"
 todo=()
 for c in "${kube[@]}"; do has "$c" && todo+=("$c"); done
 if [ ${#todo[@]} -gt 0 ]; then
-  log "building Kubernetes $KUBE_VERSION ${todo[*]} (about 13 min cold on 2 cores)"
+  log "building Kubernetes $KUBE_VERSION ${todo[*]} (about 15 min cold on 2 cores)"
   mkdir -p "$work/kube" && cd "$work/kube"
   go mod init local/kubebuild >/dev/null 2>&1
   gomod="$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
@@ -53,10 +55,12 @@ if [ ${#todo[@]} -gt 0 ]; then
   GOFLAGS=-mod=mod go mod tidy >"$work/tidy.log" 2>&1 || { log "go mod tidy failed:"; cat "$work/tidy.log" >&2; }
   pkg=k8s.io/component-base/version
   ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-  for c in "${todo[@]}"; do
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
-    log "built $c"
-  done
+  # One invocation for every binary: the packages they share compile once, the links run side
+  # by side.
+  pkgs=()
+  for c in "${todo[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$BIN/" "${pkgs[@]}"
+  log "built ${todo[*]}"
 fi
 
 if has etcd; then
@@ -66,7 +70,7 @@ if has etcd; then
   printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >main.go
   go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1
   go mod tidy >/dev/null 2>&1
-  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" .
+  CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" .
   log "built etcd"
 fi
 

@@ -21,15 +21,17 @@
 #           scheduler, events-handlers on the Python root; the operator stand-in), Postgres,
 #           Redis and the demo run's Python from Debian's packages, Traefik from
 #           build-traefik.sh's binary; prints every image's name on stdout, one a line
-#   if-possible  build and polyaxon on a machine that can run kind's nodes; elsewhere say why
-#           and succeed (make test: the kind scenario then reports that kind was not tested)
+#   roots   only the Debian root filesystems the images are made from
+#   if-possible  build and polyaxon on a machine that can run kind's nodes (roots beside build's
+#           Go programs); elsewhere say why and succeed (make test: the kind scenario then
+#           reports that kind was not tested)
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
+# shellcheck source=versions.sh
+. "$(dirname "$0")/versions.sh" # KUBE_VERSION, ETCD_VERSION: build-binaries.sh builds both
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.3.4}"   # kind v0.33.0's base image pins v2.3.4
 CRICTL_VERSION="${CRICTL_VERSION:-v1.37.0}"
 CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.9.1}" # kind v0.33.0's base image pins v1.9.1
-ETCD_VERSION="${ETCD_VERSION:-v3.7.0}"               # kubeadm v1.37's default etcd is 3.7.0-0
 COREDNS_VERSION="${COREDNS_VERSION:-v1.14.6}"        # kubeadm v1.37's CoreDNSVersion
 PAUSE_VERSION="${PAUSE_VERSION:-3.10.2}"             # kubeadm v1.37's PauseVersion
 KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-v2.1.0}"
@@ -173,24 +175,6 @@ gobuild() {
   log "built $out"
 }
 
-# etcd's server module replaces its sibling modules by relative paths, so it cannot be built in
-# place: a throw-away main calls etcdmain.Main, as build-binaries.sh does.
-build_etcd() {
-  local out="$BIN/etcd-$ETCD_VERSION/etcd" work
-  [ -x "$out" ] && return 0
-  work="$(mktemp -d)"; mkdir -p "$(dirname "$out")"
-  (
-    cd "$work"
-    go mod init local/etcdbuild >/dev/null 2>&1
-    printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >main.go
-    GOFLAGS=-mod=mod go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1
-    GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1
-    CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$out" .
-  )
-  rm -rf "$work"
-  log "built $out"
-}
-
 # CoreDNS with only the plugins of kubeadm's Corefile, in its order: the module's own main
 # links every plugin, cloud DNS back ends and their SDKs included (most of a cold build). A
 # main beside it imports coremain and these plugins and sets the server's directives, as
@@ -214,39 +198,9 @@ build_coredns() {
   gobuild "$out" "github.com/coredns/coredns@$COREDNS_VERSION" ./cmd/kubeadm-coredns -ldflags "-s -w"
 }
 
-KUBE_BIN="$BIN/kube-$KUBE_VERSION"
-build_kube() {
-  local todo=() c
-  for c in kubelet kubeadm kube-proxy; do [ -x "$KUBE_BIN/$c" ] || todo+=("$c"); done
-  [ ${#todo[@]} -eq 0 ] && return 0
-  # Same throw-away module as build-binaries.sh: k8s.io/kubernetes with every staging module
-  # replaced by its published v0.Y.Z release.
-  local work minor gomod pkg ldflags
-  work="$(mktemp -d)"; minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
-  mkdir -p "$KUBE_BIN"
-  (
-    cd "$work"
-    go mod init local/kubebuild >/dev/null 2>&1
-    gomod="$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-    { echo "require k8s.io/kubernetes $KUBE_VERSION"
-      grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging/' "$gomod" | awk -v v="v0.${KUBE_VERSION#v1.}" '{print "replace " $1 " => " $1 " " v}'
-    } >>go.mod
-    { printf '//go:build tools\n\npackage tools\n\nimport (\n'
-      for c in "${todo[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
-      printf ')\n'; } >tools.go
-    GOFLAGS=-mod=mod go mod tidy >tidy.log 2>&1 || cat tidy.log >&2
-    pkg=k8s.io/component-base/version
-    ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-    for c in "${todo[@]}"; do
-      GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$KUBE_BIN/$c" "k8s.io/kubernetes/cmd/$c"
-      log "built $c"
-    done
-  )
-  rm -rf "$work"
-}
-
-# The control plane binaries come from the local provider's build (build-binaries.sh).
-control_plane_bin() { KUBE_VERSION=$KUBE_VERSION "$REPO/e2e/scripts/build-binaries.sh"; }
+# Kubernetes' binaries and etcd come from the local provider's build (build-binaries.sh): one
+# build of a version for both providers.
+control_plane_bin() { KUBE_VERSION=$KUBE_VERSION ETCD_VERSION=$ETCD_VERSION "$REPO/e2e/scripts/build-binaries.sh"; }
 
 build_go() {
   local d="$BIN/containerd-$CONTAINERD_VERSION" cm="github.com/containerd/containerd/v2@$CONTAINERD_VERSION" p
@@ -258,7 +212,6 @@ build_go() {
   for p in ipam/host-local main/loopback main/ptp main/bridge meta/portmap; do
     gobuild "$BIN/cni-plugins-$CNI_PLUGINS_VERSION/${p#*/}" "github.com/containernetworking/plugins@$CNI_PLUGINS_VERSION" "./plugins/$p" -ldflags "-s -w"
   done
-  build_etcd
   build_coredns
   gobuild "$BIN/kube-router-$KUBE_ROUTER_VERSION/kube-router" "github.com/cloudnativelabs/kube-router/v2@$KUBE_ROUTER_VERSION" ./cmd/kube-router \
     -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
@@ -280,15 +233,41 @@ build_pause() {
 ROOTFS="$CACHE/rootfs"
 NODE_PKGS=systemd,systemd-sysv,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,e2fsprogs,bash,ca-certificates,curl,jq,procps,runc
 NET_PKGS=iptables,ipset,conntrack,iproute2,kmod,ca-certificates
-# debootstrap_dir NAME PACKAGES: a bookworm minbase root filesystem, made once.
-debootstrap_dir() {
-  local dir="$ROOTFS/$1"
-  [ -f "$dir/.complete" ] && return 0
-  rm -rf "$dir.tmp"; mkdir -p "$ROOTFS"
-  nice -n 10 debootstrap --variant=minbase --include="$2" bookworm "$dir.tmp" "$DEBIAN_MIRROR" >"$ROOTFS/$1.log" 2>&1 ||
-    die "debootstrap $1 failed; see $ROOTFS/$1.log"
-  rm -rf "$dir.tmp"/var/cache/apt/archives/*.deb "$dir.tmp"/var/lib/apt/lists/*
-  touch "$dir.tmp/.complete"; rm -rf "$dir"; mv "$dir.tmp" "$dir"
+# rootfs NAME PACKAGES: prints the directory of a bookworm minbase root filesystem with
+# PACKAGES, named by what goes into it (suite, mirror, packages: a change makes a new one, and
+# the older ones of NAME go), made once. A lock per root lets `roots` make them beside a build
+# that waits for the one it needs.
+rootfs() {
+  local name=$1 pkgs=$2 dir
+  dir="$ROOTFS/$name-$(echo "bookworm $DEBIAN_MIRROR $pkgs" | sha256sum | cut -c1-12)"
+  if [ ! -f "$dir/.complete" ]; then
+    mkdir -p "$ROOTFS"
+    (
+      flock 9
+      [ -f "$dir/.complete" ] && exit 0
+      rm -rf "$dir.tmp"
+      nice -n 10 debootstrap --variant=minbase --include="$pkgs" bookworm "$dir.tmp" "$DEBIAN_MIRROR" >"$dir.log" 2>&1 ||
+        die "debootstrap $name failed; see $dir.log"
+      rm -rf "$dir.tmp"/var/cache/apt/archives/*.deb "$dir.tmp"/var/lib/apt/lists/*
+      touch "$dir.tmp/.complete"; rm -rf "$dir"; mv "$dir.tmp" "$dir"
+      local old
+      for old in "$ROOTFS/$name"-*; do
+        case "$old" in "$dir"*) ;; *) rm -rf "$old" ;; esac
+      done
+    ) 9>"$dir.lock"
+  fi
+  echo "$dir"
+}
+
+# Every root filesystem the images are made from: network- and disk-bound, so `if-possible`
+# makes them beside the Go builds.
+make_roots() {
+  rootfs node "$NODE_PKGS" >/dev/null
+  rootfs net "$NET_PKGS" >/dev/null
+  rootfs polyaxon "$POLYAXON_PKGS" >/dev/null
+  rootfs postgres postgresql-15 >/dev/null
+  rootfs redis redis-server >/dev/null
+  rootfs python "$PY_PKGS" >/dev/null
 }
 
 # --- images -------------------------------------------------------------------------------
@@ -302,27 +281,37 @@ import_dir() {
   log "image $img"
 }
 
-# static_image IMAGE ENTRYPOINT_JSON FILE:DEST...: an image of static binaries only.
+# files_stamp ROOT ENTRYPOINT_JSON FILE:DEST...: a digest of what goes into an image of files
+# (each file's content and place, the entrypoint, the root filesystem it goes on).
+files_stamp() {
+  local f
+  { echo "$1 $2"; shift 2; for f in "$@"; do echo "$(sha256sum <"${f%%:*}") ${f#*:}"; done; } | sha256sum | cut -c1-16
+}
+
+# static_image IMAGE ENTRYPOINT_JSON FILE:DEST...: an image of static binaries only, made again
+# when a file changes.
 static_image() {
-  local img=$1 ep=$2 d f; shift 2
-  have_image "$img" && return 0
+  local img=$1 ep=$2 d f stamp; shift 2
+  stamp="$(files_stamp scratch "$ep" "$@")"
+  stamped "$img" "$stamp" && return 0
   d="$(mktemp -d)"
   mkdir -p "$d/tmp" "$d/etc" && chmod 1777 "$d/tmp"
   echo 'nobody:x:65534:65534:nobody:/:/sbin/nologin' >"$d/etc/passwd"
   for f in "$@"; do install -D -m 0755 "${f%%:*}" "$d/${f#*:}"; done
-  import_dir "$img" "$d" --change "ENTRYPOINT $ep" --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin'
+  import_dir "$img" "$d" --change "LABEL $STAMP_LABEL=$stamp" --change "ENTRYPOINT $ep" --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin'
   rm -rf "$d"
 }
 
 # net_image IMAGE ENTRYPOINT_JSON FILE:DEST...: static binaries on a Debian root with iptables.
 net_image() {
-  local img=$1 ep=$2 d f; shift 2
-  have_image "$img" && return 0
-  debootstrap_dir net-bookworm "$NET_PKGS"
+  local img=$1 ep=$2 d f root stamp; shift 2
+  root="$(rootfs net "$NET_PKGS")"
+  stamp="$(files_stamp "$root" "$ep" "$@")"
+  stamped "$img" "$stamp" && return 0
   d="$(mktemp -d)"
-  cp -a "$ROOTFS/net-bookworm/." "$d/"
+  cp -a "$root/." "$d/"
   for f in "$@"; do install -D -m 0755 "${f%%:*}" "$d/${f#*:}"; done
-  import_dir "$img" "$d" --change "ENTRYPOINT $ep" --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+  import_dir "$img" "$d" --change "LABEL $STAMP_LABEL=$stamp" --change "ENTRYPOINT $ep" --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
   rm -rf "$d"
 }
 
@@ -335,7 +324,7 @@ preload_images() {
   echo "registry.k8s.io/pause:$PAUSE_VERSION"
   static_image "registry.k8s.io/pause:$PAUSE_VERSION" '["/pause"]' "$BIN/pause-$PAUSE_VERSION/pause:pause" >&2
   echo "registry.k8s.io/etcd:${ETCD_VERSION#v}-0"
-  static_image "registry.k8s.io/etcd:${ETCD_VERSION#v}-0" '["/usr/local/bin/etcd"]' "$BIN/etcd-$ETCD_VERSION/etcd:usr/local/bin/etcd" >&2
+  static_image "registry.k8s.io/etcd:${ETCD_VERSION#v}-0" '["/usr/local/bin/etcd"]' "$cp/etcd:usr/local/bin/etcd" >&2
   echo "registry.k8s.io/coredns/coredns:$COREDNS_VERSION"
   static_image "registry.k8s.io/coredns/coredns:$COREDNS_VERSION" '["/coredns"]' "$BIN/coredns-$COREDNS_VERSION/coredns:coredns" >&2
   local c
@@ -344,7 +333,7 @@ preload_images() {
     static_image "registry.k8s.io/$c:$KUBE_VERSION" "[\"/usr/local/bin/$c\"]" "$cp/$c:usr/local/bin/$c" >&2
   done
   echo "$KPROXY_IMAGE"
-  net_image "$KPROXY_IMAGE" '["/usr/local/bin/kube-proxy"]' "$KUBE_BIN/kube-proxy:usr/local/bin/kube-proxy" >&2
+  net_image "$KPROXY_IMAGE" '["/usr/local/bin/kube-proxy"]' "$cp/kube-proxy:usr/local/bin/kube-proxy" >&2
   echo "$KUBE_ROUTER_IMAGE"
   net_image "$KUBE_ROUTER_IMAGE" '["/usr/local/bin/kube-router"]' "$BIN/kube-router-$KUBE_ROUTER_VERSION/kube-router:usr/local/bin/kube-router" >&2
   echo "$LPP_IMAGE"
@@ -364,9 +353,9 @@ kind_src() {
 # The base: a Debian root with systemd, kind's node files (images/base/files of the kind
 # module), containerd 2, runc (Debian's), crictl, CNI plugins, kind-runc, kubelet/kubeadm/kubectl.
 node_rootfs() {
-  local dir=$1 ks cp; ks="$(kind_src)"; cp="$(control_plane_bin)"
-  debootstrap_dir node-bookworm "$NODE_PKGS"
-  cp -a "$ROOTFS/node-bookworm/." "$dir/"
+  local dir=$1 ks cp root; ks="$(kind_src)"; cp="$(control_plane_bin)"
+  root="$(rootfs node "$NODE_PKGS")"
+  cp -a "$root/." "$dir/"
   # kind's base image layout (its Dockerfile's COPY lines), from the module's files.
   install -m 0755 "$ks"/images/base/files/usr/local/bin/* "$dir/usr/local/bin/"
   mkdir -p "$dir/kind/bin" "$dir/etc/containerd" "$dir/etc/systemd/system/kubelet.service.d" "$dir/etc/kubernetes/manifests" "$dir/opt/cni/bin"
@@ -384,7 +373,7 @@ node_rootfs() {
   local d="$BIN/containerd-$CONTAINERD_VERSION" p
   install -m 0755 "$d/containerd" "$d/containerd-shim-runc-v2" "$d/ctr" "$BIN/crictl-$CRICTL_VERSION/crictl" "$BIN/kind-runc" "$dir/usr/local/bin/"
   install -m 0755 "$BIN/cni-plugins-$CNI_PLUGINS_VERSION"/* "$dir/opt/cni/bin/"
-  install -m 0755 "$KUBE_BIN/kubelet" "$KUBE_BIN/kubeadm" "$cp/kubectl" "$dir/usr/bin/"
+  install -m 0755 "$cp/kubelet" "$cp/kubeadm" "$cp/kubectl" "$dir/usr/bin/"
   ln -sf /usr/sbin/runc "$dir/usr/local/sbin/runc"
   chroot "$dir" systemctl enable kubelet.service containerd.service undo-mount-hacks.service >/dev/null 2>&1
   chroot "$dir" systemctl mask systemd-binfmt.service >/dev/null 2>&1
@@ -400,24 +389,31 @@ node_rootfs() {
   install -m 0644 "$REPO/e2e/cluster/kindmanifests/default-cni.yaml" "$REPO/e2e/cluster/kindmanifests/default-storage.yaml" "$dir/kind/manifests/"
 }
 
-# inputs_stamp: a digest of what the repository puts into the node image (kind-runc, the
-# manifests, this script up to its Polyaxon part), kept as an image label so that a change rebuilds the image.
-inputs_stamp() {
-  { cat "$BIN/kind-runc" "$REPO"/e2e/cluster/kindmanifests/*.yaml
+# base_stamp: a digest of what goes into the node's base image (its root filesystem, named by
+# its packages; the binaries; kind-runc; the manifests; this script up to its Polyaxon part),
+# kept as an image label so that a change of any of them makes the image again.
+base_stamp() {
+  local cp; cp="$(control_plane_bin)"
+  { rootfs node "$NODE_PKGS"
+    cat "$BIN/kind-runc" "$cp/kubelet" "$cp/kubeadm" "$cp/kubectl" "$BIN/containerd-$CONTAINERD_VERSION"/* \
+      "$BIN/crictl-$CRICTL_VERSION/crictl" "$BIN/cni-plugins-$CNI_PLUGINS_VERSION"/* "$REPO"/e2e/cluster/kindmanifests/*.yaml
     sed '/^# --- Polyaxon.s images/,$d' "$REPO/e2e/scripts/build-kind-images.sh"; } | sha256sum | cut -c1-16
 }
 STAMP_LABEL=dev.polyaxon-deploy.kind-inputs
 stamped() { [ "$(docker image inspect --format "{{index .Config.Labels \"$STAMP_LABEL\"}}" "$1" 2>/dev/null)" = "$2" ]; }
 
 build_node_image() {
-  local base="polyaxon-deploy/kind-base:$KUBE_VERSION" d id imgs stamp
-  stamp="$(inputs_stamp)"
-  stamped "$NODE_IMAGE" "$stamp" && return 0
+  local base="polyaxon-deploy/kind-base:$KUBE_VERSION" d id imgs stamp base_st
+  # The node image: its base and the images it preloads (each stamped by its own inputs).
   imgs=$(preload_images)
-  if ! stamped "$base" "$stamp"; then
+  base_st="$(base_stamp)"
+  # shellcheck disable=SC2086 # one image a word
+  stamp="$({ echo "$base_st"; docker image inspect --format '{{.Id}}' $imgs; } | sha256sum | cut -c1-16)"
+  stamped "$NODE_IMAGE" "$stamp" && return 0
+  if ! stamped "$base" "$base_st"; then
     d="$(mktemp -d)"
     node_rootfs "$d"
-    import_dir "$base" "$d" --change "LABEL $STAMP_LABEL=$stamp" --change 'ENV container=docker' --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]'
+    import_dir "$base" "$d" --change "LABEL $STAMP_LABEL=$base_st" --change 'ENV container=docker' --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]'
     rm -rf "$d"
   fi
   # Preload: a containerd inside a build container imports each image's archive (content only,
@@ -434,7 +430,7 @@ build_node_image() {
   docker exec "$id" ctr --namespace=k8s.io images list -q >&2
   docker exec "$id" sh -c 'kill $(pidof containerd); sleep 1; rm -f /var/log/containerd-build.log' || true
   # Docker 20.10 takes STOPSIGNAL in neither import nor commit: kind removes nodes with rm -f.
-  docker commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' "$id" "$NODE_IMAGE" >/dev/null
+  docker commit --change "LABEL $STAMP_LABEL=$stamp" --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' "$id" "$NODE_IMAGE" >/dev/null
   docker rm -f "$id" >/dev/null; trap - EXIT
   log "image $NODE_IMAGE"
 }
@@ -450,9 +446,8 @@ POLYAXON_VERSION="${POLYAXON_VERSION:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\
 PY_PKGS=python3,python3-venv,ca-certificates
 # Polyaxon's images add nginx: the gateway pod's proxy runs it from the API image, as from the
 # published one (charts/polyaxon/templates/gateway/_proxy.tpl). The root filesystem is named
-# for its packages (debootstrap_dir makes a name once): a change of the list makes a new one.
+# for its packages (rootfs): a change of the list makes a new one.
 POLYAXON_PKGS="$PY_PKGS,nginx"
-POLYAXON_ROOTFS="polyaxon-bookworm-$(echo "$POLYAXON_PKGS" | sha256sum | cut -c1-8)"
 PY_BASE="polyaxon-deploy/polyaxon-python:$POLYAXON_VERSION"
 VENV=/usr/local/lib/polyaxon
 IMAGE_DIR="$REPO/e2e/polyaxon/image"
@@ -461,12 +456,12 @@ STANDIN_LABEL=dev.polyaxon-deploy.stand-in
 standin() { echo "$STANDIN_LABEL=\"local stand-in for $1, built by e2e/scripts/build-kind-images.sh; not the published image\""; }
 
 build_polyaxon_python() {
-  local img="$PY_BASE" req="$IMAGE_DIR/requirements-$POLYAXON_VERSION.txt" d stamp
+  local img="$PY_BASE" req="$IMAGE_DIR/requirements-$POLYAXON_VERSION.txt" d stamp root
   stamp="$({ cat "$req"; echo "$VENV"; echo "$POLYAXON_PKGS"; } | sha256sum | cut -c1-16)"
   stamped "$img" "$stamp" && return 0
-  debootstrap_dir "$POLYAXON_ROOTFS" "$POLYAXON_PKGS"
+  root="$(rootfs polyaxon "$POLYAXON_PKGS")"
   d="$(mktemp -d)"
-  cp -a "$ROOTFS/$POLYAXON_ROOTFS/." "$d/"
+  cp -a "$root/." "$d/"
   rm -f "$d/.complete"
   # The wheels are fetched by the host's pip (its index and trust settings), checked against
   # the pinned hashes, and installed in the chroot without an index.
@@ -533,13 +528,13 @@ build_operator_image() {
 pkg_version() { chroot "$1" dpkg-query -W -f '${Version}' "$2" | sed 's/^[0-9]*://; s/[-+~].*//'; }
 
 build_postgres_image() {
-  local d v stamp
-  debootstrap_dir postgres-bookworm postgresql-15
-  v="$(pkg_version "$ROOTFS/postgres-bookworm" postgresql-15)"
-  stamp="$(cat "$IMAGE_DIR/postgres-entrypoint.sh" | sha256sum | cut -c1-16)"
+  local d v stamp root
+  root="$(rootfs postgres postgresql-15)"
+  v="$(pkg_version "$root" postgresql-15)"
+  stamp="$({ cat "$IMAGE_DIR/postgres-entrypoint.sh"; echo "$root"; } | sha256sum | cut -c1-16)"
   if ! stamped "postgres:$v" "$stamp"; then
     d="$(mktemp -d)"
-    cp -a "$ROOTFS/postgres-bookworm/." "$d/"
+    cp -a "$root/." "$d/"
     # The package's own cluster (pg_createcluster at install) is not used.
     rm -rf "$d"/etc/postgresql/15 "$d"/var/lib/postgresql/15
     install -m 0755 "$IMAGE_DIR/postgres-entrypoint.sh" "$d/usr/local/bin/postgres-entrypoint"
@@ -559,14 +554,14 @@ build_postgres_image() {
 }
 
 build_redis_image() {
-  local d v
-  debootstrap_dir redis-bookworm redis-server
-  v="$(pkg_version "$ROOTFS/redis-bookworm" redis-server)"
-  if ! have_image "redis:$v"; then
+  local d v root
+  root="$(rootfs redis redis-server)"
+  v="$(pkg_version "$root" redis-server)"
+  if ! stamped "redis:$v" "${root##*-}"; then
     d="$(mktemp -d)"
-    cp -a "$ROOTFS/redis-bookworm/." "$d/"
+    cp -a "$root/." "$d/"
     mkdir -p "$d/data"
-    import_dir "redis:$v" "$d" --change "LABEL $(standin "redis (Redis $v from Debian bookworm's redis-server)")" \
+    import_dir "redis:$v" "$d" --change "LABEL $STAMP_LABEL=${root##*-}" --change "LABEL $(standin "redis (Redis $v from Debian bookworm's redis-server)")" \
       --change 'USER 2234:2234' --change 'WORKDIR /data' --change 'CMD ["redis-server"]'
     rm -rf "$d"
   fi
@@ -578,14 +573,14 @@ build_redis_image() {
 # Polyaxon root's Debian root (without its venv), tagged with what it holds (python:3.11.2-slim
 # and python:3.11-slim); `python` is python3, as in the published image.
 build_python_image() {
-  local d v
-  debootstrap_dir python-bookworm "$PY_PKGS"
-  v="$(pkg_version "$ROOTFS/python-bookworm" python3)"
-  if ! have_image "python:$v-slim"; then
+  local d v root
+  root="$(rootfs python "$PY_PKGS")"
+  v="$(pkg_version "$root" python3)"
+  if ! stamped "python:$v-slim" "${root##*-}"; then
     d="$(mktemp -d)"
-    cp -a "$ROOTFS/python-bookworm/." "$d/"
+    cp -a "$root/." "$d/"
     ln -sf /usr/bin/python3 "$d/usr/local/bin/python"
-    import_dir "python:$v-slim" "$d" --change "LABEL $(standin "python (Python $v from Debian bookworm's python3)")" \
+    import_dir "python:$v-slim" "$d" --change "LABEL $STAMP_LABEL=${root##*-}" --change "LABEL $(standin "python (Python $v from Debian bookworm's python3)")" \
       --change 'ENV PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' --change 'CMD ["python3"]'
     rm -rf "$d"
   fi
@@ -644,11 +639,10 @@ case "${1:-build}" in
   build)
     start_docker
     mkdir -p "$CACHE"
-    step "kubelet/kubeadm/kube-proxy $KUBE_VERSION" build_kube
-    step "control plane (build-binaries.sh)" control_plane_bin >/dev/null
-    step "Go programs (containerd, crictl, CNI plugins, etcd, CoreDNS, kube-router, local-path-provisioner)" build_go
+    step "Kubernetes $KUBE_VERSION and etcd $ETCD_VERSION (build-binaries.sh)" control_plane_bin >/dev/null
+    step "Go programs (containerd, crictl, CNI plugins, CoreDNS, kube-router, local-path-provisioner)" build_go
     step "pause" build_pause
-    step "node root filesystem (debootstrap)" debootstrap_dir node-bookworm "$NODE_PKGS"
+    step "node root filesystem (debootstrap)" rootfs node "$NODE_PKGS" >/dev/null
     step "node image $NODE_IMAGE" build_node_image
     echo "$NODE_IMAGE"
     ;;
@@ -658,8 +652,18 @@ case "${1:-build}" in
       log "skipped: the kind scenario will say that kind was not tested"
       exit 0
     fi
+    # The root filesystems (network and disk) beside the Go builds (CPU); a root either needs
+    # waits for the other's lock. debootstrap is installed first, once.
+    ensure_packages
+    "$0" roots & roots=$!
     "$0" build >/dev/null
+    wait "$roots" || die "making the root filesystems failed"
     "$0" polyaxon >/dev/null
     ;;
-  *) die "unknown command $1 (build|docker|stop|env|preflight|polyaxon|if-possible)" ;;
+  roots)
+    ensure_packages
+    mkdir -p "$CACHE"
+    step "root filesystems (debootstrap)" make_roots
+    ;;
+  *) die "unknown command $1 (build|docker|stop|env|preflight|polyaxon|roots|if-possible)" ;;
 esac
