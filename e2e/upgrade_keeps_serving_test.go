@@ -88,6 +88,9 @@ func TestUpgradeKeepsServing(t *testing.T) {
 			assert.Truef(t, strings.HasSuffix(image, ":"+to), "gateway pod %s runs %s", name, image)
 		}
 	})
+	t.Run("the upgrade said how far the roll was while Helm waited", func(t *testing.T) {
+		assert.Regexp(t, `waiting for workloads \([0-9]+s of [0-9hms]+\): [0-9]+ of [0-9]+ ready; .*Deployment polyaxon-gateway: `, res.Stderr)
+	})
 	t.Run("the database was not restarted", func(t *testing.T) {
 		// The API answers from PostgreSQL: a restart of its pod drops every connection, and the
 		// requests in flight fail (the pod template of the chart's StatefulSet must not change

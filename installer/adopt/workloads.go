@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/readiness"
 )
 
 // ReplicasAnnotation remembers, on each workload of the old release that adopt stopped, how
@@ -155,19 +157,12 @@ func (w *workloads) waitPodsGone(ctx context.Context, objs []Object) error {
 }
 
 func (w *workloads) waitReady(ctx context.Context, objs []Object) error {
-	var bad []string
-	err := wait.PollUntilContextTimeout(ctx, w.poll, w.timeout, true, func(ctx context.Context) (bool, error) {
-		bad = bad[:0]
-		for _, o := range objs {
-			want, ready, _, err := replicasOf(ctx, w.kube, w.ns, o)
-			if err != nil || ready < want {
-				bad = append(bad, fmt.Sprintf("%s %d/%d", o, ready, want))
-			}
-		}
-		return len(bad) == 0, nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for the old release to be ready again (%s): %w", strings.Join(bad, ", "), err)
+	wl := make([]readiness.Workload, 0, len(objs))
+	for _, o := range objs {
+		wl = append(wl, readiness.Workload{Kind: o.Kind, Name: o.Name})
+	}
+	if err := (readiness.Waiter{Kube: w.kube, Namespace: w.ns, Poll: w.poll}).Wait(ctx, w.timeout, wl...); err != nil {
+		return fmt.Errorf("waiting for the old release to serve again: %w", err)
 	}
 	return nil
 }

@@ -21,9 +21,13 @@ import (
 // action (install and upgrade get a detached context for RunWithContext, whose own
 // cancellation handling reports the failure twice from two goroutines). The abandoned inner
 // wait touches no release record; it stops at its own timeout or when the process exits.
+//
+// It also says how far the release's workloads are while Helm waits for them (watching), so a
+// wait of up to the timeout is never silent.
 type ctxKubeClient struct {
 	kube.Interface
-	ctx context.Context
+	ctx      context.Context
+	watching *workloadProgress
 }
 
 // withContext returns a copy of the Helm configuration whose kube client honours ctx.
@@ -33,7 +37,8 @@ func (c *Client) withContext(ctx context.Context) *action.Configuration {
 	if w, ok := inner.(*ctxKubeClient); ok {
 		inner = w.Interface
 	}
-	cfg.KubeClient = &ctxKubeClient{Interface: inner, ctx: ctx}
+	cfg.KubeClient = &ctxKubeClient{Interface: inner, ctx: ctx,
+		watching: &workloadProgress{kube: c.kube, namespace: c.namespace, say: c.progress}}
 	return &cfg
 }
 
@@ -52,10 +57,12 @@ func (k *ctxKubeClient) wait(fn func() error) error {
 }
 
 func (k *ctxKubeClient) Wait(r kube.ResourceList, d time.Duration) error {
+	defer k.watching.start(k.ctx, r, d)()
 	return k.wait(func() error { return k.Interface.Wait(r, d) })
 }
 
 func (k *ctxKubeClient) WaitWithJobs(r kube.ResourceList, d time.Duration) error {
+	defer k.watching.start(k.ctx, r, d)()
 	return k.wait(func() error { return k.Interface.WaitWithJobs(r, d) })
 }
 

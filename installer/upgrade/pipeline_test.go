@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -393,7 +394,9 @@ func stsController(t *testing.T, s *setup) (seen func() []map[string]string, sto
 				mu.Lock()
 				ann = append(ann, sts.Annotations)
 				mu.Unlock()
-				sts.Status.ReadyReplicas = 1
+				// What the StatefulSet controller reports once its one pod is ready on the newest spec.
+				sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 1, ReadyReplicas: 1,
+					AvailableReplicas: 1, CurrentReplicas: 1, UpdatedReplicas: 1, CurrentRevision: "r1", UpdateRevision: "r1"}
 				_, _ = s.f.Clientset.AppsV1().StatefulSets(rt.Namespace).UpdateStatus(context.Background(), sts, metav1.UpdateOptions{})
 			}
 		}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/readiness"
 )
 
 // PostgresMajorAnnotation marks the chart's Postgres StatefulSet with its major version; the
@@ -99,21 +101,6 @@ func (s *statefulSets) create(ctx context.Context, want *appsv1.StatefulSet) err
 	if _, err := api.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating StatefulSet %s/%s: %w", s.namespace, want.Name, err)
 	}
-	var last *appsv1.StatefulSet
-	err := wait.PollUntilContextTimeout(ctx, s.poll, s.timeout, true, func(ctx context.Context) (bool, error) {
-		cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = cur
-		return cur.Status.ReadyReplicas >= ptr.Deref(cur.Spec.Replicas, 1), nil
-	})
-	if err != nil {
-		ready := int32(0)
-		if last != nil {
-			ready = last.Status.ReadyReplicas
-		}
-		return fmt.Errorf("StatefulSet %s/%s not ready (%d ready) within %s: %w", s.namespace, want.Name, ready, s.timeout, err)
-	}
-	return nil
+	return readiness.Waiter{Kube: s.kube, Namespace: s.namespace, Poll: s.poll}.
+		Wait(ctx, s.timeout, readiness.Workload{Kind: "StatefulSet", Name: want.Name})
 }
