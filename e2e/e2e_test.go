@@ -193,7 +193,7 @@ func deployBinary(t *testing.T) string {
 		}
 		suite.bin = filepath.Join(suite.dir, "bin", "polyaxon-deploy")
 		start := time.Now()
-		cmd := exec.Command("go", "build", "-ldflags", "-X main.version=e2e", "-o", suite.bin, "./cmd/polyaxon-deploy")
+		cmd := exec.Command("go", "build", "-tags", "e2ehooks", "-ldflags", "-X main.version=e2e", "-o", suite.bin, "./cmd/polyaxon-deploy")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -158,7 +158,7 @@ func TestPodSecurityAcrossRevisions(t *testing.T) {
 }
 
 // killAfterDeleteEnv makes polyaxon-deploy kill itself once the API server has deleted an
-// object of the named resource (cmd/polyaxon-deploy: envKillAfterDelete).
+// object of the named resource (cmd/polyaxon-deploy: envKillAfterDelete, in the e2e build only).
 const killAfterDeleteEnv = "POLYAXON_DEPLOY_TEST_KILL_AFTER_DELETE"
 
 // runPolicyNames lists the release's run admission policies and bindings as "Kind/name", sorted.

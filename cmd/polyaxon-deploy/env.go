@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -36,39 +35,12 @@ func kubeSettings(c *cli.Context) *kube.Settings {
 		if e.newSettings != nil {
 			e.settings = e.newSettings(c)
 		} else {
-			opts := []kube.Option{kube.WithAccess(accessOf(c))}
-			if resource := os.Getenv(envKillAfterDelete); resource != "" {
-				opts = append(opts, kube.WithTransportWrapper(killAfterDelete(resource, func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) })))
-			}
+			opts := append([]kube.Option{kube.WithAccess(accessOf(c))}, testHooks()...)
 			e.settings = kube.NewSettings(c.String(flagKubeconfig), c.String(flagContext), c.String(flagNamespace), opts...)
 		}
 	}
 	return e.settings
 }
-
-// envKillAfterDelete is a test hook: the process kills itself (SIGKILL) as soon as the API
-// server has deleted an object of the named resource (plural, e.g. networkpolicies), as a crash
-// in the middle of Helm's deletions would.
-const envKillAfterDelete = "POLYAXON_DEPLOY_TEST_KILL_AFTER_DELETE"
-
-// killAfterDelete calls kill after the first successful DELETE of an object of resource.
-func killAfterDelete(resource string, kill func()) func(http.RoundTripper) http.RoundTripper {
-	var once sync.Once
-	return func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			resp, err := rt.RoundTrip(req)
-			if err == nil && req.Method == http.MethodDelete && resp.StatusCode < 300 &&
-				strings.Contains(req.URL.Path, "/"+resource+"/") {
-				once.Do(kill)
-			}
-			return resp, err
-		})
-	}
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // env is the per-process state hung on cli.App.Metadata: writers, debug log, settings.
 type env struct {
