@@ -76,11 +76,13 @@ func runPlan(c *cli.Context) error {
 	if err := printPlan(c, p, done.Inputs, res); err != nil {
 		return err
 	}
-	switch res.ExitCode(c.Bool(flagStrict)) {
-	case plan.ExitCheckFailed:
+	switch res.Conclusion() {
+	case plan.DoesNotFit:
 		return withExit(ExitCheckFailed, fmt.Errorf("plan: does not fit: %s", res.Summary))
-	case plan.ExitWarnings:
-		return withExit(ExitWarnings, fmt.Errorf("plan: %d uncertain pod(s) with --strict", res.Summary.Warnings))
+	case plan.FitUncertain:
+		if c.Bool(flagStrict) {
+			return withExit(ExitWarnings, fmt.Errorf("plan: %d uncertain pod(s) with --strict", res.Summary.Warnings))
+		}
 	}
 	return nil
 }
@@ -91,10 +93,10 @@ func printPlan(c *cli.Context, p *output.Printer, in *action.Inputs, res *plan.R
 		return plan.WriteTable(stdout(c), res)
 	}
 	out := resultWithWarnings("plan", in)
-	switch res.ExitCode(true) {
-	case plan.ExitCheckFailed:
+	switch res.Conclusion() {
+	case plan.DoesNotFit:
 		out.Status = output.StatusFailed
-	case plan.ExitWarnings:
+	case plan.FitUncertain:
 		out.Status = output.StatusWarning
 	}
 	out.Release.Name, out.Release.Namespace = c.String(flagRelease), c.String(flagNamespace)

@@ -28,9 +28,9 @@
 // "unschedulable" only when they hold for every choice the scheduler could make for earlier
 // pods, else "uncertain".
 //
-// Exit codes (Result.ExitCode): 0 all fits, 3 something does not fit (unschedulable, or
-// uncertain and not fitting as planned, or a canary not scheduled), 4 with --strict when only
-// uncertain-but-fitting pods remain.
+// Result.Conclusion: AllFit, FitUncertain (every pod fits as planned, some uncertain), or
+// DoesNotFit (unschedulable, or uncertain and not fitting as planned, or a canary not
+// scheduled). The command maps it to exit codes 0, 4 with --strict, and 3.
 //
 // The package plantest holds a paginating fake API for benchmarks and the seedable case
 // generator and comparison used by the agreement test against the real kube-scheduler

@@ -35,7 +35,7 @@ func TestReasonsCountedLikeTheScheduler(t *testing.T) {
 		{Reason: "node(s) didn't match Pod's node affinity/selector", Nodes: 4},
 	}, r.Reasons)
 	assert.False(t, res.Summary.OK)
-	assert.Equal(t, plan.ExitCheckFailed, res.ExitCode(false))
+	assert.Equal(t, plan.DoesNotFit, res.Conclusion())
 
 	// Tolerating the taint makes all 8 GPU nodes feasible; the node is not predictable.
 	p2 := p.DeepCopy()
@@ -47,7 +47,7 @@ func TestReasonsCountedLikeTheScheduler(t *testing.T) {
 	assert.NotEmpty(t, r.AssumedNode)
 	assert.Equal(t, 8, r.FeasibleNodes)
 	assert.Equal(t, []plan.PoolCount{{Pool: "polyaxon=experiments", Nodes: 8}}, r.Pools)
-	assert.Equal(t, plan.ExitOK, res.ExitCode(true))
+	assert.Equal(t, plan.AllFit, res.Conclusion())
 }
 
 func TestTaintEffectsAndOperators(t *testing.T) {
@@ -172,7 +172,7 @@ func TestUncertainWhenOrderAndScoringDecide(t *testing.T) {
 	assert.Equal(t, []string{"depends on which nodes the scheduler picks for earlier pods (scoring is not predicted)"}, res.Pods[1].Notes)
 	assert.False(t, res.Pods[1].AssumedFits)
 	assert.False(t, res.Summary.OK)
-	assert.Equal(t, plan.ExitCheckFailed, res.ExitCode(false))
+	assert.Equal(t, plan.DoesNotFit, res.Conclusion())
 }
 
 func TestIdenticalReplicasAreExact(t *testing.T) {

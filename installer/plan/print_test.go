@@ -88,7 +88,7 @@ SUMMARY: DOES NOT FIT: 5 pods: 2 fit, 1 unschedulable, 2 uncertain (1 of them fi
   uncertain: the outcome depends on scheduler scoring or an unevaluated constraint; see -o json notes
 `
 	assert.Equal(t, want[1:], table(t, r))
-	assert.Equal(t, ExitCheckFailed, r.ExitCode(false))
+	assert.Equal(t, DoesNotFit, r.Conclusion())
 }
 
 // An empty plan prints no empty sections and no uncertain counts.
@@ -103,15 +103,15 @@ SUMMARY: OK: 0 pods: 0 fit, 0 unschedulable
 	assert.Equal(t, want[1:], table(t, r))
 }
 
-func TestExitCodes(t *testing.T) {
+func TestConclusions(t *testing.T) {
+	assert.Equal(t, AllFit, (&Result{Summary: Summary{OK: true}}).Conclusion())
 	r := &Result{Summary: Summary{OK: true, Uncertain: 1, Warnings: 1}}
-	assert.Equal(t, ExitOK, r.ExitCode(false))
-	assert.Equal(t, ExitWarnings, r.ExitCode(true), "--strict turns uncertain-but-fitting pods into exit 4")
+	assert.Equal(t, FitUncertain, r.Conclusion(), "uncertain-but-fitting pods (exit 4 with --strict)")
 	r.AddCanary([]CanaryResult{{Category: "jobs", Scheduled: true}})
 	assert.True(t, r.Summary.OK)
 	r.AddCanary([]CanaryResult{{Category: "jobs", Scheduled: true}, {Category: "builds"}})
 	assert.False(t, r.Summary.OK, "a canary the scheduler did not place fails the plan")
-	assert.Equal(t, ExitCheckFailed, r.ExitCode(true))
+	assert.Equal(t, DoesNotFit, r.Conclusion())
 }
 
 // table is WriteTable's output without the padding tabwriter leaves at line ends.

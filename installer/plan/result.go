@@ -203,26 +203,29 @@ func (s Summary) String() string {
 	return out
 }
 
-// Exit codes shared with the installer's other commands.
+// Conclusion is what a whole plan concludes; the command turns it into an exit code.
+type Conclusion int
+
 const (
-	ExitOK          = 0
-	ExitError       = 1
-	ExitUsage       = 2
-	ExitCheckFailed = 3
-	ExitWarnings    = 4
+	// AllFit: every pod fits.
+	AllFit Conclusion = iota
+	// FitUncertain: every pod fits as planned, some by an outcome that depends on scheduler
+	// scoring or a constraint the plan does not evaluate (--strict makes that a warning exit).
+	FitUncertain
+	// DoesNotFit: a pod is unschedulable, or uncertain and not fitting as planned, or a canary
+	// was not scheduled.
+	DoesNotFit
 )
 
-// ExitCode maps a result to the installer's exit codes: 3 when something does not fit
-// (unschedulable, or uncertain and not fitting in the plan's placement), 4 with strict when
-// only uncertain-but-fitting pods remain, else 0.
-func (r *Result) ExitCode(strict bool) int {
-	if !r.Summary.OK {
-		return ExitCheckFailed
+// Conclusion concludes the plan.
+func (r *Result) Conclusion() Conclusion {
+	switch {
+	case !r.Summary.OK:
+		return DoesNotFit
+	case r.Summary.Warnings > 0:
+		return FitUncertain
 	}
-	if strict && r.Summary.Warnings > 0 {
-		return ExitWarnings
-	}
-	return ExitOK
+	return AllFit
 }
 
 // Schema is the JSON Schema (draft 2020-12) of Result.

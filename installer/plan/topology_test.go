@@ -98,7 +98,7 @@ func TestSeedTopologyFitsAndReportsMissingGPUs(t *testing.T) {
 	w5 := byName(t, res, "distributed-tf-worker-5")
 	assert.Equal(t, plan.Unschedulable, w5.Verdict)
 	assert.Equal(t, "0/7 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, 5 Insufficient nvidia.com/gpu.", w5.Message)
-	assert.Equal(t, plan.ExitCheckFailed, res.ExitCode(false))
+	assert.Equal(t, plan.DoesNotFit, res.Conclusion())
 
 	// No node carries the workers' or the parameter servers' labels: say what to add, without
 	// claiming a node count (that depends on the nodes' size).
