@@ -140,9 +140,9 @@ func (e *Env) readFiles(g Given) (in release.Inputs, warns []values.Warning, err
 		return in, nil, err
 	}
 	in.Set, in.SetString = g.Set, g.SetString
-	pairs, err := SetFilePairs(g.SetFile)
+	pairs, err := values.SetFilePairs(g.SetFile)
 	if err != nil {
-		return in, nil, err
+		return in, nil, &UsageError{Err: err}
 	}
 	for _, p := range pairs {
 		f, err := values.ReadSetFile(p.Key, p.Path)
@@ -154,8 +154,9 @@ func (e *Env) readFiles(g Given) (in release.Inputs, warns []values.Warning, err
 	return in, warns, nil
 }
 
-// checkSetArgs refuses --set/--set-string/--set-file arguments that strvals would silently
-// ignore (empty, or a pair without a key): a usage error, before anything is read.
+// checkSetArgs refuses --set/--set-string arguments that strvals would silently ignore (empty,
+// or a pair without a key): a usage error, before anything is read. Helm's parser reads them
+// afterwards; --set-file is split once, by values.SetFilePairs.
 func checkSetArgs(g Given) error {
 	for _, flag := range []struct {
 		name string
@@ -167,31 +168,7 @@ func checkSetArgs(g Given) error {
 			}
 		}
 	}
-	_, err := SetFilePairs(g.SetFile)
-	return err
-}
-
-// SetFilePair is a --set-file argument: the key, and the path of the file whose content is
-// its value.
-type SetFilePair struct{ Key, Path string }
-
-// SetFilePairs splits --set-file arguments into key and path (unescaped, as Helm reads it),
-// refusing empty arguments and pairs without a key or a path (a *UsageError).
-func SetFilePairs(args []string) ([]SetFilePair, error) {
-	var out []SetFilePair
-	for _, a := range args {
-		pairs, err := values.SplitSetArg(a)
-		if err != nil {
-			return nil, &UsageError{Err: fmt.Errorf("--set-file %q: %v", a, err)}
-		}
-		for _, p := range pairs {
-			if !p.Assigned || strings.TrimSpace(p.Value) == "" {
-				return nil, &UsageError{Err: fmt.Errorf("--set-file %q: want key=path", a)}
-			}
-			out = append(out, SetFilePair{Key: p.Key, Path: values.Unescape(p.Value)})
-		}
-	}
-	return out, nil
+	return nil
 }
 
 // officialLayer converts the official values file into a values file to layer beneath this

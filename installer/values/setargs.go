@@ -153,3 +153,26 @@ func Unescape(s string) string {
 	}
 	return b.String()
 }
+
+// SetFilePair is a --set-file argument's pair: the key, and the path of the file whose content
+// is its value.
+type SetFilePair struct{ Key, Path string }
+
+// SetFilePairs splits --set-file arguments into keys and paths (unescaped, as Helm reads
+// them), refusing empty arguments and pairs without a key or a path.
+func SetFilePairs(args []string) ([]SetFilePair, error) {
+	var out []SetFilePair
+	for _, a := range args {
+		pairs, err := SplitSetArg(a)
+		if err != nil {
+			return nil, fmt.Errorf("--set-file %q: %v", a, err)
+		}
+		for _, p := range pairs {
+			if !p.Assigned || strings.TrimSpace(p.Value) == "" {
+				return nil, fmt.Errorf("--set-file %q: want key=path", a)
+			}
+			out = append(out, SetFilePair{Key: p.Key, Path: Unescape(p.Value)})
+		}
+	}
+	return out, nil
+}

@@ -145,18 +145,16 @@ func (o Options) Layers(profileName string, profile map[string]any) (Layers, err
 		}
 		l.Files = append(l.Files, f)
 	}
-	for _, arg := range o.FileValues {
-		pairs, err := SplitSetArg(arg)
+	pairs, err := SetFilePairs(o.FileValues)
+	if err != nil {
+		return l, err
+	}
+	for _, p := range pairs {
+		f, err := ReadSetFile(p.Key, p.Path)
 		if err != nil {
-			return l, setError("--set-file", arg, err)
+			return l, fmt.Errorf("--set-file %s=%s: %w", p.Key, p.Path, err)
 		}
-		for _, p := range pairs {
-			f, err := ReadSetFile(p.Key, Unescape(p.Value))
-			if err != nil {
-				return l, setError("--set-file", arg, err)
-			}
-			l.SetFiles = append(l.SetFiles, f)
-		}
+		l.SetFiles = append(l.SetFiles, f)
 	}
 	return l, nil
 }
