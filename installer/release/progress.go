@@ -17,9 +17,10 @@ type workloadProgress struct {
 	kube      kubernetes.Interface
 	namespace string
 	say       func(format string, args ...any)
-	every     time.Duration // default 30s
-	poll      time.Duration // default 3s
 }
+
+// How often the workloads are read while Helm waits, and the longest silence.
+const progressPoll, progressEvery = 3 * time.Second, 30 * time.Second
 
 // start watches the workloads of r until the returned stop is called (or they are all ready,
 // or the timeout passes).
@@ -41,16 +42,9 @@ func (p *workloadProgress) start(ctx context.Context, r kube.ResourceList, timeo
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	every, poll := p.every, p.poll
-	if every <= 0 {
-		every = 30 * time.Second
-	}
-	if poll <= 0 {
-		poll = 3 * time.Second
-	}
 	go func() {
 		defer close(done)
-		_ = readiness.Waiter{Kube: p.kube, Namespace: p.namespace, Poll: poll, Every: every,
+		_ = readiness.Waiter{Kube: p.kube, Namespace: p.namespace, Poll: progressPoll, Every: progressEvery,
 			Report: func(waited time.Duration, notReady []readiness.State) {
 				p.say("waiting for workloads (%s of %s): %d of %d ready; %s", waited.Round(time.Second), timeout,
 					len(workloads)-len(notReady), len(workloads), readiness.Describe(notReady))
