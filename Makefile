@@ -18,7 +18,7 @@ TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 # Polyaxon's programs); -parallel only has to let them all wait.
 E2E_PARALLEL ?= 16
 
-.PHONY: all build test unit lint scan mutate package deps demo-deps binaries gateway demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
+.PHONY: all build test unit lint scan mutate package deps demo-deps binaries gateway promtool demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
 
 all: build
 
@@ -42,6 +42,11 @@ deps:
 binaries:
 	@bash e2e/scripts/build-binaries.sh >/dev/null
 
+# promtool (TestAlertRulesPassPromtool runs the chart's alerts through it), from the Go module
+# proxy, cached outside the repo.
+promtool:
+	@bash e2e/scripts/build-promtool.sh >/dev/null
+
 # Traefik (the Gateway API controller and data plane of the e2e and the demo) and the Gateway
 # API CRDs, from the Go module proxy, cached outside the repo.
 gateway:
@@ -56,7 +61,7 @@ gateway:
 # (TestProductionOnKind) writes whether kind was tested to a file printed at the end (go test
 # shows nothing of a passing package): on a machine that cannot run kind's nodes it is not, and
 # the line says why; E2E_PROVIDER=kind makes that an error.
-test: deps binaries gateway kind-images-if-possible
+test: deps binaries gateway promtool kind-images-if-possible
 	$(GO) vet ./...
 	@report=$$(mktemp); oci=$$(mktemp); pkgs=$$($(GO) list ./... | grep -v '/e2e$$'); code=0; \
 	  echo "cd e2e/oci && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./... (beside the next command)"; \

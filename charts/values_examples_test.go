@@ -96,3 +96,15 @@ func TestExampleGatewayAPI(t *testing.T) {
 	assert.Contains(t, fmt.Sprint(from), "gateway-system")
 	assert.NotContains(t, fmt.Sprint(from), "ingress-nginx")
 }
+
+func TestExampleMetrics(t *testing.T) {
+	for _, base := range []map[string]any{{}, profileValues(t, "production")} {
+		r := render(t, base, exampleValues(t, "metrics.yaml"))
+		sm := r.get("ServiceMonitor", "polyaxon")
+		require.NotNil(t, sm)
+		assert.Equal(t, "kube-prometheus-stack", sm.GetLabels()["release"])
+		require.NotNil(t, r.get("PrometheusRule", "polyaxon"))
+		require.NotNil(t, r.get("Service", "polyaxon-postgresql-metrics"))
+		assertRestricted(t, r)
+	}
+}

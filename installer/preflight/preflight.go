@@ -24,6 +24,7 @@
 //	gateway-route            the HTTPRoute's Gateways exist and a listener admits it
 //	gateway-sources          the gateway's NetworkPolicy names its sources, and a namespace matches them (warning)
 //	edge-secrets             the htpasswd and OIDC client Secrets the edge reads exist with their keys
+//	monitoring-crds          the cluster serves the ServiceMonitor and PrometheusRule the metrics values render
 //	edge-exposure            an Ingress, HTTPRoute or exposed gateway Service goes through the edge (warning)
 //	gateway-replicas         gateway.replicas meets the profile's minimum
 //	pod-security             every pod passes the profile's Pod Security level
@@ -184,6 +185,9 @@ func Checks(env *Env) []check.Check {
 		check.Check{ID: "edge-secrets", Category: "network", Description: "the Secrets the authenticating edge reads exist, with their keys", Severity: check.Error,
 			Hint: edgeSecretsFix,
 			Run:  env.checkEdgeSecrets},
+		check.Check{ID: "monitoring-crds", Category: "metrics", Description: "the cluster serves the Prometheus Operator kinds the release renders", Severity: check.Error,
+			Hint: monitoringFix,
+			Run:  env.checkMonitoringCRDs},
 		check.Check{ID: "edge-exposure", Category: "network", Description: "whatever exposes the release outside the cluster goes through the authenticating edge", Severity: check.Warning,
 			Hint: edgeExposedFix,
 			Run:  env.checkEdgeExposure},

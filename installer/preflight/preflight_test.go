@@ -730,7 +730,7 @@ func TestIDsAreStable(t *testing.T) {
 		"gateway-replicas", "pod-security", "rbac-scope", "kube-api", "kube-version", "release-state", "rbac", "crd-ownership", "dry-run",
 		"runs-namespace", "run-placement", "distributed-backends", "scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
 		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "artifacts-sharing", "ingress-class", "gateway-route", "gateway-sources",
-		"edge-secrets", "edge-exposure",
+		"edge-secrets", "monitoring-crds", "edge-exposure",
 	}, preflight.IDs())
 }
 

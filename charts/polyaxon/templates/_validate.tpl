@@ -39,6 +39,17 @@ which every render includes.
 {{- include "polyaxon.validate.tolerations" . -}}
 {{- include "polyaxon.validate.pdbs" . -}}
 {{- include "polyaxon.validate.runsBounds" . -}}
+{{- include "polyaxon.validate.metrics" . -}}
+{{- end -}}
+
+{{/* The metrics ports stay closed to every namespace but the scraper's. */}}
+{{- define "polyaxon.validate.metrics" -}}
+{{- if and .Values.metrics.enabled .Values.networkPolicy.enabled (not .Values.metrics.scraperNamespaceSelector) -}}
+{{- fail "values: metrics.scraperNamespaceSelector is empty: with networkPolicy.enabled it would open the metrics ports (Postgres's and Redis's exporters, the operator's) to every namespace, run pods' among them; name the namespace of your Prometheus (e.g. {kubernetes.io/metadata.name: monitoring})" -}}
+{{- end -}}
+{{- if and (or .Values.metrics.serviceMonitor.enabled .Values.metrics.prometheusRule.enabled) (not .Values.metrics.enabled) -}}
+{{- fail "values: metrics.serviceMonitor.enabled or metrics.prometheusRule.enabled is set but metrics.enabled is false: there would be no exporter to scrape and no target for the alerts; set metrics.enabled=true" -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
