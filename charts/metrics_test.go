@@ -140,7 +140,10 @@ func TestMetricsPortsOpenToTheScraperOnly(t *testing.T) {
 // Prometheus objects with nothing to scrape, fail the render naming the value and the fix.
 func TestMetricsRefusedAtRender(t *testing.T) {
 	prod := profileValues(t, "production")
-	cases := []struct{ name, vals string; want []string }{
+	cases := []struct {
+		name, vals string
+		want       []string
+	}{
 		{"no scraper namespace", `metrics: {enabled: true, scraperNamespaceSelector: null}`,
 			[]string{"metrics.scraperNamespaceSelector is empty", "every namespace", "name the namespace of your Prometheus"}},
 		{"a ServiceMonitor with no exporter", `metrics: {serviceMonitor: {enabled: true}}`,
@@ -246,7 +249,9 @@ func alertNames(t *testing.T, dir string) []string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, "rules.yaml"))
 	require.NoError(t, err)
-	var f struct{ Groups []struct{ Rules []struct{ Alert string } } }
+	var f struct {
+		Groups []struct{ Rules []struct{ Alert string } }
+	}
 	require.NoError(t, yaml.Unmarshal(raw, &f))
 	var names []string
 	for _, g := range f.Groups {
