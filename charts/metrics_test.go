@@ -262,12 +262,3 @@ func alertNames(t *testing.T, dir string) []string {
 	require.NotEmpty(t, names)
 	return names
 }
-
-// TestDumpRules is a development aid: POLYAXON_DUMP_RULES=DIR writes the rendered rules there.
-func TestDumpRules(t *testing.T) {
-	dir := os.Getenv("POLYAXON_DUMP_RULES")
-	if dir == "" {
-		t.Skip()
-	}
-	rulesOf(t, metricsOn(t), dir)
-}

@@ -76,3 +76,14 @@ func EnsureDex(ctx context.Context, progress io.Writer) (string, error) {
 	}
 	return p[0], nil
 }
+
+// EnsureExporters builds the exporters the chart runs beside its stores, postgres_exporter and
+// redis_exporter, from the Go module proxy (e2e/scripts/build-exporters.sh; cached) and returns
+// the directory holding both.
+func EnsureExporters(ctx context.Context, progress io.Writer) (string, error) {
+	p, err := runBuildScript(ctx, "build-exporters.sh", 1, progress)
+	if err != nil {
+		return "", err
+	}
+	return p[0], nil
+}
