@@ -1,9 +1,12 @@
 package charts_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -262,3 +265,76 @@ func alertNames(t *testing.T, dir string) []string {
 	require.NotEmpty(t, names)
 	return names
 }
+
+// dashboardVars are the values the test gives the dashboard's variables: the test release's.
+var dashboardVars = strings.NewReplacer("$namespace", testNamespace, "$runs_namespace", testNamespace+"-runs", "$release", testRelease)
+
+// TestDashboardShowsWhatTheAlertsRead: the Grafana dashboard (files/dashboard.json) is valid
+// JSON whose every query, with its variables given the test release's values, is valid PromQL
+// (promtool checks them as recording rules); it reads every metric the alerts read, and the
+// chart ships it byte for byte in a ConfigMap labelled for Grafana's sidecar.
+func TestDashboardShowsWhatTheAlertsRead(t *testing.T) {
+	bin := promtool(t)
+	raw, err := os.ReadFile(filepath.Join("polyaxon", "files", "dashboard.json"))
+	require.NoError(t, err)
+	var dash struct {
+		UID    string
+		Panels []struct {
+			ID         int
+			Title      string
+			Type       string
+			Datasource struct{ UID string }
+			Targets    []struct{ Expr string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &dash))
+	assert.Equal(t, "polyaxon-deploy", dash.UID)
+
+	var rules []map[string]string
+	shown := map[string]bool{}
+	titles := map[string]bool{}
+	for _, p := range dash.Panels {
+		assert.False(t, titles[p.Title], "two panels named %q", p.Title)
+		titles[p.Title] = true
+		if p.Type == "row" {
+			continue
+		}
+		assert.Equal(t, "${datasource}", p.Datasource.UID, "panel %q reads the dashboard's chosen Prometheus", p.Title)
+		require.NotEmpty(t, p.Targets, "panel %q", p.Title)
+		for _, q := range p.Targets {
+			expr := dashboardVars.Replace(q.Expr)
+			assert.NotContains(t, expr, "$", "panel %q: a variable the dashboard does not define", p.Title)
+			rules = append(rules, map[string]string{"record": fmt.Sprintf("dashboard:panel_%d:%d", p.ID, len(rules)), "expr": expr})
+			for _, m := range metricName.FindAllString(expr, -1) {
+				shown[m] = true
+			}
+		}
+	}
+	dir := t.TempDir()
+	b, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	require.NoError(t, err)
+	path := filepath.Join(dir, "dashboard-queries.yaml")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	out, err := exec.Command(bin, "check", "rules", path).CombinedOutput()
+	require.NoError(t, err, "promtool check rules on the dashboard's queries:\n%s", out)
+
+	r := render(t, profileValues(t, "production"), yamlValues(t, `
+metrics: {enabled: true, prometheusRule: {enabled: true}, dashboard: {enabled: true}}
+redis: {enabled: true}`))
+	rulesOf(t, r, dir)
+	rawRules, err := os.ReadFile(filepath.Join(dir, "rules.yaml"))
+	require.NoError(t, err)
+	for _, m := range metricName.FindAllString(string(rawRules), -1) {
+		assert.True(t, shown[m], "the alerts read %s; the dashboard shows it nowhere", m)
+	}
+
+	cm := r.get("ConfigMap", "polyaxon-dashboard")
+	require.NotNil(t, cm)
+	assert.Equal(t, "1", cm.GetLabels()["grafana_dashboard"])
+	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	assert.Equal(t, string(raw), data["polyaxon.json"])
+}
+
+// metricName matches the metric names a rule or a panel reads (the exporters', the kubelet's,
+// kube-state-metrics' and up).
+var metricName = regexp.MustCompile(`\b(?:pg_[a-z_]+|redis_[a-z_]+|kube_[a-z_]+|kubelet_[a-z_]+|up)\b`)
