@@ -208,10 +208,13 @@ func deployBinary(t *testing.T) string {
 
 // cmdResult is one finished run of the binary.
 type cmdResult struct {
-	Args           []string
-	Code           int
-	Stdout, Stderr string
-	Took           time.Duration
+	Args   []string
+	Code   int
+	Stdout string
+	// Stderr is what a person reads: with -o json|yaml the binary writes progress as JSON
+	// events, shown here as the lines it prints without -o (RawStderr has the events).
+	Stderr, RawStderr string
+	Took              time.Duration
 }
 
 func (r cmdResult) String() string {
@@ -354,7 +357,8 @@ func (p *running) wait(t *testing.T, timeout time.Duration) cmdResult {
 }
 
 func (p *running) result() cmdResult {
-	r := cmdResult{Args: p.args, Stdout: p.stdout.String(), Stderr: p.stderr.String(), Took: time.Since(p.start)}
+	raw := p.stderr.String()
+	r := cmdResult{Args: p.args, Stdout: p.stdout.String(), Stderr: output.TextOf(raw), RawStderr: raw, Took: time.Since(p.start)}
 	if p.cmd.ProcessState != nil {
 		r.Code = p.cmd.ProcessState.ExitCode()
 		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

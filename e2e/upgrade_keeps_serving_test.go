@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 )
 
 // TestUpgradeKeepsServing: an upgrade that changes Polyaxon's version (2.15.1 to the chart's
@@ -88,8 +90,18 @@ func TestUpgradeKeepsServing(t *testing.T) {
 			assert.Truef(t, strings.HasSuffix(image, ":"+to), "gateway pod %s runs %s", name, image)
 		}
 	})
-	t.Run("the upgrade said how far the roll was while Helm waited", func(t *testing.T) {
-		assert.Regexp(t, `waiting for workloads \([0-9]+s of [0-9hms]+\): [0-9]+ of [0-9]+ ready; .*Deployment polyaxon-gateway: `, res.Stderr)
+	t.Run("the upgrade said how far the roll was while Helm waited, as JSON events with -o json", func(t *testing.T) {
+		waiting := regexp.MustCompile(`^waiting for workloads \([0-9]+s of [0-9hms]+\): [0-9]+ of [0-9]+ ready; .*Deployment polyaxon-gateway: `)
+		var saidWaiting int
+		for _, line := range strings.Split(strings.TrimSpace(res.RawStderr), "\n") {
+			var ev output.Event
+			require.NoErrorf(t, json.Unmarshal([]byte(line), &ev), "a stderr line of upgrade -o json that is not an event: %q", line)
+			require.NotEmpty(t, ev.Kind, line)
+			if ev.Kind == "info" && waiting.MatchString(ev.Message) {
+				saidWaiting++
+			}
+		}
+		assert.Positive(t, saidWaiting, "no waiting event in:\n%s", res.RawStderr)
 	})
 	t.Run("the database was not restarted", func(t *testing.T) {
 		// The API answers from PostgreSQL: a restart of its pod drops every connection, and the

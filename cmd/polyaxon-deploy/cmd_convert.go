@@ -95,15 +95,16 @@ func runConvertValues(c *cli.Context) error {
 	if err != nil {
 		return usageExit(err)
 	}
+	w := progress(c).Writer() // one event per line with -o json|yaml
 	for _, e := range res.Entries {
-		fmt.Fprintln(stderr(c), "  "+e.String())
+		fmt.Fprintln(w, "  "+e.String())
 	}
 	mapped, ignored, unmapped := res.Counts()
-	fmt.Fprintf(stderr(c), "%d key(s) mapped, %d ignored, %d not mapped\n", mapped, ignored, unmapped)
+	fmt.Fprintf(w, "%d key(s) mapped, %d ignored, %d not mapped\n", mapped, ignored, unmapped)
 	if s := res.DefaultsSummary(); s != "" {
-		fmt.Fprintln(stderr(c), s)
+		fmt.Fprintln(w, s)
 	}
-	fmt.Fprintln(stderr(c), "Note: "+res.EdgeNote())
+	fmt.Fprintln(w, "Note: "+res.EdgeNote())
 	checkErr := res.Check(file, c.Bool(flagAllowUnmapped))
 
 	if c.IsSet(flagOutput) {

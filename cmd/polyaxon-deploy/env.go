@@ -137,13 +137,18 @@ func stdout(c *cli.Context) io.Writer { return envOf(c).stdout }
 func rawStdout(c *cli.Context) io.Writer { return envOf(c).rawStdout }
 func stderr(c *cli.Context) io.Writer    { return envOf(c).stderr }
 
-// progress is the human progress printer on stderr.
+// progress is the progress printer on stderr: lines for a human, or with -o json|yaml one
+// JSON event per line for the script that reads the result on stdout.
 func progress(c *cli.Context) *output.Progress {
 	e := envOf(c)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.progress == nil {
-		e.progress = output.NewProgress(e.stderr)
+		if structured(c) {
+			e.progress = output.NewEventProgress(e.stderr)
+		} else {
+			e.progress = output.NewProgress(e.stderr)
+		}
 	}
 	return e.progress
 }

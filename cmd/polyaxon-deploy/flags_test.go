@@ -13,11 +13,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/kube"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 )
 
 type cliResult struct {
-	code           int
-	stdout, stderr string
+	code                      int
+	stdout, stderr, rawStderr string
 }
 
 // runCLI runs the App in-process like main does. settings, when set, replaces the cluster
@@ -32,7 +33,8 @@ func runCLI(t *testing.T, settings *kube.Settings, args ...string) cliResult {
 	}
 	err := app.RunContext(context.Background(), append([]string{"polyaxon-deploy"}, args...))
 	code := finish(app, err)
-	return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
+	// stderr as a person reads it; with -o json|yaml the binary writes events (rawStderr).
+	return cliResult{code: code, stdout: out.String(), stderr: output.TextOf(errb.String()), rawStderr: errb.String()}
 }
 
 func writeFile(t *testing.T, name, content string) string {

@@ -122,12 +122,17 @@ func finish(app *cli.App, err error) int {
 	if code != ExitUsage {
 		logPath = e.flushDebugLog()
 	}
+	// With -o json|yaml these too are events, like the rest of stderr.
+	say := func(format string, args ...any) { fmt.Fprintf(e.stderr, format+"\n", args...) }
+	if e.progress != nil && e.progress.Events() {
+		say = func(format string, args ...any) { e.progress.Fail(fmt.Sprintf(format, args...)) }
+	}
 	var ee *exitError
 	if !(errors.As(err, &ee) && ee.err == nil) {
-		fmt.Fprintf(e.stderr, "Error: %s\n", e.scrub.String(err.Error()))
+		say("Error: %s", e.scrub.String(err.Error()))
 	}
 	if logPath != "" {
-		fmt.Fprintf(e.stderr, "Debug log: %s\n", logPath)
+		say("Debug log: %s", logPath)
 	}
 	if p := e.printer; p != nil && p.Structured() && !p.Printed() {
 		r := output.NewResult(e.command, output.StatusError).WithError(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/kube"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	rt "github.com/polyaxon-deploy/polyaxon-deploy/installer/release/releasetest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
@@ -51,7 +52,7 @@ func runForLeaks(t *testing.T, settings *kube.Settings, fx *rt.Fixture, args ...
 	err := app.RunContext(context.Background(), full)
 	code := finish(app, err)
 	log, _ := os.ReadFile(logPath)
-	return leakRun{name: strings.Join(args, " "), r: cliResult{code: code, stdout: out.String(), stderr: errb.String()}, debugLog: string(log)}
+	return leakRun{name: strings.Join(args, " "), r: cliResult{code: code, stdout: out.String(), stderr: output.TextOf(errb.String()), rawStderr: errb.String()}, debugLog: string(log)}
 }
 
 // withoutSecretObjects drops the rendered Secret objects from a command's stdout (a YAML
@@ -90,6 +91,7 @@ func assertNoLeak(t *testing.T, run leakRun, marker string) {
 	for what, text := range map[string]string{
 		"stdout (outside Secret objects)": withoutSecretObjects(t, run.r.stdout),
 		"stderr":                          run.r.stderr,
+		"stderr as events (-o json)":      run.r.rawStderr,
 		"debug log":                       run.debugLog,
 	} {
 		assert.NotContains(t, text, marker, "%s: the password leaks into %s (exit %d):\n%s", run.name, what, run.r.code, text)

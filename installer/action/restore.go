@@ -83,7 +83,8 @@ func (a *Restore) Run(ctx context.Context) (*RestoreResult, error) {
 				if err != nil {
 					return err
 				}
-				opts = append(opts, backup.WithScaler(&backup.ReleaseScaler{Client: cs, Namespace: rel.Info.Namespace, Names: rel.Names}))
+				opts = append(opts, backup.WithScaler(&backup.ReleaseScaler{Client: cs, Namespace: rel.Info.Namespace, Names: rel.Names,
+					Say: func(line string) { fmt.Fprintln(a.progress().Writer(), line) }}))
 			}
 			a.progress().Step(fmt.Sprintf("Restoring %s into %s", a.Path, target))
 			rep, err := backup.Restore(ctx, target, a.Path, opts...)

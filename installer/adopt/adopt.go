@@ -184,7 +184,7 @@ func defaults(o *Options) {
 func newAdoption(o Options) *adoption {
 	defaults(&o)
 	a := &adoption{o: o, out: o.Out, res: &Result{From: o.Old.Namespace() + "/" + o.Old.Name()}}
-	a.wl = &workloads{kube: o.Kube, ns: o.Old.Namespace(), poll: o.PollInterval, timeout: o.Timeout}
+	a.wl = &workloads{kube: o.Kube, ns: o.Old.Namespace(), poll: o.PollInterval, timeout: o.Timeout, say: lineTo(o.Out)}
 	return a
 }
 
@@ -335,4 +335,12 @@ func remove(list []string, v string) []string {
 		}
 	}
 	return out
+}
+
+// lineTo says a line on w (nil: nowhere).
+func lineTo(w io.Writer) func(string) {
+	if w == nil {
+		return nil
+	}
+	return func(line string) { fmt.Fprintln(w, line) }
 }

@@ -28,6 +28,8 @@ type workloads struct {
 	ns      string
 	poll    time.Duration
 	timeout time.Duration
+	// say gets what a wait waits for, at least every readiness.DefaultEvery (nil: silent).
+	say func(string)
 }
 
 // stop scales each workload to zero, remembering its replicas (annotation and record), and
@@ -131,7 +133,13 @@ func (w *workloads) selector(ctx context.Context, o Object) (string, error) {
 
 func (w *workloads) waitPodsGone(ctx context.Context, objs []Object) error {
 	var left []string
+	sayer := readiness.NewSayer(w.say, "waiting for the old release's pods to stop", w.timeout)
 	err := wait.PollUntilContextTimeout(ctx, w.poll, w.timeout, true, func(ctx context.Context) (bool, error) {
+		defer func() {
+			if len(left) > 0 {
+				sayer.Tick(fmt.Sprintf("%d still running: %s", len(left), strings.Join(left, ", ")))
+			}
+		}()
 		left = left[:0]
 		for _, o := range objs {
 			sel, err := w.selector(ctx, o)
@@ -161,7 +169,13 @@ func (w *workloads) waitReady(ctx context.Context, objs []Object) error {
 	for _, o := range objs {
 		wl = append(wl, readiness.Workload{Kind: o.Kind, Name: o.Name})
 	}
-	if err := (readiness.Waiter{Kube: w.kube, Namespace: w.ns, Poll: w.poll}).Wait(ctx, w.timeout, wl...); err != nil {
+	waiter := readiness.Waiter{Kube: w.kube, Namespace: w.ns, Poll: w.poll}
+	if w.say != nil {
+		waiter.Report = func(waited time.Duration, notReady []readiness.State) {
+			w.say(fmt.Sprintf("waiting for the old release to serve again (%s of %s): %s", waited.Round(time.Second), w.timeout, readiness.Describe(notReady)))
+		}
+	}
+	if err := waiter.Wait(ctx, w.timeout, wl...); err != nil {
 		return fmt.Errorf("waiting for the old release to serve again: %w", err)
 	}
 	return nil

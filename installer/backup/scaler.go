@@ -12,14 +12,15 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/readiness"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 // ReleaseScaler scales a release's database writers to zero: the Deployments of the chart's
@@ -34,6 +35,8 @@ type ReleaseScaler struct {
 	Timeout time.Duration
 	// Poll is the interval of that wait (default 1s).
 	Poll time.Duration
+	// Say gets what that wait waits for, at least every readiness.DefaultEvery (nil: silent).
+	Say func(string)
 }
 
 // selector selects the release's objects of components.
@@ -86,6 +89,7 @@ func (s *ReleaseScaler) ScaleDown(ctx context.Context) (func(context.Context) er
 		return restore, nil
 	}
 	var left []string
+	sayer := readiness.NewSayer(s.Say, "waiting for the database writers' pods to stop", timeout)
 	err = wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
 		pods, err := s.Client.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.selector(writers)})
 		if err != nil {
@@ -96,6 +100,9 @@ func (s *ReleaseScaler) ScaleDown(ctx context.Context) (func(context.Context) er
 			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				left = append(left, p.Name)
 			}
+		}
+		if len(left) > 0 {
+			sayer.Tick(fmt.Sprintf("%d still running: %s", len(left), strings.Join(left, ", ")))
 		}
 		return len(left) == 0, nil
 	})

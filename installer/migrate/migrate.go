@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/readiness"
 )
 
 // ContainerName is the migration container in the chart's Job.
@@ -205,6 +207,8 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job) (*Result, error) {
 	defer streams.stop()
 
 	var final *batchv1.Job
+	// The Job's own log lines are streamed too, but a migration may be silent for minutes.
+	sayer := readiness.NewSayer(func(line string) { r.printf("%s", line) }, "migrations: waiting for Job "+job.Name, r.timeout)
 	err = wait.PollUntilContextCancel(wctx, r.poll, true, func(ctx context.Context) (bool, error) {
 		j, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
 		if err != nil {
@@ -215,6 +219,7 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job) (*Result, error) {
 			final = j
 			return true, nil
 		}
+		sayer.Tick(fmt.Sprintf("%d pod(s) running, %d failed", j.Status.Active, j.Status.Failed))
 		return false, nil
 	})
 	if err != nil {

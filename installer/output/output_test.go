@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -112,4 +113,41 @@ func TestCheckObserverMarks(t *testing.T) {
 	assert.Contains(t, out, "‼ RBAC [rbac, ignored]\n    cannot create deployments.apps\n    fix: ask\n    see "+check.DocsBase+"check-rbac\n")
 	assert.Contains(t, out, "× dry-run [dry-run]\n    line one\n    line two\n    fix: fix values\n")
 	assert.Contains(t, out, "- GPUs (skipped: none asked)\n")
+}
+
+// TestEventProgressWritesOneJSONEventPerLine: with -o json|yaml a script reads stderr as JSON
+// events: each mark's kind, free text a line each (a partial line waits for its end, an
+// indented line keeps its indentation), messages left readable.
+func TestEventProgressWritesOneJSONEventPerLine(t *testing.T) {
+	var buf bytes.Buffer
+	p := output.NewEventProgress(&buf)
+	assert.True(t, p.Events())
+	p.Step("Upgrading release polyaxon")
+	w := p.Writer()
+	fmt.Fprint(w, "waiting for workloads (12s of 15m0s): 1 of 2 ")
+	fmt.Fprint(w, "ready; Deployment polyaxon-gateway: Updated: 1/2\n\n  gateway.replicas: 3 -> 2\n")
+	obs := output.NewCheckObserver(p)
+	for _, r := range sampleReport().Results {
+		obs.Finished(r)
+	}
+	p.Fail("Error: <namespace> is gone")
+
+	var events []output.Event
+	for _, line := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+		var e output.Event
+		require.NoError(t, json.Unmarshal([]byte(line), &e), "a line that is not an event: %q", line)
+		assert.False(t, e.Time.IsZero())
+		events = append(events, e)
+	}
+	kinds := make([]string, len(events))
+	for i, e := range events {
+		kinds[i] = e.Kind
+	}
+	assert.Equal(t, []string{"step", "info", "info", "ok", "warning", "failure", "failure"}, kinds)
+	assert.Equal(t, "waiting for workloads (12s of 15m0s): 1 of 2 ready; Deployment polyaxon-gateway: Updated: 1/2", events[1].Message)
+	assert.Equal(t, "  gateway.replicas: 3 -> 2", events[2].Message)
+	assert.Equal(t, "the API is reachable: Kubernetes v1.37.2", events[3].Message)
+	assert.Contains(t, events[4].Message, "RBAC [rbac, ignored]\n  cannot create deployments.apps")
+	assert.Contains(t, buf.String(), `"message":"Error: <namespace> is gone"`, "no HTML escaping")
+	assert.NotContains(t, buf.String(), "cluster\n-------", "no category headers among events")
 }

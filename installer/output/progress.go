@@ -1,6 +1,8 @@
 package output
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -19,23 +21,93 @@ const (
 	MarkStep = "•"
 )
 
-// Progress prints human progress lines on stderr. Safe for concurrent use.
+// Progress prints human progress lines on stderr, or, for scripts (-o json|yaml), one JSON
+// event per line. Safe for concurrent use.
 type Progress struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu     sync.Mutex
+	w      io.Writer
+	events *json.Encoder // set: every line is an Event
+	free   *eventLines   // Writer() in event mode
+	now    func() time.Time
+}
+
+// Event is one progress line as a script reads it (-o json|yaml, on stderr): the result stays
+// alone on stdout.
+type Event struct {
+	Time time.Time `json:"time"`
+	// Kind is step (a phase starts), ok, warning, failure, skipped, or info (anything else the
+	// command says while it works: what it waits for, what it did).
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
 }
 
 // NewProgress returns a progress printer writing to w (stderr).
 func NewProgress(w io.Writer) *Progress { return &Progress{w: w} }
 
+// NewEventProgress returns a progress printer writing one JSON Event per line to w.
+func NewEventProgress(w io.Writer) *Progress {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // messages stay readable: "->", "<namespace>"
+	p := &Progress{w: w, events: enc, now: time.Now}
+	p.free = &eventLines{p: p}
+	return p
+}
+
+var eventKinds = map[string]string{MarkStep: "step", MarkOK: "ok", MarkWarn: "warning", MarkFail: "failure", MarkSkip: "skipped"}
+
+// Text is the event as Progress prints it for a person: its kind's mark and its message, the
+// message's further lines indented; an info event is its message alone.
+func (e Event) Text() string {
+	if e.Kind == "info" {
+		return e.Message + "\n"
+	}
+	mark := MarkStep
+	for m, k := range eventKinds {
+		if k == e.Kind {
+			mark = m
+		}
+	}
+	lines := strings.Split(e.Message, "\n")
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s\n", mark, lines[0])
+	for _, l := range lines[1:] {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	return b.String()
+}
+
+// TextOf renders a stream of events (stderr with -o json|yaml) as the lines a person reads
+// without -o; lines that are not events stay as they are.
+func TextOf(stream string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(stream, "\n") {
+		var e Event
+		if json.Unmarshal([]byte(line), &e) != nil || e.Kind == "" {
+			b.WriteString(line)
+			continue
+		}
+		b.WriteString(e.Text())
+	}
+	return b.String()
+}
+
+// Events reports whether p writes JSON events rather than lines for a human.
+func (p *Progress) Events() bool { return p.events != nil }
+
+// emit writes one event; p.mu is held.
+func (p *Progress) emit(kind, msg string) {
+	_ = p.events.Encode(Event{Time: p.now().UTC(), Kind: kind, Message: msg})
+}
+
 func (p *Progress) line(mark, msg string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(msg, "\n"), "\n")
-	fmt.Fprintf(p.w, "%s %s\n", mark, lines[0])
-	for _, l := range lines[1:] {
-		fmt.Fprintf(p.w, "  %s\n", l)
+	e := Event{Kind: eventKinds[mark], Message: strings.TrimRight(msg, "\n")}
+	if p.events != nil {
+		p.emit(e.Kind, e.Message)
+		return
 	}
+	io.WriteString(p.w, e.Text())
 }
 
 // Step announces a phase ("• Installing release polyaxon").
@@ -50,8 +122,37 @@ func (p *Progress) Warn(msg string) { p.line(MarkWarn, msg) }
 // Fail reports a failure.
 func (p *Progress) Fail(msg string) { p.line(MarkFail, msg) }
 
-// Writer is the underlying writer (for free-form text).
-func (p *Progress) Writer() io.Writer { return p.w }
+// Writer is where free-form progress text goes: the underlying writer, or in event mode a
+// writer that makes each line an info event.
+func (p *Progress) Writer() io.Writer {
+	if p.free != nil {
+		return p.free
+	}
+	return p.w
+}
+
+// eventLines turns written text into info events, a line each (a partial line waits for its end).
+type eventLines struct {
+	p    *Progress
+	part []byte
+}
+
+func (e *eventLines) Write(b []byte) (int, error) {
+	e.p.mu.Lock()
+	defer e.p.mu.Unlock()
+	e.part = append(e.part, b...)
+	for {
+		i := bytes.IndexByte(e.part, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		// Indentation stays: a line may continue the one before it.
+		if line := strings.TrimRight(string(e.part[:i]), "\r"); strings.TrimSpace(line) != "" {
+			e.p.emit("info", line)
+		}
+		e.part = e.part[i+1:]
+	}
+}
 
 // CheckObserver prints check results as they finish, grouped by category:
 //
@@ -77,7 +178,7 @@ func (o *CheckObserver) Started(check.Check) {}
 // Finished implements check.Observer.
 func (o *CheckObserver) Finished(r check.Result) {
 	o.p.mu.Lock()
-	if r.Category != o.category {
+	if r.Category != o.category && o.p.events == nil {
 		if o.category != "" {
 			fmt.Fprintln(o.p.w)
 		}

@@ -83,7 +83,7 @@ type Waiter struct {
 	// Poll is how often the workloads are read (default 2s).
 	Poll time.Duration
 	// Report, when set, gets the workloads not ready yet each time that changes, and at
-	// least every Every (default 15s) while it does not: the user sees the wait move.
+	// least every Every (default 10s) while it does not: the user sees the wait move.
 	Report func(waited time.Duration, notReady []State)
 	Every  time.Duration
 }
@@ -91,17 +91,13 @@ type Waiter struct {
 // Wait returns once every workload is ready; after timeout (or ctx's end) its error names each
 // one that is not, with kstatus's account of it.
 func (w Waiter) Wait(ctx context.Context, timeout time.Duration, workloads ...Workload) error {
-	poll, every := w.Poll, w.Every
+	poll := w.Poll
 	if poll <= 0 {
 		poll = 2 * time.Second
 	}
-	if every <= 0 {
-		every = 15 * time.Second
-	}
 	start := time.Now()
 	var notReady []State
-	var lastReport time.Time
-	lastSaid := ""
+	beat := Heartbeat{Every: w.Every}
 	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
 		notReady = notReady[:0]
 		for _, wl := range workloads {
@@ -109,9 +105,10 @@ func (w Waiter) Wait(ctx context.Context, timeout time.Duration, workloads ...Wo
 				notReady = append(notReady, s)
 			}
 		}
-		if said := Describe(notReady); w.Report != nil && len(notReady) > 0 && (said != lastSaid || time.Since(lastReport) >= every) {
-			w.Report(time.Since(start), notReady)
-			lastSaid, lastReport = said, time.Now()
+		if w.Report != nil && len(notReady) > 0 {
+			if beat.Due(Describe(notReady)) {
+				w.Report(time.Since(start), notReady)
+			}
 		}
 		return len(notReady) == 0, nil
 	})

@@ -11,16 +11,16 @@ import (
 )
 
 // workloadProgress prints, while Helm waits, which of the release's Deployments and
-// StatefulSets are not ready yet and why (kstatus's account): when that changes, and every
-// 30 s while it does not.
+// StatefulSets are not ready yet and why (kstatus's account): when that changes, and at least
+// every readiness.DefaultEvery (10 s) while it does not.
 type workloadProgress struct {
 	kube      kubernetes.Interface
 	namespace string
 	say       func(format string, args ...any)
 }
 
-// How often the workloads are read while Helm waits, and the longest silence.
-const progressPoll, progressEvery = 3 * time.Second, 30 * time.Second
+// How often the workloads are read while Helm waits.
+const progressPoll = 3 * time.Second
 
 // start watches the workloads of r until the returned stop is called (or they are all ready,
 // or the timeout passes).
@@ -44,7 +44,7 @@ func (p *workloadProgress) start(ctx context.Context, r kube.ResourceList, timeo
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = readiness.Waiter{Kube: p.kube, Namespace: p.namespace, Poll: progressPoll, Every: progressEvery,
+		_ = readiness.Waiter{Kube: p.kube, Namespace: p.namespace, Poll: progressPoll,
 			Report: func(waited time.Duration, notReady []readiness.State) {
 				p.say("waiting for workloads (%s of %s): %d of %d ready; %s", waited.Round(time.Second), timeout,
 					len(workloads)-len(notReady), len(workloads), readiness.Describe(notReady))

@@ -194,7 +194,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	p := &pipeline{o: o, out: out, runCtx: runCtx, cancel: cancel, res: &Result{DryRun: o.DryRun}}
-	p.sts = &statefulSets{kube: o.Release.Kube(), namespace: o.Release.Namespace(), release: o.Release.Name(), timeout: o.Timeout, poll: o.PollInterval}
+	p.sts = &statefulSets{kube: o.Release.Kube(), namespace: o.Release.Namespace(), release: o.Release.Name(), timeout: o.Timeout, poll: o.PollInterval,
+		say: func(line string) { fmt.Fprintln(out, line) }}
 
 	m := &phase.Manager{Phases: p.phases(), Observer: obs, CleanupTimeout: o.Timeout}
 	err := m.Run(runCtx)

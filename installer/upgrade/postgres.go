@@ -51,6 +51,8 @@ type statefulSets struct {
 	release   string
 	timeout   time.Duration
 	poll      time.Duration
+	// say gets what a wait waits for, at least every readiness.DefaultEvery (nil: silent).
+	say func(string)
 }
 
 // remove deletes the StatefulSet name and waits until it and (foreground propagation) its pods
@@ -72,9 +74,14 @@ func (s *statefulSets) delete(ctx context.Context, name string, policy metav1.De
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting StatefulSet %s/%s: %w", s.namespace, name, err)
 	}
+	sayer := readiness.NewSayer(s.say, fmt.Sprintf("waiting for StatefulSet %s to be deleted", name), s.timeout)
 	err = wait.PollUntilContextTimeout(ctx, s.poll, s.timeout, true, func(ctx context.Context) (bool, error) {
 		_, err := api.Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		if gone := apierrors.IsNotFound(err); !gone {
+			sayer.Tick("still there")
+			return false, nil
+		}
+		return true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for StatefulSet %s/%s to be deleted: %w", s.namespace, name, err)
@@ -101,6 +108,11 @@ func (s *statefulSets) create(ctx context.Context, want *appsv1.StatefulSet) err
 	if _, err := api.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating StatefulSet %s/%s: %w", s.namespace, want.Name, err)
 	}
-	return readiness.Waiter{Kube: s.kube, Namespace: s.namespace, Poll: s.poll}.
-		Wait(ctx, s.timeout, readiness.Workload{Kind: "StatefulSet", Name: want.Name})
+	waiter := readiness.Waiter{Kube: s.kube, Namespace: s.namespace, Poll: s.poll}
+	if s.say != nil {
+		waiter.Report = func(waited time.Duration, notReady []readiness.State) {
+			s.say(fmt.Sprintf("waiting for the new Postgres (%s of %s): %s", waited.Round(time.Second), s.timeout, readiness.Describe(notReady)))
+		}
+	}
+	return waiter.Wait(ctx, s.timeout, readiness.Workload{Kind: "StatefulSet", Name: want.Name})
 }
