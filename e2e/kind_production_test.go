@@ -69,7 +69,9 @@ for name, target in sorted(targets, key=lambda t: not t[1].startswith("http")):
 //     for 15 s and the web UI (in headless Chromium) over https, through the gateway's
 //     NetworkPolicy;
 //   - an upgrade to the next Polyaxon version backs the database up and verifies it, runs the
-//     migration Job once, and every pod serves the new version with the run still there.
+//     migration Job once, and every pod serves the new version with the run still there;
+//   - a Prometheus built here scrapes the release through its ServiceMonitor, every target up,
+//     and the API-down and Postgres-down alerts fire and clear (kindMetricsScenario).
 //
 // Without the private engine and its images (make test builds them on a machine that can run
 // kind's nodes) it is skipped and says so; E2E_PROVIDER=kind makes that an error.
@@ -110,12 +112,15 @@ func TestProductionOnKind(t *testing.T) {
 	images = append(images, retagPolyaxonImages(t, images, installedVersion(t), next)...)
 	// The run images go to the experiments node only: no build runs here (the builds node is
 	// there for the production profile's placement checks).
-	sets := cluster.KindImagesByPool(images)
+	// Prometheus and kube-state-metrics run on the builds node, off the core node's CPU.
+	monitoringImages := []string{imageOf(t, images, "polyaxon-deploy/prometheus"), imageOf(t, images, "polyaxon-deploy/kube-state-metrics")}
+	sets := cluster.KindImagesByPool(slices.DeleteFunc(slices.Clone(images), func(img string) bool { return slices.Contains(monitoringImages, img) }))
 	for i := range sets {
 		if slices.Contains(sets[i].Pools, cluster.PoolExperiments) {
 			sets[i].Pools = []string{cluster.PoolExperiments}
 		}
 	}
+	sets = append(sets, cluster.KindImages{Images: monitoringImages, Pools: []string{cluster.PoolBuilds}})
 	start = time.Now()
 	require.NoError(t, p.LoadImages(ctx, c, sets...))
 	t.Logf("loaded %d images into the nodes in %s", len(images), time.Since(start).Round(time.Second))
@@ -131,6 +136,12 @@ func TestProductionOnKind(t *testing.T) {
 		cluster.GatewayOptions{Dir: t.TempDir(), NodeSelector: map[string]string{cluster.PoolLabel: cluster.PoolCore}})
 	require.NoError(t, err)
 
+	// The Prometheus Operator's CRDs: the release's ServiceMonitor and PrometheusRule go through
+	// their schemas.
+	monitoring, err := cluster.EnsureMonitoring(ctxT(t, 15*time.Minute), nil)
+	require.NoError(t, err)
+	installMonitoringCRDs(t, c, monitoring.CRDs)
+
 	ns, runs := nsInstall, nsRuns
 	values := filepath.Join(root, "values", "kind-demo.yaml")
 	// The route and its parent; the edge stays off: this is the Gateway's path to the platform
@@ -138,6 +149,8 @@ func TestProductionOnKind(t *testing.T) {
 	route := []string{"--set", "httpRoute.enabled=true", "--set", "edge.enabled=false",
 		"--set", "httpRoute.parentRefs[0].name=" + gw.Name, "--set", "httpRoute.parentRefs[0].namespace=" + gw.Namespace,
 		"--set", "httpRoute.parentRefs[0].sectionName=" + gw.Listener, "--set", "httpRoute.hostnames[0]=localhost"}
+	// The chart's metrics, scraped by a Prometheus at the end.
+	route = append(route, metricsSets...)
 	start = time.Now()
 	res := startDeploy(t, append([]string{"install", "--profile", "production", "--kubeconfig", c.KubeconfigPath, "-n", ns,
 		"-f", values, "--timeout", "20m", "-o", "json"}, route...)...).wait(t, 25*time.Minute)
@@ -334,6 +347,11 @@ func TestProductionOnKind(t *testing.T) {
 		_, err := hostile.run(ctx, "project", "create", "--name", "hostile")
 		require.NoError(t, err)
 		assertHostilePolyaxonfilesRefused(t, ctx, hostile, cs, ns, runs, "hostile", filepath.Join(root, "e2e", "testdata", "polyaxonfiles", "hostile"))
+	})
+	// Last: it stops the gateway and Postgres for a while.
+	t.Run("Prometheus scrapes the release through its ServiceMonitor, and the API-down and Postgres-down alerts fire and clear", func(t *testing.T) {
+		requireWorkloadsReady(t, cs, ns, 5*time.Minute)
+		kindMetricsScenario(t, c, ns, images)
 	})
 }
 

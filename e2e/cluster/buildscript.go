@@ -87,3 +87,19 @@ func EnsureExporters(ctx context.Context, progress io.Writer) (string, error) {
 	}
 	return p[0], nil
 }
+
+// MonitoringBuild is what build-monitoring.sh made: the directory of the Prometheus server and
+// kube-state-metrics, and the directory of the Prometheus Operator's CRDs.
+type MonitoringBuild struct {
+	Bin, CRDs string
+}
+
+// EnsureMonitoring builds Prometheus and kube-state-metrics from the Go module proxy
+// (e2e/scripts/build-monitoring.sh; cached) and finds the Prometheus Operator's CRDs.
+func EnsureMonitoring(ctx context.Context, progress io.Writer) (MonitoringBuild, error) {
+	p, err := runBuildScript(ctx, "build-monitoring.sh", 2, progress)
+	if err != nil {
+		return MonitoringBuild{}, err
+	}
+	return MonitoringBuild{Bin: p[0], CRDs: p[1]}, nil
+}

@@ -3,8 +3,8 @@
 # tags, from the Go module proxy into a cache outside the repository keyed by version:
 # postgres_exporter (github.com/prometheus-community/postgres_exporter) and redis_exporter
 # (github.com/oliver006/redis_exporter; v1.80.0 is refused by the proxy, v1.88.0 is served).
-# Each is built in a throw-away module that requires exactly its version, so it gets the
-# dependency versions of its own go.mod. A cached binary is reused when it reports its version.
+# Each is built pinned to its version (gobuild.sh). A cached binary is reused when it reports
+# its version.
 #
 # Usage: e2e/scripts/build-exporters.sh   (prints the directory holding both binaries)
 set -euo pipefail
@@ -16,21 +16,7 @@ BIN="$CACHE/bin/exporters-pg${POSTGRES_EXPORTER_VERSION}-redis${REDIS_EXPORTER_V
 
 log() { echo "build-exporters: $*" >&2; }
 
-# build NAME MODULE VERSION PACKAGE LDFLAGS: one exporter into $BIN/NAME.
-build() {
-  local name="$1" module="$2" version="$3" pkg="$4" ldflags="$5" work
-  work="$(mktemp -d)"
-  (
-    cd "$work"
-    go mod init "local/${name}build" >/dev/null 2>&1
-    echo "require $module $version" >>go.mod
-    printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >tools.go
-    export GOFLAGS=-mod=mod CGO_ENABLED=0
-    go mod tidy >"$work/tidy.log" 2>&1 || { log "go mod tidy for $name failed:"; cat "$work/tidy.log" >&2; exit 1; }
-    go build -trimpath -ldflags "-s -w $ldflags" -o "$BIN/$name" "$pkg"
-  )
-  rm -rf "$work"
-}
+. "$(dirname "$0")/gobuild.sh"
 
 # Both print their version on --version: "postgres_exporter, version v0.17.1 (...)" and
 # "Redis Metrics Exporter v1.88.0 ...".
@@ -40,15 +26,15 @@ redis_ok() { "$BIN/redis_exporter" --version 2>&1 | grep -q "$REDIS_EXPORTER_VER
 mkdir -p "$BIN"
 if ! { [ -x "$BIN/postgres_exporter" ] && pg_ok; }; then
   log "building postgres_exporter $POSTGRES_EXPORTER_VERSION"
-  build postgres_exporter github.com/prometheus-community/postgres_exporter "$POSTGRES_EXPORTER_VERSION" \
-    github.com/prometheus-community/postgres_exporter/cmd/postgres_exporter \
-    "-X github.com/prometheus/common/version.Version=$POSTGRES_EXPORTER_VERSION"
+  go_build_pinned github.com/prometheus-community/postgres_exporter "$POSTGRES_EXPORTER_VERSION" \
+    github.com/prometheus-community/postgres_exporter/cmd/postgres_exporter "$BIN/postgres_exporter" \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$POSTGRES_EXPORTER_VERSION"
   pg_ok || { log "postgres_exporter does not report $POSTGRES_EXPORTER_VERSION"; exit 1; }
 fi
 if ! { [ -x "$BIN/redis_exporter" ] && redis_ok; }; then
   log "building redis_exporter $REDIS_EXPORTER_VERSION"
-  build redis_exporter github.com/oliver006/redis_exporter "$REDIS_EXPORTER_VERSION" \
-    github.com/oliver006/redis_exporter "-X main.BuildVersion=$REDIS_EXPORTER_VERSION"
+  go_build_pinned github.com/oliver006/redis_exporter "$REDIS_EXPORTER_VERSION" \
+    github.com/oliver006/redis_exporter "$BIN/redis_exporter" -ldflags "-s -w -X main.BuildVersion=$REDIS_EXPORTER_VERSION"
   redis_ok || { log "redis_exporter does not report $REDIS_EXPORTER_VERSION"; exit 1; }
 fi
 echo "$BIN"

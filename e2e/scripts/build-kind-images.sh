@@ -438,6 +438,7 @@ build_node_image() {
 # --- Polyaxon's images and their dependencies -----------------------------------------------
 # shellcheck source=kind-images/polyaxon-images.sh
 . "$(dirname "$0")/kind-images/polyaxon-images.sh"
+. "$(dirname "$0")/kind-images/monitoring-images.sh"
 
 case "${1:-build}" in
   docker) start_docker ;;

@@ -22,20 +22,9 @@ if [ -x "$BIN/promtool" ] && [ "$(cached_version)" = "$PROMETHEUS_MODULE_VERSION
 fi
 
 log "building promtool of github.com/prometheus/prometheus $PROMETHEUS_MODULE_VERSION (a few minutes cold on 2 cores)"
-mkdir -p "$BIN"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-# A throw-away module that requires exactly this version: `go install module@version` would
-# also ask the proxy for the version list, which it may refuse.
-cd "$work"
-go mod init local/promtoolbuild >/dev/null 2>&1
-echo "require github.com/prometheus/prometheus $PROMETHEUS_MODULE_VERSION" >>go.mod
-printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/prometheus/prometheus/cmd/promtool"\n' >tools.go
-export GOFLAGS=-mod=mod CGO_ENABLED=0
-go mod tidy >"$work/tidy.log" 2>&1 || { log "go mod tidy failed:"; cat "$work/tidy.log" >&2; exit 1; }
-go build -trimpath -tags remove_all_sd \
-  -ldflags "-s -w -X github.com/prometheus/common/version.Version=$PROMETHEUS_MODULE_VERSION" \
-  -o "$BIN/promtool" github.com/prometheus/prometheus/cmd/promtool
+. "$(dirname "$0")/gobuild.sh"
+go_build_pinned github.com/prometheus/prometheus "$PROMETHEUS_MODULE_VERSION" github.com/prometheus/prometheus/cmd/promtool "$BIN/promtool" \
+  -tags remove_all_sd -ldflags "-s -w -X github.com/prometheus/common/version.Version=$PROMETHEUS_MODULE_VERSION"
 got="$(cached_version)"
 if [ "$got" != "$PROMETHEUS_MODULE_VERSION" ]; then
   log "built promtool reports version '$got', want $PROMETHEUS_MODULE_VERSION"; exit 1

@@ -20,21 +20,11 @@ if [ -x "$BIN/trivy" ] && [ "$(cached_version)" = "${TRIVY_VERSION#v}" ]; then
 fi
 
 log "building trivy $TRIVY_VERSION (10-15 min cold on 2 cores)"
-mkdir -p "$BIN"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-# Not `go install ...@version`: that also asks the proxy for trivy's version list (to report
-# deprecations), which the proxy refuses for trivy. A throw-away module that requires exactly
-# this version selects the same dependency versions (trivy's go.mod has no replace directives).
-cd "$work"
-go mod init local/trivybuild >/dev/null 2>&1
-echo "require github.com/aquasecurity/trivy $TRIVY_VERSION" >>go.mod
-printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/aquasecurity/trivy/cmd/trivy"\n' >tools.go
-export GOEXPERIMENT=jsonv2 GOFLAGS=-mod=mod CGO_ENABLED=0
-go mod tidy >"$work/tidy.log" 2>&1 || { log "go mod tidy failed:"; cat "$work/tidy.log" >&2; exit 1; }
+# trivy's go.mod has no replace directives: a module pinning it selects its own dependencies.
+. "$(dirname "$0")/gobuild.sh"
 # The version is set the way trivy's release build sets it (its goreleaser ldflags).
-go build -trimpath -ldflags "-s -w -X github.com/aquasecurity/trivy/pkg/version/app.ver=${TRIVY_VERSION#v}" \
-  -o "$BIN/trivy" github.com/aquasecurity/trivy/cmd/trivy
+GOEXPERIMENT=jsonv2 go_build_pinned github.com/aquasecurity/trivy "$TRIVY_VERSION" github.com/aquasecurity/trivy/cmd/trivy "$BIN/trivy" \
+  -ldflags "-s -w -X github.com/aquasecurity/trivy/pkg/version/app.ver=${TRIVY_VERSION#v}"
 got="$(cached_version)"
 if [ "$got" != "${TRIVY_VERSION#v}" ]; then
   log "built trivy reports version '$got', want ${TRIVY_VERSION#v}"; exit 1

@@ -191,4 +191,5 @@ build_polyaxon_images() {
   step "redis (Debian's redis-server)" build_redis_image | tr ' ' '\n'
   step "python (Debian's python3, the demo run's image)" build_python_image | tr ' ' '\n'
   step "traefik (build-traefik.sh's)" build_traefik_image
+  step "exporters, Prometheus and kube-state-metrics" build_monitoring_images
 }
