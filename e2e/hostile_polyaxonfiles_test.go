@@ -75,12 +75,12 @@ func assertHostilePolyaxonfilesRefused(t *testing.T, ctx context.Context, cli *p
 		took := time.Since(start)
 		assert.Lessf(t, took, time.Minute, "%s: failed %s after it was submitted", h.file, took)
 		assert.Containsf(t, msg, h.message, "%s: the run's status carries the API server's reason:\n%.600s", h.file, msg)
+		t.Logf("%s: failed after %s: %.300s", h.file, took.Round(time.Second), msg)
 		if !h.podLevel {
 			assert.Containsf(t, msg, "-runs-objects' with binding", "%s: the run objects' policy refused it:\n%.600s", h.file, msg)
 			continue
 		}
 		assert.Containsf(t, msg, "The API server refused a pod of this run", "%s: %.600s", h.file, msg)
-		t.Logf("%s: failed after %s: %.300s", h.file, took.Round(time.Second), msg)
 		waitFor(t, time.Minute, h.file+": the refused run's Job deleted", func(ctx context.Context) (bool, string, error) {
 			jobs, err := cs.BatchV1().Jobs(runsNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + uuid})
 			if err != nil {

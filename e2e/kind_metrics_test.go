@@ -163,7 +163,9 @@ func startMonitoring(t *testing.T, c *cluster.Cluster, ns string, images []strin
 		Data: map[string]string{"prometheus.yml": prometheusConfig(t, &sms.Items[0]), "rules.yaml": string(rulesYAML)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	deployment := func(name, image string, port int32, args []string, mounts []corev1.VolumeMount, volumes []corev1.Volume) {
+	// Ready only once it answers on its port: a port-forward whose first connection is refused
+	// (the program not listening yet) serves no later one (seen with kubectl 1.37).
+	deployment := func(name, image string, port int32, ready string, args []string, mounts []corev1.VolumeMount, volumes []corev1.Volume) {
 		labels := map[string]string{"app": name}
 		_, err := cs.AppsV1().Deployments(monitoringNS).Create(ctx, &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -174,7 +176,9 @@ func startMonitoring(t *testing.T, c *cluster.Cluster, ns string, images []strin
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65534)), FSGroup: ptr.To(int64(65534)),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{Name: name, Image: image, ImagePullPolicy: corev1.PullNever, Args: args,
-						Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: port}},
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: port}},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: ready, Port: intstr.FromString("http")}},
+							PeriodSeconds: 2},
 						VolumeMounts: mounts,
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
@@ -184,9 +188,9 @@ func startMonitoring(t *testing.T, c *cluster.Cluster, ns string, images []strin
 			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: port, TargetPort: intstr.FromString("http")}}}}, metav1.CreateOptions{})
 		require.NoError(t, err, name)
 	}
-	deployment("kube-state-metrics", imageOf(t, images, "polyaxon-deploy/kube-state-metrics"), 8080,
+	deployment("kube-state-metrics", imageOf(t, images, "polyaxon-deploy/kube-state-metrics"), 8080, "/healthz",
 		[]string{"--port=8080", "--telemetry-port=8081", "--resources=deployments,pods,statefulsets,namespaces"}, nil, nil)
-	deployment("prometheus", imageOf(t, images, "polyaxon-deploy/prometheus"), 9090,
+	deployment("prometheus", imageOf(t, images, "polyaxon-deploy/prometheus"), 9090, "/-/ready",
 		[]string{"--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus", "--web.listen-address=:9090"},
 		[]corev1.VolumeMount{{Name: "config", MountPath: "/etc/prometheus"}, {Name: "data", MountPath: "/prometheus"}},
 		[]corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "prometheus"}}}},
@@ -200,7 +204,30 @@ func startMonitoring(t *testing.T, c *cluster.Cluster, ns string, images []strin
 		}
 		return true, "", nil
 	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			logMonitoringPods(t, c)
+		}
+	})
 	return kindPortForward(t, c, monitoringNS, "svc/prometheus", 9090)
+}
+
+// logMonitoringPods logs the monitoring pods' state and last log lines.
+func logMonitoringPods(t *testing.T, c *cluster.Cluster) {
+	ctx := ctxT(t, time.Minute)
+	pods, err := c.Clientset.CoreV1().Pods(monitoringNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing %s's pods: %v", monitoringNS, err)
+		return
+	}
+	for _, p := range pods.Items {
+		var states []string
+		for _, cs := range p.Status.ContainerStatuses {
+			states = append(states, fmt.Sprintf("%s ready=%t restarts=%d", cs.Name, cs.Ready, cs.RestartCount))
+		}
+		logs, _ := c.Clientset.CoreV1().Pods(monitoringNS).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To(int64(30))}).DoRaw(ctx)
+		t.Logf("pod %s/%s on %s: %s %v\n%s", monitoringNS, p.Name, p.Spec.NodeName, p.Status.Phase, states, logs)
+	}
 }
 
 // promTargets are Prometheus's active targets: job -> health ("up", "down", "unknown").
@@ -268,12 +295,15 @@ func promQuery(ctx context.Context, base, q string) (string, error) {
 	return fmt.Sprint(body.Data.Result[0].Value[1]), nil
 }
 
+// promClient bounds each request: one that hangs must not use up a wait's whole deadline.
+var promClient = &http.Client{Timeout: 10 * time.Second}
+
 func promGet(ctx context.Context, u string, into any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := promClient.Do(req)
 	if err != nil {
 		return err
 	}
