@@ -334,7 +334,11 @@ func scaleTo(t *testing.T, c *cluster.Cluster, ns, kind, name string, n int32) {
 // API-down alert fires, with Postgres stopped its alert fires, and both clear once they are
 // back. Each moment is logged with the time since the change.
 func kindMetricsScenario(t *testing.T, c *cluster.Cluster, ns string, images []string) {
-	prom := startMonitoring(t, c, ns, images)
+	assertAlertsFireAndClear(t, c, ns, startMonitoring(t, c, ns, images))
+}
+
+// assertAlertsFireAndClear is kindMetricsScenario's test of the Prometheus at prom.
+func assertAlertsFireAndClear(t *testing.T, c *cluster.Cluster, ns, prom string) {
 	gateway, postgres := releaseName+"-gateway", releaseName+"-postgresql"
 	wantJobs := []string{releaseName + "-postgresql-metrics", releaseName + "-operator-metrics", "kube-state-metrics"}
 	start := time.Now()
