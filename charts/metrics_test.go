@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -25,6 +26,7 @@ func metricsOn(t *testing.T) rendered {
 redis: {enabled: true}
 metrics:
   enabled: true
+  installer: {enabled: true}
   serviceMonitor: {enabled: true, labels: {release: kube-prometheus-stack}}
   prometheusRule: {enabled: true, labels: {release: kube-prometheus-stack}}`))
 }
@@ -120,7 +122,7 @@ func TestMetricsPortsOpenToTheScraperOnly(t *testing.T) {
 	var np networkingv1.NetworkPolicy
 	decodeStrict(t, r.get("NetworkPolicy", "polyaxon-metrics"), &np)
 	require.Len(t, np.Spec.PodSelector.MatchExpressions, 1)
-	assert.Equal(t, []string{"operator", "postgresql", "redis"}, np.Spec.PodSelector.MatchExpressions[0].Values)
+	assert.Equal(t, []string{"installer-exporter", "operator", "postgresql", "redis"}, np.Spec.PodSelector.MatchExpressions[0].Values)
 	require.Len(t, np.Spec.Ingress, 1)
 	from := np.Spec.Ingress[0].From
 	require.Len(t, from, 1)
@@ -130,13 +132,57 @@ func TestMetricsPortsOpenToTheScraperOnly(t *testing.T) {
 	for _, p := range np.Spec.Ingress[0].Ports {
 		ports = append(ports, p.Port.IntVal)
 	}
-	assert.ElementsMatch(t, []int32{9187, 9121, 8080}, ports)
+	assert.ElementsMatch(t, []int32{9187, 9121, 8080, 9150}, ports)
 
 	// Postgres's own policy still admits only the platform's pods, on Postgres's port.
 	var pg networkingv1.NetworkPolicy
 	decodeStrict(t, r.get("NetworkPolicy", "polyaxon-postgresql"), &pg)
 	require.Len(t, pg.Spec.Ingress, 1)
 	assert.Equal(t, int32(5432), pg.Spec.Ingress[0].Ports[0].Port.IntVal)
+}
+
+// TestInstallerExporterOnlyReads: polyaxon-deploy's exporter may read its release's facts
+// ConfigMap by name and get or list the guards' kinds, nothing else: no Secret (Helm's record of
+// the release holds the passwords), no write, no other ConfigMap. It calls only the API server
+// (its addresses known at install) and lands on the core pool as the restricted profile wants.
+func TestInstallerExporterOnlyReads(t *testing.T) {
+	r := metricsOn(t)
+	const name = "polyaxon-installer-exporter"
+	var role rbacv1.Role
+	decodeStrict(t, r.get("Role", name), &role)
+	require.Len(t, role.Rules, 1)
+	assert.Equal(t, []string{"configmaps"}, role.Rules[0].Resources)
+	assert.Equal(t, []string{"polyaxon-deploy-facts"}, role.Rules[0].ResourceNames)
+	assert.Equal(t, []string{"get"}, role.Rules[0].Verbs)
+	var cr rbacv1.ClusterRole
+	decodeStrict(t, r.get("ClusterRole", "polyaxon-"+name), &cr)
+	for _, rule := range cr.Rules {
+		assert.Subset(t, []string{"get", "list"}, rule.Verbs, "rule %v", rule)
+		assert.NotContains(t, rule.Resources, "secrets")
+		assert.NotContains(t, rule.Resources, "*")
+		assert.NotContains(t, rule.Resources, "configmaps")
+	}
+
+	var d appsv1.Deployment
+	decodeStrict(t, r.get("Deployment", name), &d)
+	c := containerNamed(t, d.Spec.Template.Spec, "exporter")
+	assert.Equal(t, "ghcr.io/polyaxon-deploy/polyaxon-deploy:"+loadChart(t).Metadata.Version, c.Image)
+	assert.Equal(t, []string{"exporter", "--namespace=polyaxon", "--release=polyaxon", "--listen=:9150"}, c.Args)
+	assert.Equal(t, map[string]string{"polyaxon": "core"}, d.Spec.Template.Spec.NodeSelector)
+	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+
+	var np networkingv1.NetworkPolicy
+	decodeStrict(t, r.get("NetworkPolicy", name), &np)
+	assert.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, np.Spec.PolicyTypes)
+	require.Len(t, np.Spec.Egress, 1)
+	assert.Empty(t, np.Spec.Egress[0].To, "offline, the API server's addresses are unknown: it may call out (the dependencies admit only core pods)")
+	withAPI := render(t, profileValues(t, "production"), yamlValues(t, `
+metrics: {enabled: true, installer: {enabled: true}}
+networkPolicy: {runs: {apiServerCIDRs: [10.0.0.1/32]}}`))
+	decodeStrict(t, withAPI.get("NetworkPolicy", name), &np)
+	require.Len(t, np.Spec.Egress, 1)
+	require.Len(t, np.Spec.Egress[0].To, 1)
+	assert.Equal(t, "10.0.0.1/32", np.Spec.Egress[0].To[0].IPBlock.CIDR, "known, the API server's addresses alone")
 }
 
 // TestMetricsRefusedAtRender: values that would open the metrics ports to everyone, or ask for
@@ -319,7 +365,7 @@ func TestDashboardShowsWhatTheAlertsRead(t *testing.T) {
 	require.NoError(t, err, "promtool check rules on the dashboard's queries:\n%s", out)
 
 	r := render(t, profileValues(t, "production"), yamlValues(t, `
-metrics: {enabled: true, prometheusRule: {enabled: true}, dashboard: {enabled: true}}
+metrics: {enabled: true, installer: {enabled: true}, prometheusRule: {enabled: true}, dashboard: {enabled: true}}
 redis: {enabled: true}`))
 	rulesOf(t, r, dir)
 	rawRules, err := os.ReadFile(filepath.Join(dir, "rules.yaml"))
@@ -336,5 +382,5 @@ redis: {enabled: true}`))
 }
 
 // metricName matches the metric names a rule or a panel reads (the exporters', the kubelet's,
-// kube-state-metrics' and up).
-var metricName = regexp.MustCompile(`\b(?:pg_[a-z_]+|redis_[a-z_]+|kube_[a-z_]+|kubelet_[a-z_]+|up)\b`)
+// kube-state-metrics', polyaxon-deploy's exporter's and up).
+var metricName = regexp.MustCompile(`\b(?:pg_[a-z_]+|redis_[a-z_]+|kube_[a-z_]+|kubelet_[a-z_]+|polyaxon_deploy_[a-z_]+|up)\b`)

@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -25,9 +28,13 @@ func TestCheckSeesEveryGuard(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
 	c := runsCluster(t, "guards")
 	ns, runs := nsInstall, nsRuns
-	c.deploy(t, "install", "--profile", "production", "-o", "json").requireExit(t, 0)
+	c.deploy(t, "install", "--profile", "production", "--set", "metrics.enabled=true", "--set", "metrics.installer.enabled=true",
+		"-o", "json").requireExit(t, 0)
 	cs := c.Clientset
 	ctx := ctxT(t, 10*time.Minute)
+	// polyaxon-deploy's exporter, with the rights the chart gives its ServiceAccount and no more.
+	exporter := startDeployExporter(t, c, "--as", "system:serviceaccount:"+ns+":"+releaseName+"-installer-exporter")
+	guardsAre(t, exporter, "the exporter right after the install: every guard there, nothing beside them", nil, nil)
 
 	res := c.deploy(t, "check", "-o", "json").result(t)
 	require.NotContains(t, failedChecks(res), "run-guards", checkDetail(res, "run-guards"))
@@ -82,6 +89,12 @@ func TestCheckSeesEveryGuard(t *testing.T) {
 		"NetworkPolicy " + ns + "/" + gateway + " missing",
 		"Role " + runs + "/" + agent + " changed (rules)",
 	}
+	// The exporter reads, it never dry-runs: it sees what is gone or loosened (the labels, the
+	// NetworkPolicy) and what widens, not a Role's changed rules (check's).
+	guardsAre(t, exporter, "the exporter after the five changes",
+		[]string{"Namespace//" + runs, "NetworkPolicy/" + ns + "/" + gateway},
+		[]string{"NetworkPolicy/" + runs + "/allow-all", "RoleBinding/" + runs + "/runs-edit"})
+
 	res = c.deploy(t, "check", "-o", "json").result(t)
 	detail := checkDetail(res, "run-guards")
 	t.Logf("check after the five changes: %s", detail)
@@ -106,6 +119,9 @@ func TestCheckSeesEveryGuard(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rendered, role.Rules, "the agent's Role has the revision's rules again")
 
+	guardsAre(t, exporter, "the exporter after recover", nil,
+		[]string{"NetworkPolicy/" + runs + "/allow-all", "RoleBinding/" + runs + "/runs-edit"})
+
 	res = c.deploy(t, "check", "-o", "json").result(t)
 	detail = checkDetail(res, "run-guards")
 	t.Logf("check after recover: %s", detail)
@@ -122,6 +138,7 @@ func TestCheckSeesEveryGuard(t *testing.T) {
 	detail = checkDetail(res, "run-guards")
 	t.Logf("check once the extra objects are deleted: %s", detail)
 	assert.NotContains(t, failedChecks(res), "run-guards", detail)
+	guardsAre(t, exporter, "the exporter once the extra objects are deleted", nil, nil)
 	assert.Contains(t, detail, "guards as revision 1 has them, and no NetworkPolicy or binding beside them that widens access")
 	assert.False(t, readsSecrets(t, cs, runs, runsAccount), "the runs' account reads no Secret again")
 }
@@ -137,4 +154,49 @@ func readsSecrets(t *testing.T, cs kubernetes.Interface, ns, account string) boo
 		}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return r.Status.Allowed
+}
+
+// startDeployExporter runs `polyaxon-deploy exporter` on the cluster with args, on a loopback port,
+// and returns its metrics URL once it serves.
+func startDeployExporter(t *testing.T, c *testCluster, args ...string) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	p := c.startDeploy(t, append([]string{"exporter", "-n", nsInstall, "--listen", addr}, args...)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("exporter's log:\n%s", lastLines(p.stderr.String(), 30))
+		}
+	})
+	return "http://" + addr + "/metrics"
+}
+
+// guardsAre waits until the exporter at url reads every guard, says the ones in missing (each
+// "kind/namespace/name") are gone and every other is there, and names exactly extra as
+// objects beside them that widen access.
+func guardsAre(t *testing.T, url, what string, missing, extra []string) {
+	t.Helper()
+	key := func(m *dto.Metric) string {
+		return labelOf(m, "guard_kind") + "/" + labelOf(m, "guard_namespace") + "/" + labelOf(m, "guard_name")
+	}
+	var last string
+	f := scrapeWhen(t, url, what, func(f map[string]*dto.MetricFamily) bool {
+		var gone, wider []string
+		ok := f["polyaxon_deploy_guard_ok"]
+		for _, m := range ok.GetMetric() {
+			if m.GetGauge().GetValue() == 0 {
+				gone = append(gone, key(m))
+			}
+		}
+		for _, m := range f["polyaxon_deploy_guard_extra"].GetMetric() {
+			wider = append(wider, key(m))
+		}
+		last = fmt.Sprintf("%d guards, gone %v, extra %v", len(ok.GetMetric()), gone, wider)
+		return gaugeIs(f, "polyaxon_deploy_guards_up", 1) && gaugeIs(f, "polyaxon_deploy_facts_up", 1) &&
+			len(ok.GetMetric()) >= 20 && sameSet(gone, missing) && sameSet(wider, extra)
+	})
+	t.Logf("%s: %s, revision %v", what, last, f["polyaxon_deploy_guards_revision"].GetMetric()[0].GetGauge().GetValue())
+}
+
+func sameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }

@@ -42,8 +42,9 @@ var (
 )
 
 // metricsSets turn the chart's metrics on in the kind scenario: the exporter beside Postgres,
-// the operator's metrics, a ServiceMonitor and the PrometheusRule.
-var metricsSets = []string{"--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true"}
+// the operator's metrics, polyaxon-deploy's exporter, a ServiceMonitor and the PrometheusRule.
+var metricsSets = []string{"--set", "metrics.enabled=true", "--set", "metrics.installer.enabled=true",
+	"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true"}
 
 // installMonitoringCRDs creates the Prometheus Operator's ServiceMonitor and PrometheusRule CRDs
 // (e2e/scripts/build-monitoring.sh's, of the module's example/prometheus-operator-crd), so that
@@ -340,7 +341,8 @@ func kindMetricsScenario(t *testing.T, c *cluster.Cluster, ns string, images []s
 // assertAlertsFireAndClear is kindMetricsScenario's test of the Prometheus at prom.
 func assertAlertsFireAndClear(t *testing.T, c *cluster.Cluster, ns, prom string) {
 	gateway, postgres := releaseName+"-gateway", releaseName+"-postgresql"
-	wantJobs := []string{releaseName + "-postgresql-metrics", releaseName + "-operator-metrics", "kube-state-metrics"}
+	exporter := releaseName + "-installer-exporter-metrics"
+	wantJobs := []string{releaseName + "-postgresql-metrics", releaseName + "-operator-metrics", exporter, "kube-state-metrics"}
 	start := time.Now()
 	waitFor(t, 3*time.Minute, "every target up", func(ctx context.Context) (bool, string, error) {
 		targets, err := promTargets(ctx, prom)
@@ -368,8 +370,27 @@ func assertAlertsFireAndClear(t *testing.T, c *cluster.Cluster, ns, prom string)
 	firing, err := promFiring(ctx, prom)
 	require.NoError(t, err)
 	t.Logf("Prometheus's targets after %s: %v; pg_up %s; firing: %v", time.Since(start).Round(time.Second), targets, pgUp, firing)
-	for _, a := range []string{"PolyaxonAPIUnavailable", "PolyaxonPostgresDown", "PolyaxonOperatorDown", "PolyaxonKubeStateMetricsMissing"} {
+	for _, a := range []string{"PolyaxonAPIUnavailable", "PolyaxonPostgresDown", "PolyaxonOperatorDown", "PolyaxonKubeStateMetricsMissing",
+		"PolyaxonInstallerExporterDown", "PolyaxonGuardMissing", "PolyaxonGuardWidened", "PolyaxonBackupFailed", "PolyaxonBackupTooOld", "PolyaxonUpgradeFailed"} {
 		assert.False(t, firing[a], "%s fires on a healthy release", a)
+	}
+	// polyaxon-deploy's exporter, in the cluster with the chart's rights and NetworkPolicy: every
+	// guard read and there, and the upgrade's backup and result (the scenario upgraded before).
+	for q, want := range map[string]string{
+		fmt.Sprintf(`polyaxon_deploy_guards_up{job=%q}`, exporter):                         "1",
+		fmt.Sprintf(`count(polyaxon_deploy_guard_ok{job=%q} == 1) > 20`, exporter):         "",
+		fmt.Sprintf(`count(polyaxon_deploy_guard_ok{job=%q} == 0) or vector(0)`, exporter): "0",
+		fmt.Sprintf(`polyaxon_deploy_backup_last_attempt_success{job=%q}`, exporter):       "1",
+		fmt.Sprintf(`polyaxon_deploy_upgrade_last_success{job=%q}`, exporter):              "1",
+	} {
+		got, err := promQuery(ctx, prom, q)
+		require.NoError(t, err)
+		if want == "" {
+			assert.NotEmpty(t, got, q)
+		} else {
+			assert.Equal(t, want, got, q)
+		}
+		t.Logf("%s: %s", q, got)
 	}
 
 	// The failure: no gateway pod, no Postgres pod.

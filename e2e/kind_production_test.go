@@ -186,7 +186,7 @@ func TestProductionOnKind(t *testing.T) {
 		}
 	})
 
-	t.Run("a run pod reaches the API but not Postgres, Redis or the agent, which the platform reaches", func(t *testing.T) {
+	t.Run("a run pod reaches the API but not Postgres, Redis, the agent or a metrics port, which the platform reaches", func(t *testing.T) {
 		kindNetworkChecks(t, c, ns, runs)
 	})
 
@@ -525,7 +525,16 @@ func kindNetworkChecks(t *testing.T, c *cluster.Cluster, ns, runs string) {
 		assert.Contains(t, out, target+" open", "the gateway reaches %s", target)
 	}
 
-	pod := kindRunPod("probe", []string{"python", "-c", kindProbe, "api=" + api, "postgres=" + pg, "redis=" + redis, "agent=" + agent})
+	// The metrics ports (metricsSets) admit Prometheus's namespace only.
+	metricsPorts := map[string]string{}
+	for component, port := range map[string]int{"postgresql": 9187, "redis": 9121, "operator": 8080, "installer-exporter": 9150} {
+		metricsPorts[component+"-metrics"] = fmt.Sprintf("%s-%s-metrics.%s.svc.cluster.local:%d", releaseName, component, ns, port)
+	}
+	args := []string{"python", "-c", kindProbe, "api=" + api, "postgres=" + pg, "redis=" + redis, "agent=" + agent}
+	for name, addr := range metricsPorts {
+		args = append(args, name+"="+addr)
+	}
+	pod := kindRunPod("probe", args)
 	_, err = cs.CoreV1().Pods(runs).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	waitFor(t, 5*time.Minute, "the probe run pod ends", func(ctx context.Context) (bool, string, error) {
@@ -540,6 +549,9 @@ func kindNetworkChecks(t *testing.T, c *cluster.Cluster, ns, runs string) {
 	t.Logf("a run pod's connections:\n%s", logs)
 	assert.Contains(t, string(logs), "api open 200")
 	for _, target := range []string{"postgres", "redis", "agent"} {
+		assert.Contains(t, string(logs), target+" blocked", "a run pod opens a connection to %s", target)
+	}
+	for target := range metricsPorts {
 		assert.Contains(t, string(logs), target+" blocked", "a run pod opens a connection to %s", target)
 	}
 }

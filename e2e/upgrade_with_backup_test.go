@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 )
 
@@ -137,6 +138,34 @@ func upgradeWithBackup(t *testing.T) {
 		assert.Equal(t, int32(3), *gw.Spec.Replicas, "--set gateway.replicas=3")
 	})
 
+	t.Run("status shows the backup and the upgrade, and then a failed backup", func(t *testing.T) {
+		var st statusFacts
+		c.deploy(t, "status", "-n", ns, "-o", "json").requireExit(t, 0).data(t, &st)
+		require.NotNil(t, st.LastBackup)
+		assert.True(t, st.LastBackup.Succeeded)
+		assert.Equal(t, d.BackupDir, st.LastBackup.Location)
+		if m != nil {
+			assert.Equal(t, m.DumpSize, st.LastBackup.Bytes)
+		}
+		assert.Equal(t, st.LastBackup, st.LastSuccessfulBackup)
+		require.NotNil(t, st.LastUpgrade)
+		assert.True(t, st.LastUpgrade.Succeeded)
+		assert.Equal(t, 2, st.LastUpgrade.Revision)
+
+		// A directory no one may write: the backup fails once it has reached the database.
+		failed := c.deploy(t, "backup", "-n", ns, "--backup-dir", "/proc/polyaxon-backups")
+		require.NotZero(t, failed.Code, "%s", failed)
+		var after statusFacts
+		c.deploy(t, "status", "-n", ns, "-o", "json").requireExit(t, 0).data(t, &after)
+		out := c.deploy(t, "status", "-n", ns).requireExit(t, 0)
+		t.Logf("status after a failed backup:\n%s", out.Stdout)
+		require.NotNil(t, after.LastBackup)
+		assert.False(t, after.LastBackup.Succeeded)
+		assert.Contains(t, after.LastBackup.Error, "/proc/polyaxon-backups")
+		assert.Equal(t, st.LastSuccessfulBackup, after.LastSuccessfulBackup, "the last successful backup is still the upgrade's")
+		assert.Contains(t, out.Stdout, "last successful backup")
+	})
+
 	t.Run("generated secrets unchanged", func(t *testing.T) {
 		assert.Equal(t, secretsBefore, secretData(t, cs, ns))
 	})
@@ -145,6 +174,13 @@ func upgradeWithBackup(t *testing.T) {
 		assert.Equal(t, []string{target}, appliedMigrations(t, c.pg, dbName(ns)), "the migration pod ran against the release's database")
 		assert.Equal(t, seeded, c.checksums(t, ns))
 	})
+}
+
+// statusFacts is the part of `status -o json`'s data that polyaxon-deploy's facts fill.
+type statusFacts struct {
+	LastBackup           *facts.Attempt `json:"lastBackup"`
+	LastSuccessfulBackup *facts.Attempt `json:"lastSuccessfulBackup"`
+	LastUpgrade          *facts.Attempt `json:"lastUpgrade"`
 }
 
 func jobCondition(j *batchv1.Job, typ batchv1.JobConditionType) bool {

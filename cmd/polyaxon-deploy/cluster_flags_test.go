@@ -37,6 +37,7 @@ func TestEveryCommandTakesTheClusterFlags(t *testing.T) {
 		"rollback":       nil,
 		"convert-values": {"../../installer/convert/testdata/official-values-example.yaml"},
 		"adopt":          {"--from-release", "plx"},
+		"exporter":       {"--listen", "127.0.0.1:0"},
 	}
 	clusterFree := map[string]bool{"render": true, "backup list": true, "completion": true, "version": true, "convert-values": true}
 	cluster := []string{"--kubeconfig", "/nonexistent/kubeconfig", "--context", "no-such-context", "-n", "elsewhere",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
@@ -41,6 +42,29 @@ func historyCommand() *cli.Command {
 type statusData struct {
 	*release.Status
 	Pods []release.PodPlacement `json:"pods"`
+	// What polyaxon-deploy last did to the release (installer/facts); absent when nothing yet.
+	LastBackup           *facts.Attempt `json:"lastBackup,omitempty"`
+	LastSuccessfulBackup *facts.Attempt `json:"lastSuccessfulBackup,omitempty"`
+	LastUpgrade          *facts.Attempt `json:"lastUpgrade,omitempty"`
+}
+
+// attemptText is one backup or upgrade on a line: when, how it ended, and its size and place.
+func attemptText(a *facts.Attempt) string {
+	if a == nil {
+		return "none recorded"
+	}
+	s := a.Time.Format(time.RFC3339)
+	if !a.Succeeded {
+		return s + " failed: " + a.Error
+	}
+	s += " succeeded"
+	if a.Revision > 0 {
+		s += fmt.Sprintf(", revision %d", a.Revision)
+	}
+	if a.Location != "" {
+		s += fmt.Sprintf(", %s in %s", output.HumanBytes(a.Bytes), a.Location)
+	}
+	return s
 }
 
 var placementHeader = []string{"POD", "COMPONENT", "NODE", "POOL", "STATE", "RESTARTS"}
@@ -64,6 +88,11 @@ func (d statusData) Table() ([]string, [][]string) {
 	if s.Hint != "" {
 		rows = append(rows, []string{"hint", s.Hint})
 	}
+	rows = append(rows, []string{"last backup", attemptText(d.LastBackup)})
+	if d.LastBackup != nil && !d.LastBackup.Succeeded {
+		rows = append(rows, []string{"last successful backup", attemptText(d.LastSuccessfulBackup)})
+	}
+	rows = append(rows, []string{"last upgrade", attemptText(d.LastUpgrade)})
 	if len(d.Pods) > 0 {
 		// An empty line ends the two-column block, so the pod table aligns on its own.
 		rows = append(rows, []string{}, placementHeader)
@@ -93,7 +122,12 @@ func runStatus(c *cli.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		res := output.NewResult("status", status).WithData(statusData{Status: st, Pods: pods})
+		f, _, err := facts.Store{Kube: rc.Kube(), Namespace: rc.Namespace(), Release: rc.Name()}.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res := output.NewResult("status", status).WithData(statusData{Status: st, Pods: pods,
+			LastBackup: f.LastBackup, LastSuccessfulBackup: f.LastSuccessfulBackup, LastUpgrade: f.LastUpgrade})
 		info := st.Info
 		fillRelease(res, &info, st.Profile)
 		res.Notes = st.Notes

@@ -43,6 +43,7 @@ func commands() []*cli.Command {
 		restoreCommand(),
 		convertValuesCommand(),
 		adoptCommand(),
+		exporterCommand(),
 		versionCommand(),
 		completionCommand(),
 	}

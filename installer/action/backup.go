@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 )
@@ -77,6 +78,16 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 				a.progress().OK(fmt.Sprintf("Backup verified: %d tables", len(rep.Tables)))
 				return nil
 			}})
+	if rel != nil {
+		dir := ""
+		if res.Manifest != nil {
+			dir = res.Manifest.Dir
+		}
+		cs, cerr := a.Database.Clients.Clientset()
+		if cerr == nil {
+			a.recordFacts(ctx, cs, a.Database.Namespace, a.Database.Release, "backup", func(f *facts.Facts) { f.RecordBackup(backupAttempt(dir, err)) })
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -150,6 +150,7 @@ func (r *installRun) install(ctx context.Context) (err error) {
 // postInstall checks the installed release and reads where its pods landed.
 func (r *installRun) postInstall(ctx context.Context) (*InstallResult, error) {
 	a, res := r.a, r.res
+	a.recordRevision(ctx, r.rc, nil)
 	post := a.Checks
 	post.SettleTime = postCheckSettle
 	var err error

@@ -51,6 +51,9 @@ func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
 		return r.repaired(), nil
 	}
 	res := r.res
+	if res.Action == "rolled-back" {
+		a.recordRevision(ctx, r.rc, nil)
+	}
 	switch res.Action {
 	case "rolled-back":
 		a.progress().OK(fmt.Sprintf("revision %d (%s) marked failed; rolled back to revision %d (now revision %d)", res.PendingRevision, res.PendingStatus, res.RolledBackTo, res.Revision))

@@ -34,6 +34,7 @@ func (a *Rollback) Run(ctx context.Context) (*release.Info, error) {
 		return nil, err
 	}
 	info := r.info
+	a.recordRevision(ctx, r.rc, nil)
 	a.progress().OK(fmt.Sprintf("Release %s rolled back: revision %d runs chart %s (Polyaxon %s)", info.Name, info.Revision, info.ChartVersion, info.AppVersion))
 	a.progress().Warn("the database was not rolled back: if the newer version migrated it, restore the backup taken before that upgrade (polyaxon-deploy restore DIR)")
 	return info, nil

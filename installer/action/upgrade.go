@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"slices"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
@@ -243,6 +244,9 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 		Out:                       a.progress().Writer(),
 		Observer:                  output.NewPhaseObserver(a.progress()),
 	})
+	if !a.DryRun {
+		a.recordUpgrade(ctx, rc, res.Result, err)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -298,4 +302,17 @@ func (a *Upgrade) podSecurity(in *Inputs, namespace string) (release.PodSecurity
 		a.progress().Warn(warning)
 	}
 	return ps, err
+}
+
+// recordUpgrade stores how the upgrade ended, its backup, and the run guards of the revision
+// deployed after it (the new one, or the one a failure left serving).
+func (a *Upgrade) recordUpgrade(ctx context.Context, rc *release.Client, r *upgrade.Result, err error) {
+	attempt := facts.NewAttempt(err)
+	if r != nil && r.Release != nil {
+		attempt.Revision = r.Release.Revision
+	}
+	if b := upgradeBackup(r, err); b != nil {
+		a.recordFacts(ctx, rc.Kube(), rc.Namespace(), rc.Name(), "backup", func(f *facts.Facts) { f.RecordBackup(b) })
+	}
+	a.recordRevision(ctx, rc, attempt)
 }

@@ -62,6 +62,17 @@ func (d Drift) String() string {
 // makes of them: a copy under another name is created in a dry-run, so defaults the server
 // fills in are no difference.
 func (c Client) Compare(ctx context.Context, guards []render.Manifest) ([]Drift, error) {
+	return c.compare(ctx, guards, true)
+}
+
+// Missing returns the guards that are missing and, of a Namespace, its changed labels: what
+// reading alone tells (Compare's dry-run creates need the rights to create each kind, which
+// the exporter must not hold).
+func (c Client) Missing(ctx context.Context, guards []render.Manifest) ([]Drift, error) {
+	return c.compare(ctx, guards, false)
+}
+
+func (c Client) compare(ctx context.Context, guards []render.Manifest, fields bool) ([]Drift, error) {
 	var out []Drift
 	var errs []error
 	for _, g := range guards {
@@ -84,6 +95,9 @@ func (c Client) Compare(ctx context.Context, guards []render.Manifest) ([]Drift,
 			if changed := labelChanges(g.Object.GetLabels(), live.GetLabels()); len(changed) > 0 {
 				out = append(out, Drift{Manifest: g, Labels: changed})
 			}
+			continue
+		}
+		if !fields {
 			continue
 		}
 		want, err := c.asServerMakesIt(ctx, ri, g.Object)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -176,6 +177,9 @@ func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*Unins
 		}
 	}
 	if err := c.deleteInputs(ctx); err != nil {
+		return res, err
+	}
+	if err := (facts.Store{Kube: c.kube, Namespace: c.namespace, Release: c.name}).Delete(ctx); err != nil {
 		return res, err
 	}
 	kept, err := c.keptObjects(ctx, names)

@@ -3,7 +3,8 @@
 # sourced by build-kind-images.sh (its helpers: stamped, import_dir, step; STAMP_LABEL, REPO)
 # after polyaxon-images.sh (standin). Each is one static binary built from the Go module proxy:
 # the exporters under the chart's image names (metrics.postgresql.image, metrics.redis.image),
-# Prometheus and kube-state-metrics under names of our own.
+# Prometheus and kube-state-metrics under names of our own, and polyaxon-deploy itself under
+# the chart's metrics.installer.image (its exporter).
 
 # binary_image IMAGE BINARY ENTRYPOINT_PATH WHAT: an image of one static binary, run as nobody
 # unless the pod says otherwise, labelled as a stand-in for what it replaces.
@@ -22,6 +23,15 @@ binary_image() {
   echo "$img"
 }
 
+# polyaxon-deploy's own image: the binary of this checkout, static, under the chart's version.
+build_deploy_image() {
+  local version out="$BIN/polyaxon-deploy"
+  version="$(awk '/^version:/ {print $2; exit}' "$REPO/charts/polyaxon/Chart.yaml")"
+  (cd "$REPO" && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$out" ./cmd/polyaxon-deploy)
+  binary_image "ghcr.io/polyaxon-deploy/polyaxon-deploy:$version" "$out" /bin/polyaxon-deploy \
+    "ghcr.io/polyaxon-deploy/polyaxon-deploy:$version (this checkout's cmd/polyaxon-deploy)"
+}
+
 build_monitoring_images() {
   local exporters monitoring
   exporters="$("$REPO/e2e/scripts/build-exporters.sh")"
@@ -35,4 +45,5 @@ build_monitoring_images() {
     "Prometheus (github.com/prometheus/prometheus v0.316.0, e2e/scripts/build-monitoring.sh)"
   binary_image polyaxon-deploy/kube-state-metrics:v2.20.0 "$monitoring/kube-state-metrics" /kube-state-metrics \
     "kube-state-metrics v2.20.0 (e2e/scripts/build-monitoring.sh)"
+  build_deploy_image
 }

@@ -11,6 +11,7 @@ rules also read kube-state-metrics and the kubelet.
 {{- if .Values.postgresql.enabled }}{{ $_ := set $ports "postgresql" 9187 }}{{ end -}}
 {{- if .Values.redis.enabled }}{{ $_ := set $ports "redis" 9121 }}{{ end -}}
 {{- if .Values.operator.enabled }}{{ $_ := set $ports "operator" 8080 }}{{ end -}}
+{{- if .Values.metrics.installer.enabled }}{{ $_ := set $ports "installer-exporter" 9150 }}{{ end -}}
 {{- end -}}
 {{- toJson $ports -}}
 {{- end -}}

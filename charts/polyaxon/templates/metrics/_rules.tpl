@@ -81,6 +81,51 @@ groups:
       summary: {{ printf "Polyaxon's Redis (%s) is down" $ns | quote }}
       description: {{ printf "For 2 minutes the exporter beside Redis has reported redis_up 0, or no such exporter has answered (the pod is gone). See `kubectl -n %s describe statefulset %s`." $ns (include "polyaxon.componentName" (dict "ctx" $ "component" "redis")) | quote }}
   {{- end }}
+  {{- with index $job "installer-exporter" }}
+  {{- $sel := printf "namespace=%q, job=%q" $ns . }}
+  - alert: PolyaxonInstallerExporterDown
+    expr: {{ printf "absent(up{%s} == 1)" $sel | quote }}
+    for: 10m
+    labels: {{ merge (dict "severity" "warning") $release | toJson }}
+    annotations:
+      summary: {{ printf "polyaxon-deploy's exporter (%s) answers no scrape" $ns | quote }}
+      description: {{ printf "No target of job %s has been up for 10 minutes: the alerts on backups and run guards cannot fire. See `kubectl -n %s logs deployment/%s`." . $ns (include "polyaxon.componentName" (dict "ctx" $ "component" "installer-exporter")) | quote }}
+  - alert: PolyaxonGuardMissing
+    expr: {{ printf "polyaxon_deploy_guard_ok{%s} == 0" $sel | quote }}
+    for: 1m
+    labels: {{ merge (dict "severity" "critical") $release | toJson }}
+    annotations:
+      summary: {{ "Run guard {{ $labels.guard_kind }} {{ with $labels.guard_namespace }}{{ . }}/{{ end }}{{ $labels.guard_name }} is gone or loosened" | quote }}
+      description: {{ printf "A guard that keeps runs away from the platform (Pod Security labels, an admission policy or its binding, a NetworkPolicy, RBAC, the runs' quota) has been deleted or loosened for a minute, and the API server says nothing of it: runs may now get what it refused. See `polyaxon-deploy check -n %s`; `polyaxon-deploy recover -n %s` puts it back." $ns $ns | quote }}
+  - alert: PolyaxonGuardWidened
+    expr: {{ printf "polyaxon_deploy_guard_extra{%s} == 1" $sel | quote }}
+    for: 1m
+    labels: {{ merge (dict "severity" "critical") $release | toJson }}
+    annotations:
+      summary: {{ "{{ $labels.guard_kind }} {{ with $labels.guard_namespace }}{{ . }}/{{ end }}{{ $labels.guard_name }} widens what the run guards allow" | quote }}
+      description: {{ printf "An object the release does not render (a NetworkPolicy beside the release's or the runs', or a binding that gives the runs' or the release's accounts a role) has stood for a minute: NetworkPolicies add up, so what it allows is allowed. See `polyaxon-deploy check -n %s`, and delete it unless something of yours needs it." $ns | quote }}
+  - alert: PolyaxonBackupFailed
+    expr: {{ printf "polyaxon_deploy_backup_last_attempt_success{%s} == 0" $sel | quote }}
+    labels: {{ merge (dict "severity" "warning") $release | toJson }}
+    annotations:
+      summary: {{ printf "The last backup of Polyaxon's database (%s) failed" $ns | quote }}
+      description: {{ printf "polyaxon-deploy's last backup (a `backup`, or the one before an upgrade) did not end written and verified. `polyaxon-deploy status -n %s` shows its error; the alert clears with the next successful backup." $ns | quote }}
+  {{- with $r.backupMaxAgeHours }}
+  - alert: PolyaxonBackupTooOld
+    expr: {{ printf "time() - max(polyaxon_deploy_backup_last_success_timestamp_seconds{%s} or polyaxon_deploy_facts_since_timestamp_seconds{%s}) > %d" $sel $sel (mul . 3600) | quote }}
+    for: 10m
+    labels: {{ merge (dict "severity" "warning") $release | toJson }}
+    annotations:
+      summary: {{ printf "Polyaxon's database (%s) has no backup of the last %d hours" $ns (int .) | quote }}
+      description: {{ printf "The last successful backup by polyaxon-deploy is {{ $value | humanizeDuration }} old (never backed up: that long since its install), more than %d hours: a lost volume now loses that much. Run `polyaxon-deploy backup -n %s`." (int .) $ns | quote }}
+  {{- end }}
+  - alert: PolyaxonUpgradeFailed
+    expr: {{ printf "polyaxon_deploy_upgrade_last_success{%s} == 0" $sel | quote }}
+    labels: {{ merge (dict "severity" "warning") $release | toJson }}
+    annotations:
+      summary: {{ printf "The last upgrade of Polyaxon (%s) failed" $ns | quote }}
+      description: {{ printf "polyaxon-deploy's last upgrade did not complete: the previous revision serves (see `polyaxon-deploy status -n %s` and `history`). The alert clears with the next successful upgrade." $ns | quote }}
+  {{- end }}
   - alert: PolyaxonVolumeNearlyFull
     expr: {{ printf "kubelet_volume_stats_available_bytes{namespace=%q} / kubelet_volume_stats_capacity_bytes{namespace=%q} < %v" $ns $ns $r.volumeFreeRatio | quote }}
     for: 5m

@@ -1,0 +1,92 @@
+package action
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/guards"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/upgrade"
+)
+
+// recordFacts stores what an action did in the release's facts (installer/facts). The action
+// has done it whether or not this succeeds: a failure is a warning, and the exporter's alerts
+// then read the facts as they were.
+func (e *Env) recordFacts(ctx context.Context, kube kubernetes.Interface, namespace, name, what string, change func(*facts.Facts)) {
+	if kube == nil {
+		return
+	}
+	// The action's context may be what ended it (Ctrl-C): the record is still written.
+	ctx = context.WithoutCancel(ctx)
+	if err := (facts.Store{Kube: kube, Namespace: namespace, Release: name}).Update(ctx, change); err != nil {
+		e.progress().Warn(fmt.Sprintf("%v (status and the exporter's metrics do not show this %s)", err, what))
+	}
+}
+
+// recordRevision stores the deployed revision's run guards and, for an upgrade (upgrade
+// non-nil), how it ended.
+func (e *Env) recordRevision(ctx context.Context, rc *release.Client, upgrade *facts.Attempt) {
+	g, err := deployedGuards(ctx, rc)
+	if err != nil {
+		e.progress().Warn(fmt.Sprintf("reading the run guards of the deployed revision: %v (the exporter keeps comparing the previous ones)", err))
+	}
+	e.recordFacts(ctx, rc.Kube(), rc.Namespace(), rc.Name(), "revision", func(f *facts.Facts) {
+		if g != nil {
+			f.Guards = g
+		}
+		if upgrade != nil {
+			f.LastUpgrade = upgrade
+		}
+	})
+}
+
+// deployedGuards are the run guards of the deployed revision (nil: none deployed).
+func deployedGuards(ctx context.Context, rc *release.Client) (*facts.Guards, error) {
+	rev, err := rc.Deployed(ctx)
+	if err != nil || rev == nil {
+		return nil, err
+	}
+	rendered, err := render.Released(rev)
+	if err != nil {
+		return nil, err
+	}
+	return facts.GuardsOf(rev.Version, guards.Of(rendered, rc.Namespace())), nil
+}
+
+// backupAttempt is how a backup into dir ended (err nil: written and verified).
+func backupAttempt(dir string, err error) *facts.Attempt {
+	a := facts.NewAttempt(err)
+	a.Location = dir
+	if m, merr := backup.ReadManifest(dir); merr == nil && dir != "" {
+		a.Bytes, a.Revision = m.DumpSize, m.Revision
+	}
+	return a
+}
+
+// upgradeBackup is how the backup an upgrade took ended, from its phases (nil: it took none).
+func upgradeBackup(res *upgrade.Result, err error) *facts.Attempt {
+	if res == nil {
+		return nil
+	}
+	took := false
+	for _, p := range res.Phases {
+		if p.Phase != upgrade.PhaseBackup && p.Phase != upgrade.PhaseVerify {
+			continue
+		}
+		switch p.Status {
+		case "failed":
+			return backupAttempt(res.BackupDir, err)
+		case "ok":
+			took = true
+		}
+	}
+	if !took {
+		return nil
+	}
+	return backupAttempt(res.BackupDir, nil)
+}
