@@ -3,6 +3,7 @@
 #   make test   every test: unit, chart, real PostgreSQL, real control plane (e2e), OCI registry
 #   make scan   trivy's misconfiguration checks on every render; fails on HIGH/CRITICAL not in scan-ignore.txt
 #   make package  dist/polyaxon-<version>.tgz, linted; signed (.prov) with KEYRING=... KEY=...
+#   make image  polyaxon-deploy's image (the chart's metrics.installer exporter) in the local Docker engine
 #   make mutate mutation testing (gremlins) of the fast packages: efficacy per package
 SHELL := /bin/bash
 GO ?= go
@@ -18,12 +19,22 @@ TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 # Polyaxon's programs); -parallel only has to let them all wait.
 E2E_PARALLEL ?= 16
 
-.PHONY: all build test unit lint scan mutate package deps demo-deps binaries gateway promtool demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
+.PHONY: all build image test unit lint scan mutate package deps demo-deps binaries gateway promtool demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
 
 all: build
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/polyaxon-deploy
+
+# polyaxon-deploy's binary alone, static, in an image tagged as the chart's metrics.installer.image
+# defaults (push it to your registry, or set IMAGE): the exporter the chart runs.
+CHART_APP := $(shell awk '/^version:/ {print $$2; exit}' charts/polyaxon/Chart.yaml)
+IMAGE ?= ghcr.io/polyaxon-deploy/polyaxon-deploy:$(CHART_APP)
+image:
+	@rm -rf bin/image && mkdir -p bin/image/tmp
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X main.version=$(CHART_APP)' -o bin/image/polyaxon-deploy ./cmd/polyaxon-deploy
+	printf 'FROM scratch\nCOPY polyaxon-deploy /bin/polyaxon-deploy\nCOPY tmp /tmp\nUSER 65534:65534\nENTRYPOINT ["/bin/polyaxon-deploy"]\n' > bin/image/Dockerfile
+	docker build -q -t '$(IMAGE)' bin/image
 
 # The chart as a Helm archive for a registry: `helm push dist/polyaxon-<version>.tgz oci://HOST/PATH`.
 # KEYRING (a secret keyring, gpg --export-secret-keys) and KEY (the key's name) add a provenance file;

@@ -137,6 +137,7 @@ func (a *Adopt) Run(ctx context.Context) (*AdoptResult, error) {
 	if err != nil {
 		return res, err
 	}
+	a.recordRevision(ctx, o.Ours, nil)
 	a.progress().OK(fmt.Sprintf("Release %s/%s adopted into %s/%s", o.Old.Namespace(), o.Old.Name(), o.Ours.Namespace(), o.Ours.Name()))
 	return res, nil
 }

@@ -35,6 +35,9 @@ func (e *Env) recordRevision(ctx context.Context, rc *release.Client, upgrade *f
 	if err != nil {
 		e.progress().Warn(fmt.Sprintf("reading the run guards of the deployed revision: %v (the exporter keeps comparing the previous ones)", err))
 	}
+	if g == nil && upgrade == nil {
+		return // nothing deployed (an interrupted install uninstalled): no facts to start
+	}
 	e.recordFacts(ctx, rc.Kube(), rc.Namespace(), rc.Name(), "revision", func(f *facts.Facts) {
 		if g != nil {
 			f.Guards = g

@@ -47,13 +47,13 @@ func (a *Recover) Run(ctx context.Context) (*release.RecoverResult, error) {
 	if err := a.run(ctx, r.phases()...); err != nil {
 		return nil, err
 	}
+	// The deployed revision's guards, stored afresh: a revision made since by plain helm, or
+	// the one a rollback left, is what the exporter then compares.
+	a.recordRevision(ctx, r.rc, nil)
 	if r.pending == nil {
 		return r.repaired(), nil
 	}
 	res := r.res
-	if res.Action == "rolled-back" {
-		a.recordRevision(ctx, r.rc, nil)
-	}
 	switch res.Action {
 	case "rolled-back":
 		a.progress().OK(fmt.Sprintf("revision %d (%s) marked failed; rolled back to revision %d (now revision %d)", res.PendingRevision, res.PendingStatus, res.RolledBackTo, res.Revision))
