@@ -93,3 +93,21 @@ func upgradeBackup(res *upgrade.Result, err error) *facts.Attempt {
 	}
 	return backupAttempt(res.BackupDir, nil)
 }
+
+// changedSomething: the upgrade got past its checks and version guard (a backup, a migration or
+// the apply ran), so how it ended is an upgrade's result rather than a refusal of bad input.
+func changedSomething(res *upgrade.Result) bool {
+	if res == nil {
+		return false
+	}
+	for _, p := range res.Phases {
+		switch p.Phase {
+		case upgrade.PhaseChecks, upgrade.PhaseInspect, upgrade.PhaseGuard, upgrade.PhaseLock:
+			continue
+		}
+		if p.Status == "ok" || p.Status == "failed" {
+			return true
+		}
+	}
+	return false
+}

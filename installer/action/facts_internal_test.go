@@ -39,3 +39,17 @@ func TestUpgradeBackupReadsThePhases(t *testing.T) {
 	assert.False(t, a.Succeeded)
 	assert.Equal(t, "verifying the backup: table runs: 3 rows, the manifest says 4", a.Error, "the error's first line")
 }
+
+// TestChangedSomething: an upgrade refused by its checks is no failed upgrade in the facts (no
+// alert for a typo in a value); one that backed up, migrated or applied is.
+func TestChangedSomething(t *testing.T) {
+	refused := &upgrade.Result{Phases: []phase.PhaseReport{
+		{Phase: upgrade.PhaseLock, Status: "ok"}, {Phase: upgrade.PhaseChecks, Status: "failed"},
+		{Phase: upgrade.PhaseBackup, Status: "not-run"}, {Phase: upgrade.PhaseApply, Status: "not-run"}}}
+	assert.False(t, changedSomething(refused))
+	assert.False(t, changedSomething(nil))
+	applied := &upgrade.Result{Phases: []phase.PhaseReport{
+		{Phase: upgrade.PhaseChecks, Status: "ok"}, {Phase: upgrade.PhaseBackup, Status: "skipped"},
+		{Phase: upgrade.PhaseApply, Status: "failed"}}}
+	assert.True(t, changedSomething(applied))
+}

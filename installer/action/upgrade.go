@@ -307,6 +307,9 @@ func (a *Upgrade) podSecurity(in *Inputs, namespace string) (release.PodSecurity
 // recordUpgrade stores how the upgrade ended, its backup, and the run guards of the revision
 // deployed after it (the new one, or the one a failure left serving).
 func (a *Upgrade) recordUpgrade(ctx context.Context, rc *release.Client, r *upgrade.Result, err error) {
+	if !changedSomething(r) {
+		return // refused by its checks or guard before the backup: nothing was attempted
+	}
 	attempt := facts.NewAttempt(err)
 	if r != nil && r.Release != nil {
 		attempt.Revision = r.Release.Revision
