@@ -1,16 +1,16 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -110,6 +110,10 @@ func TestProductionOnKind(t *testing.T) {
 	// not depend on new code in them.
 	next := nextVersion(t, 1)
 	images = append(images, retagPolyaxonImages(t, images, installedVersion(t), next)...)
+	// polyaxon-deploy's image (the chart's exporter) is tagged with the chart's version, which
+	// the upgrade's chart copy takes from the next Polyaxon version.
+	const deployImage = "ghcr.io/polyaxon-deploy/polyaxon-deploy"
+	images = append(images, retag(t, imageOf(t, images, deployImage), deployImage+":"+next))
 	// The run images go to the experiments node only: no build runs here (the builds node is
 	// there for the production profile's placement checks).
 	// Prometheus and kube-state-metrics run on the builds node, off the core node's CPU.
@@ -489,12 +493,18 @@ func retagPolyaxonImages(t *testing.T, images []string, from, to string) []strin
 		if !strings.HasPrefix(repo, "polyaxon/") || tag != from {
 			continue
 		}
-		out, err := exec.Command("docker", "tag", img, repo+":"+to).CombinedOutput()
-		require.NoError(t, err, "docker tag %s: %s", img, out)
-		tagged = append(tagged, repo+":"+to)
+		tagged = append(tagged, retag(t, img, repo+":"+to))
 	}
 	require.NotEmpty(t, tagged, "polyaxon images at %s in %v", from, images)
 	return tagged
+}
+
+// retag tags image img as to in the Docker engine, and returns to.
+func retag(t *testing.T, img, to string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "tag", img, to).CombinedOutput()
+	require.NoError(t, err, "docker tag %s %s: %s", img, to, out)
+	return to
 }
 
 // kindNetworkChecks: from a gateway pod (the platform) Postgres and Redis answer; from a pod
@@ -649,39 +659,70 @@ func kubectlExec(c *cluster.Cluster, ns, target string, args ...string) (string,
 	return string(out), err
 }
 
-var forwardingRE = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)
-
-// kindPortForward forwards a loopback port of this machine to target's port with `kubectl
-// port-forward`, as administrators reach a cluster's Services, for the rest of the test, and
-// returns its http URL.
+// kindPortForward forwards a local port to target's port through kubectl and returns its URL.
+// kubectl port-forward exits when one forwarded connection ends in an error (a reset by the
+// pod's side: a stream cut short), which would refuse every later request of the test; so it is
+// started again on the same local port, each exit logged with what kubectl said.
 func kindPortForward(t *testing.T, c *cluster.Cluster, ns, target string, port int) string {
 	t.Helper()
 	kubectl, err := kubeBinaries()
 	require.NoError(t, err)
-	cmd := exec.Command(filepath.Join(kubectl, "kubectl"), "--kubeconfig", c.KubeconfigPath, "-n", ns,
-		"port-forward", "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = cmd.Stdout
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	found := make(chan string, 1)
+	local := freeLoopbackPort(t)
+	var (
+		mu      sync.Mutex
+		current *exec.Cmd
+		done    bool
+	)
+	start := func() (*exec.Cmd, *syncBuffer, error) {
+		out := &syncBuffer{}
+		cmd := exec.Command(filepath.Join(kubectl, "kubectl"), "--kubeconfig", c.KubeconfigPath, "-n", ns,
+			"port-forward", "--address", "127.0.0.1", target, fmt.Sprintf("%d:%d", local, port))
+		cmd.Stdout, cmd.Stderr = out, out
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return nil, nil, errors.New("stopped")
+		}
+		current = cmd
+		return cmd, out, cmd.Start()
+	}
+	exited := make(chan struct{})
 	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			if m := forwardingRE.FindStringSubmatch(s.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
+		defer close(exited)
+		for restarts := 0; ; restarts++ {
+			cmd, out, err := start()
+			if cmd == nil {
+				return
 			}
+			if err == nil {
+				err = cmd.Wait()
+			}
+			mu.Lock()
+			stop := done
+			mu.Unlock()
+			if stop {
+				return
+			}
+			t.Logf("kubectl port-forward %s/%s :%d exited (%v), started again: %s", ns, target, local, err, lastLines(out.String(), 3))
+			time.Sleep(500 * time.Millisecond)
 		}
 	}()
-	select {
-	case p := <-found:
-		return "http://127.0.0.1:" + p
-	case <-time.After(time.Minute):
-		t.Fatalf("kubectl port-forward %s in %s printed no local port in a minute", target, ns)
-		return ""
-	}
+	t.Cleanup(func() {
+		mu.Lock()
+		done = true
+		if current != nil && current.Process != nil {
+			_ = current.Process.Kill()
+		}
+		mu.Unlock()
+		<-exited
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", local)
+	waitFor(t, time.Minute, "kubectl port-forward "+target+" listening on "+addr, func(ctx context.Context) (bool, string, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", conn.Close()
+	})
+	return "http://" + addr
 }
