@@ -3,6 +3,7 @@ package action
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -21,8 +22,10 @@ func (e *Env) recordFacts(ctx context.Context, kube kubernetes.Interface, namesp
 	if kube == nil {
 		return
 	}
-	// The action's context may be what ended it (Ctrl-C): the record is still written.
-	ctx = context.WithoutCancel(ctx)
+	// The action's context may be what ended it (Ctrl-C): the record is still written, within
+	// a bound of its own (an unreachable API server must not hold the command).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	if err := (facts.Store{Kube: kube, Namespace: namespace, Release: name}).Update(ctx, change); err != nil {
 		e.progress().Warn(fmt.Sprintf("%v (status and the exporter's metrics do not show this %s)", err, what))
 	}
