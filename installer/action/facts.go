@@ -51,24 +51,35 @@ func (e *Env) recordRevision(ctx context.Context, rc *release.Client, upgrade *f
 	})
 }
 
-// deployedGuards are the run guards of the deployed revision (nil: none deployed).
+// deployedGuards are the run guards of the deployed revision, to store (nil: none deployed).
 func deployedGuards(ctx context.Context, rc *release.Client) (*facts.Guards, error) {
-	rev, err := rc.Deployed(ctx)
+	rev, version, err := deployedRevisionGuards(ctx, rc)
 	if err != nil || rev == nil {
 		return nil, err
 	}
+	return facts.GuardsOf(version, *rev), nil
+}
+
+// deployedRevisionGuards are the run guards of the deployed revision and its number (nil: none
+// deployed).
+func deployedRevisionGuards(ctx context.Context, rc *release.Client) (*guards.Revision, int, error) {
+	rev, err := rc.Deployed(ctx)
+	if err != nil || rev == nil {
+		return nil, 0, err
+	}
 	rendered, err := render.Released(rev)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return facts.GuardsOf(rev.Version, guards.Of(rendered, rc.Namespace())), nil
+	g := guards.Of(rendered, rc.Namespace())
+	return &g, rev.Version, nil
 }
 
 // backupAttempt is how a backup into dir ended (err nil: written and verified).
 func backupAttempt(dir string, err error) *facts.Attempt {
 	a := facts.NewAttempt(err)
 	a.Location = dir
-	if m, merr := backup.ReadManifest(dir); merr == nil && dir != "" {
+	if m, merr := backup.ReadManifest(dir); dir != "" && merr == nil {
 		a.Bytes, a.Revision = m.DumpSize, m.Revision
 	}
 	return a

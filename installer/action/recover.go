@@ -14,7 +14,6 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/guards"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 // Recover repairs a release left pending-install|upgrade|rollback by a crashed run, under the
@@ -160,15 +159,10 @@ func (r *recoverRun) reportExtras() {
 // names them; it deletes nothing, and returns the objects beside them that widen access
 // (guards.Client.Extra) for the user to delete.
 func restoreGuards(ctx context.Context, rc *release.Client) ([]string, []guards.Extra, error) {
-	rev, err := rc.Deployed(ctx)
-	if err != nil || rev == nil {
+	want, _, err := deployedRevisionGuards(ctx, rc)
+	if err != nil || want == nil {
 		return nil, nil, err
 	}
-	rendered, err := render.Released(rev)
-	if err != nil {
-		return nil, nil, err
-	}
-	want := guards.Of(rendered, rc.Namespace())
 	if len(want.Objects) == 0 {
 		return nil, nil, nil
 	}
@@ -199,6 +193,6 @@ func restoreGuards(ctx context.Context, rc *release.Client) ([]string, []guards.
 	}
 	// The revision's guards first: a user who may not list every binding still gets them back.
 	restored := g.Restore(ctx, drifts, rc.Name(), rc.Namespace())
-	extras, err := g.Extra(ctx, want)
+	extras, err := g.Extra(ctx, *want)
 	return names, extras, errors.Join(restored, err)
 }
