@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
@@ -323,9 +324,9 @@ func scaleTo(t *testing.T, c *cluster.Cluster, ns, kind, name string, n int32) {
 	var err error
 	switch kind {
 	case "Deployment":
-		_, err = c.Clientset.AppsV1().Deployments(ns).Patch(ctx, name, "application/merge-patch+json", patch, metav1.PatchOptions{})
+		_, err = c.Clientset.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	case "StatefulSet":
-		_, err = c.Clientset.AppsV1().StatefulSets(ns).Patch(ctx, name, "application/merge-patch+json", patch, metav1.PatchOptions{})
+		_, err = c.Clientset.AppsV1().StatefulSets(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	}
 	require.NoError(t, err, "scale %s %s to %d", kind, name, n)
 }

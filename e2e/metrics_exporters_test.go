@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -143,10 +142,9 @@ func TestExportersReadTheStoresAsTheChartRunsThem(t *testing.T) {
 
 func freeLoopbackPort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := cluster.FreeLoopbackPort()
 	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // hostArgs are a container's arguments with whole arguments replaced for this machine.

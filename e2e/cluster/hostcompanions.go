@@ -47,7 +47,7 @@ func podPorts(p *corev1.Pod) (map[int32]int, error) {
 			if _, ok := ports[port.ContainerPort]; ok {
 				return nil, fmt.Errorf("pod %s/%s: port %d is declared twice", p.Namespace, p.Name, port.ContainerPort)
 			}
-			hp, err := freeLoopbackPort()
+			hp, err := FreeLoopbackPort()
 			if err != nil {
 				return nil, err
 			}
@@ -61,7 +61,7 @@ func podPorts(p *corev1.Pod) (map[int32]int, error) {
 func containerPorts(c *corev1.Container) (map[int32]int, error) {
 	ports := map[int32]int{}
 	for _, port := range c.Ports {
-		hp, err := freeLoopbackPort()
+		hp, err := FreeLoopbackPort()
 		if err != nil {
 			return nil, err
 		}

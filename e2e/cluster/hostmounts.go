@@ -215,8 +215,8 @@ func writeKubeconfig(c *Cluster, p *corev1.Pod, tokenFile, path string) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// freeLoopbackPort is a port free on 127.0.0.1 at the time of the call.
-func freeLoopbackPort() (int, error) {
+// FreeLoopbackPort is a port free on 127.0.0.1 at the time of the call.
+func FreeLoopbackPort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
