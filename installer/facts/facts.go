@@ -186,15 +186,20 @@ func toolLabels(release string) map[string]string {
 	}
 }
 
+// fields are the stored facts by their ConfigMap key, each a pointer to its field of f.
+func fields(f *Facts) map[string]any {
+	return map[string]any{
+		keyLastBackup: &f.LastBackup, keyLastSuccessfulBackup: &f.LastSuccessfulBackup,
+		keyLastUpgrade: &f.LastUpgrade, keyGuards: &f.Guards,
+	}
+}
+
 func decode(cm *corev1.ConfigMap) (Facts, error) {
 	f := Facts{Since: cm.CreationTimestamp.UTC()}
 	if cm.CreationTimestamp.IsZero() {
 		f.Since = time.Now().UTC().Truncate(time.Second)
 	}
-	for key, into := range map[string]any{
-		keyLastBackup: &f.LastBackup, keyLastSuccessfulBackup: &f.LastSuccessfulBackup,
-		keyLastUpgrade: &f.LastUpgrade, keyGuards: &f.Guards,
-	} {
+	for key, into := range fields(&f) {
 		if raw, ok := cm.Data[key]; ok {
 			if err := json.Unmarshal([]byte(raw), into); err != nil {
 				return f, fmt.Errorf("ConfigMap %s/%s, key %s: %w", cm.Namespace, cm.Name, key, err)
@@ -204,30 +209,17 @@ func decode(cm *corev1.ConfigMap) (Facts, error) {
 	return f, nil
 }
 
+// encode keeps the facts that are set: a fact never recorded has no key.
 func encode(f Facts) (map[string]string, error) {
 	data := map[string]string{}
-	for key, v := range map[string]any{
-		keyLastBackup: f.LastBackup, keyLastSuccessfulBackup: f.LastSuccessfulBackup,
-		keyLastUpgrade: f.LastUpgrade, keyGuards: f.Guards,
-	} {
-		if isNil(v) {
-			continue
-		}
+	for key, v := range fields(&f) {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("encoding %s: %w", key, err)
 		}
-		data[key] = string(b)
+		if string(b) != "null" {
+			data[key] = string(b)
+		}
 	}
 	return data, nil
-}
-
-func isNil(v any) bool {
-	switch p := v.(type) {
-	case *Attempt:
-		return p == nil
-	case *Guards:
-		return p == nil
-	}
-	return v == nil
 }
