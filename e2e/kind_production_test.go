@@ -3,10 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -260,7 +258,7 @@ func TestProductionOnKind(t *testing.T) {
 
 		local := kindPortForward(t, c, gw.Namespace, "svc/traefik", 8443)
 		url := strings.Replace(local, "http://127.0.0.1", "https://localhost", 1)
-		client := gw.Client() // trusts the Gateway's CA, and nothing else
+		client := resendingClient(gw.Client()) // trusts the Gateway's CA, and nothing else
 		var installation struct {
 			Version string `json:"version"`
 		}
@@ -450,6 +448,22 @@ func getJSON(client *http.Client, url string, v any) error {
 // and returns how long the answer took, its status and body.
 func streamedPost(t *testing.T, client *http.Client, url string, chunks int) (time.Duration, int, string) {
 	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t, 2*time.Minute), http.MethodPost, url, nil)
+	require.NoError(t, err)
+	req.GetBody = func() (io.ReadCloser, error) { return chunkedJSON(chunks), nil }
+	req.Body, _ = req.GetBody()
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return time.Since(start), resp.StatusCode, string(body)
+}
+
+// chunkedJSON is a body of chunks JSON lines written a second apart, of unknown length (so sent
+// chunked).
+func chunkedJSON(chunks int) io.ReadCloser {
 	pr, pw := io.Pipe()
 	go func() {
 		for i := range chunks {
@@ -460,15 +474,7 @@ func streamedPost(t *testing.T, client *http.Client, url string, chunks int) (ti
 		}
 		pw.Close()
 	}()
-	req, err := http.NewRequestWithContext(ctxT(t, time.Minute), http.MethodPost, url, pr)
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	start := time.Now()
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return time.Since(start), resp.StatusCode, string(body)
+	return pr
 }
 
 // imageOf is the image of repository repo in images.
@@ -657,72 +663,4 @@ func kubectlExec(c *cluster.Cluster, ns, target string, args ...string) (string,
 	cmd := exec.Command(filepath.Join(kubectl, "kubectl"), append([]string{"--kubeconfig", c.KubeconfigPath, "-n", ns, "exec", target, "--"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// kindPortForward forwards a local port to target's port through kubectl and returns its URL.
-// kubectl port-forward exits when one forwarded connection ends in an error (a reset by the
-// pod's side: a stream cut short), which would refuse every later request of the test; so it is
-// started again on the same local port, each exit logged with what kubectl said.
-func kindPortForward(t *testing.T, c *cluster.Cluster, ns, target string, port int) string {
-	t.Helper()
-	kubectl, err := kubeBinaries()
-	require.NoError(t, err)
-	local := freeLoopbackPort(t)
-	var (
-		mu      sync.Mutex
-		current *exec.Cmd
-		done    bool
-	)
-	start := func() (*exec.Cmd, *syncBuffer, error) {
-		out := &syncBuffer{}
-		cmd := exec.Command(filepath.Join(kubectl, "kubectl"), "--kubeconfig", c.KubeconfigPath, "-n", ns,
-			"port-forward", "--address", "127.0.0.1", target, fmt.Sprintf("%d:%d", local, port))
-		cmd.Stdout, cmd.Stderr = out, out
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return nil, nil, errors.New("stopped")
-		}
-		current = cmd
-		return cmd, out, cmd.Start()
-	}
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		for restarts := 0; ; restarts++ {
-			cmd, out, err := start()
-			if cmd == nil {
-				return
-			}
-			if err == nil {
-				err = cmd.Wait()
-			}
-			mu.Lock()
-			stop := done
-			mu.Unlock()
-			if stop {
-				return
-			}
-			t.Logf("kubectl port-forward %s/%s :%d exited (%v), started again: %s", ns, target, local, err, lastLines(out.String(), 3))
-			time.Sleep(500 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() {
-		mu.Lock()
-		done = true
-		if current != nil && current.Process != nil {
-			_ = current.Process.Kill()
-		}
-		mu.Unlock()
-		<-exited
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", local)
-	waitFor(t, time.Minute, "kubectl port-forward "+target+" listening on "+addr, func(ctx context.Context) (bool, string, error) {
-		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		return true, "", conn.Close()
-	})
-	return "http://" + addr
 }

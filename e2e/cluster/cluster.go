@@ -164,6 +164,11 @@ func newCluster(name, provider, kubeconfig string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: load kubeconfig %s: %w", name, kubeconfig, err)
 	}
+	// The certificates are read now: a config naming files makes client-go poll them for the
+	// process's life, and log an error each time once the cluster's directory is gone.
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil, fmt.Errorf("cluster %q: kubeconfig %s: %w", name, kubeconfig, err)
+	}
 	cfg.QPS, cfg.Burst = 50, 100
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
