@@ -136,6 +136,20 @@ func TestStreamsRoundTrip(t *testing.T) {
 	for table, n := range m.Rows {
 		assert.Equal(t, n, rr.Rows[table], table)
 	}
+	// The streamed tables' rows were written frozen: every page of them is all-frozen in the
+	// visibility map, so that nothing rewrites them for hint bits or for a wraparound vacuum.
+	frozen, err := s.Psql(ctx, "streams_dst", `CREATE EXTENSION pg_visibility;
+SELECT string_agg(format('%s %s/%s', t, (pg_visibility_map_summary(t)).all_frozen, pg_relation_size(t) / 8192), ', ' ORDER BY t)
+FROM unnest(ARRAY['public.runs', 'public.metrics', 'public.artifacts', '"Odd"."we""ird.*?"']::regclass[]) t;
+DROP EXTENSION pg_visibility;`)
+	require.NoError(t, err)
+	for _, table := range strings.Split(frozen, ", ") {
+		f := strings.Fields(table)
+		require.Len(t, f, 2, frozen)
+		done, all, _ := strings.Cut(f[1], "/")
+		assert.Equal(t, all, done, "pages of %s all-frozen (of its pages): %s", f[0], frozen)
+		assert.NotEqual(t, "0", all, "%s has pages", f[0])
+	}
 	// Every index and constraint, whether built as its stream's data came in or at the end.
 	gotSchema, err := pgtest.SchemaObjects(ctx, s, "streams_dst")
 	require.NoError(t, err)

@@ -25,7 +25,8 @@ type childResult struct {
 	Bytes         int64   `json:"bytes"`
 	Dir           string  `json:"dir"`
 	MaxRSS        int64   `json:"maxRSS"`
-	// A backup's CPU time: this process's, and its children's (pg_dump, psql), verify excluded.
+	// CPU time: this process's, and its children's (pg_dump, pg_restore, psql); a backup's
+	// without its verify.
 	CPUSeconds     float64 `json:"cpuSeconds,omitempty"`
 	ToolCPUSeconds float64 `json:"toolCPUSeconds,omitempty"`
 	ChildrenRSS    int64   `json:"childrenRSS"`
@@ -109,6 +110,7 @@ func child() int {
 			return 1
 		}
 		r.Seconds, r.Way, r.Steps = time.Since(t).Seconds(), rep.Way, rep.Steps
+		r.CPUSeconds, r.ToolCPUSeconds = cpuSeconds(syscall.RUSAGE_SELF), cpuSeconds(syscall.RUSAGE_CHILDREN)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown child operation")
 		return 2
