@@ -139,8 +139,8 @@ type waits struct {
 // stop ends the sampling and returns the averages.
 func (w *waitSampler) stop() waits {
 	_ = w.cmd.Process.Kill()
+	_ = w.cmd.Wait() // closes psql's output once it exited, whoever still holds it
 	<-w.done
-	_ = w.cmd.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := waits{Samples: w.samples, Average: map[string]float64{}}
@@ -179,7 +179,9 @@ const clockTicks = 100
 
 // serverCPU is the CPU time, in seconds, of the server: the postmaster's, its reaped children's
 // (every session that ended), and its live children's. The difference of two readings is the
-// CPU time spent between them, a process that ended in between included.
+// CPU time spent between them, a process that ended in between included. A session reaped
+// while its siblings are read would be in neither sum, so the reading is taken again until the
+// postmaster reaped no one during it.
 func serverCPU(srv *pgtest.Server) (float64, error) {
 	b, err := os.ReadFile(filepath.Join(srv.DataDir, "postmaster.pid"))
 	if err != nil {
@@ -189,25 +191,42 @@ func serverCPU(srv *pgtest.Server) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("postmaster.pid: %w", err)
 	}
-	post, err := procStat(pid)
-	if err != nil {
-		return 0, err
+	for {
+		before, err := procStat(pid)
+		if err != nil {
+			return 0, err
+		}
+		children, err := childrenTicks(pid)
+		if err != nil {
+			return 0, err
+		}
+		after, err := procStat(pid)
+		if err != nil {
+			return 0, err
+		}
+		if after.cutime+after.cstime == before.cutime+before.cstime {
+			return float64(after.utime+after.stime+after.cutime+after.cstime+children) / clockTicks, nil
+		}
 	}
-	ticks := post.utime + post.stime + post.cutime + post.cstime
+}
+
+// childrenTicks is the CPU time of parent's live children, in clock ticks.
+func childrenTicks(parent int) (int64, error) {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
 	}
+	var ticks int64
 	for _, d := range dirs {
-		child, err := strconv.Atoi(d.Name())
+		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
 			continue
 		}
-		if st, err := procStat(child); err == nil && st.ppid == int64(pid) {
+		if st, err := procStat(pid); err == nil && st.ppid == int64(parent) {
 			ticks += st.utime + st.stime
 		}
 	}
-	return float64(ticks) / clockTicks, nil
+	return ticks, nil
 }
 
 type procTimes struct{ ppid, utime, stime, cutime, cstime int64 }
