@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,6 +143,9 @@ func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOp
 	if err != nil {
 		return nil, err
 	}
+	if k.snapshotsDir != "" {
+		k.sweepSnapshots(time.Now())
+	}
 	for i := range cfg.Nodes {
 		cfg.Nodes[i].ExtraMounts = append(cfg.Nodes[i].ExtraMounts, k.mounts...)
 		if k.snapshotsDir != "" {
@@ -257,6 +261,42 @@ func (k *KindProvider) Delete(_ context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// snapshotsGrace is how old a snapshot directory with no cluster must be to be swept: a
+// younger one may be a cluster that another process is creating (its directory comes first).
+const snapshotsGrace = 30 * time.Minute
+
+// sweepSnapshots removes what a killed test left in snapshotsDir: the directories of clusters
+// that no longer exist and image archives no load is using, once older than snapshotsGrace.
+// On a tmpfs they hold memory (a killed run of the kind scenario leaves gigabytes) until the
+// next boot. Nothing is removed when the clusters cannot be listed.
+func (k *KindProvider) sweepSnapshots(now time.Time) {
+	live, err := k.p.List()
+	if err != nil {
+		return
+	}
+	entries, err := os.ReadDir(k.snapshotsDir)
+	if err != nil {
+		return
+	}
+	for _, name := range staleSnapshots(entries, live, now) {
+		_ = os.RemoveAll(filepath.Join(k.snapshotsDir, name))
+	}
+}
+
+// staleSnapshots are the entries of a snapshots directory to sweep: directories older than
+// snapshotsGrace whose name is no live cluster's.
+func staleSnapshots(entries []os.DirEntry, live []string, now time.Time) []string {
+	var stale []string
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !e.IsDir() || slices.Contains(live, e.Name()) || now.Sub(info.ModTime()) < snapshotsGrace {
+			continue
+		}
+		stale = append(stale, e.Name())
+	}
+	return stale
 }
 
 // DockerAvailable returns nil when a Docker engine answers `docker info`, else why not.
