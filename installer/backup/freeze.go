@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,23 +24,39 @@ import (
 // database is preceded by TRUNCATE of that (still empty) table and asks for FREEZE.
 // With wal_level=minimal the same pair also skips the WAL of the table's data.
 
-// frozenTables are the new database's ordinary tables (not partitioned, foreign or views),
-// as pg_dump names them in a COPY: schema and name quoted where needed, by the server's
-// quote_ident, whose rules are pg_dump's.
-func frozenTables(ctx context.Context, db Target) (map[string]bool, error) {
-	out, err := psqlQuery(ctx, db, "SELECT format('%I.%I', n.nspname, c.relname) FROM pg_catalog.pg_class c "+
-		"JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "+
+// frozenTables maps the new database's ordinary tables (not partitioned, foreign, temporary or
+// unlogged), as the manifest names them ("schema.name"), to their names as pg_dump writes them
+// in a COPY: schema and name quoted where needed, by the server's quote_ident, whose rules are
+// pg_dump's. Read as JSON: a name may hold any character.
+func frozenTables(ctx context.Context, db Target) (map[string]string, error) {
+	out, err := psqlQuery(ctx, db, "SELECT coalesce(json_agg(json_build_array(n.nspname || '.' || c.relname, format('%I.%I', n.nspname, c.relname))), '[]') "+
+		"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "+
 		"WHERE c.relkind = 'r' AND c.relpersistence = 'p' AND n.nspname NOT IN ('pg_catalog', 'information_schema')")
 	if err != nil {
 		return nil, fmt.Errorf("listing the new database's tables: %w", err)
 	}
-	tables := map[string]bool{}
-	for _, t := range strings.Split(out, "\n") {
-		if t != "" {
-			tables[t] = true
-		}
+	var rows [][2]string
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		return nil, fmt.Errorf("listing the new database's tables: unexpected answer %q: %w", out, err)
+	}
+	tables := make(map[string]string, len(rows))
+	for _, r := range rows {
+		tables[r[0]] = r[1]
 	}
 	return tables, nil
+}
+
+// streamFrozen are the tables of one stream (as the manifest lists them) that are loaded
+// frozen, by their names in a COPY: only a stream's own tables are ever truncated, whatever
+// its archive holds.
+func streamFrozen(all map[string]string, streamTables []string) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range streamTables {
+		if q, ok := all[t]; ok {
+			out[q] = true
+		}
+	}
+	return out
 }
 
 // loadFrozen is a pipeTool that loads an archive's data into db, in one transaction, its
@@ -107,6 +124,9 @@ func freezeCopies(r io.Reader, w io.Writer, tables map[string]bool) error {
 		// SQL, a line at a time: the statements are short, and a COPY header fits the
 		// buffer (1,600 columns of 63 bytes do).
 		line, err := br.ReadSlice('\n')
+		if metaCommand(line) {
+			return fmt.Errorf("the dump's SQL holds a psql meta-command (%.40q): refused", line)
+		}
 		switch {
 		case err == nil && bytes.HasSuffix(line, []byte(copyHeaderEnd)):
 			if _, err := bw.WriteString(frozenCopy(string(line), tables)); err != nil {
@@ -172,6 +192,33 @@ func copyData(br *bufio.Reader, bw *bufio.Writer) error {
 	}
 }
 
+// metaCommand says whether a line of SQL holds a psql meta-command: a backslash outside quoted
+// literals, identifiers and comments (pg_restore's SQL has standard_conforming_strings on),
+// other than the \restrict and \unrestrict lines pg_dump writes around it. pg_restore's SQL of
+// a table's data holds none, and psql would run one (\! runs a shell command) before the
+// archive's sha256 is known.
+func metaCommand(line []byte) bool {
+	if bytes.HasPrefix(line, []byte(`\restrict `)) || bytes.HasPrefix(line, []byte(`\unrestrict `)) {
+		return false
+	}
+	var quote byte
+	for i, c := range line {
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '-' && i+1 < len(line) && line[i+1] == '-':
+			return false
+		case c == '\\':
+			return true
+		}
+	}
+	return false
+}
+
 // frozenCopy rewrites a COPY header for one of tables ("COPY schema.name (columns) FROM
 // stdin;\n") as TRUNCATE ONLY of the table and the COPY with FREEZE; any other line is
 // returned as it is.
@@ -181,7 +228,8 @@ func frozenCopy(header string, tables map[string]bool) string {
 		return header
 	}
 	for t := range tables {
-		if after, ok := strings.CutPrefix(rest, t+" "); ok && (strings.HasPrefix(after, "(") || after == copyHeaderEnd[1:]) {
+		// A table without columns has none listed: "COPY s.t  FROM stdin;".
+		if after, ok := strings.CutPrefix(rest, t+" "); ok && (strings.HasPrefix(after, "(") || after == copyHeaderEnd) {
 			return "TRUNCATE ONLY " + t + ";\n" + strings.TrimSuffix(header, copyHeaderEnd) + " FROM stdin WITH (FREEZE);\n"
 		}
 	}

@@ -64,3 +64,33 @@ func TestFreezeCopiesRefusesDataCutShort(t *testing.T) {
 		assert.ErrorContains(t, err, "ended inside a COPY's data", "%q", in)
 	}
 }
+
+func TestFreezeCopiesZeroColumnsAndLongStatements(t *testing.T) {
+	long := "SELECT pg_catalog.setval('public.s', 1, true); -- " + strings.Repeat("y", 300<<10) + "\n"
+	in := "COPY public.empty  FROM stdin;\n\\.\n" + long + "COPY public.other (a) FROM stdin;\n1\n\\.\n"
+	var out bytes.Buffer
+	require.NoError(t, freezeCopies(strings.NewReader(in), &out, map[string]bool{"public.empty": true}))
+	assert.Equal(t, "TRUNCATE ONLY public.empty;\nCOPY public.empty  FROM stdin WITH (FREEZE);\n\\.\n"+long+
+		"COPY public.other (a) FROM stdin;\n1\n\\.\n", out.String(), "a table without columns is frozen too; a statement longer than the buffer goes through")
+}
+
+// A dump's SQL that would make psql run a meta-command (a shell command with \!) is refused
+// before psql reads it; backslashes in literals, identifiers, comments and data are not commands.
+func TestFreezeCopiesRefusesMetaCommands(t *testing.T) {
+	for _, line := range []string{
+		"\\! touch /tmp/owned\n",
+		"SELECT 1; \\! touch /tmp/owned\n",
+		"SELECT pg_catalog.setval('public.s', 1, true); \\o /tmp/owned\n",
+	} {
+		err := freezeCopies(strings.NewReader("SET x = 1;\n"+line), &bytes.Buffer{}, nil)
+		assert.ErrorContains(t, err, "psql meta-command", "%q", line)
+	}
+	fine := "\\restrict abc123\n" +
+		"SELECT pg_catalog.setval('public.\"a\\b\"', 1, true);\n" +
+		"-- Data for Name: a\\b; Type: TABLE DATA\n" +
+		"COPY public.t (a) FROM stdin;\n\\\\N\n\\! not a command: data\n\\.\n" +
+		"\\unrestrict abc123\n"
+	var out bytes.Buffer
+	require.NoError(t, freezeCopies(strings.NewReader(fine), &out, nil))
+	assert.Equal(t, fine, out.String())
+}

@@ -185,7 +185,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 				return err
 			}
 		} else {
-			err := restorePart(ctx, dumps[i], parts[i], m.Compression.Codec, loadFrozen(scratch, base, tables), unchanged)
+			err := restorePart(ctx, dumps[i], parts[i], m.Compression.Codec, loadFrozen(scratch, base, streamFrozen(tables, parts[i].Tables)), unchanged)
 			if err != nil {
 				return err
 			}
