@@ -234,7 +234,7 @@ func benchSize(ctx context.Context, o options, size int64) (*sizeResult, error) 
 			if err != nil {
 				return 0, "", err
 			}
-			if !equalMaps(want, got) {
+			if !maps.Equal(want, got) {
 				res.Identical = false
 				fmt.Printf("  CONTENTS DIFFER in %s (%s): want %v got %v\n", db, name, want, got)
 			}
