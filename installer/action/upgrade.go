@@ -120,31 +120,85 @@ func releaseValuesFile(origin release.Origin) (values.File, error) {
 	return values.File{Name: fmt.Sprintf("values of revision %d (--keep-release-values)", origin.Revision), Content: string(b)}, nil
 }
 
+// upgradeRun is one upgrade's state, which its steps share: the steps before the pipeline
+// read and ask (nothing changes before the pipeline's lock), and the pipeline asks it back
+// for its checks.
+type upgradeRun struct {
+	a      *Upgrade
+	loaded *loaded
+	rc     *release.Client
+	origin release.Origin
+	// stored are the inputs this run layers its own over: the deployed revision's.
+	stored release.Inputs
+	in     *Inputs
+	sizing *plan.RunPools
+	res    *UpgradeResult
+}
+
 // Run upgrades. A result with Inputs comes back once the inputs are known, with any error.
 func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
-	l, err := a.read(ctx, a.Given)
-	if err != nil {
+	r := &upgradeRun{a: a}
+	if err := runSteps(ctx, r.readGiven, r.client, r.refuseKeepAndReset, r.readOrigin, r.storedInputs, r.build, r.size); err != nil {
 		return nil, err
 	}
-	rc, err := a.Release()
-	if err != nil {
-		return nil, err
+	r.res = &UpgradeResult{Inputs: r.in}
+	if err := runSteps(ctx, r.outside, r.upgrade); err != nil {
+		return r.res, err
 	}
-	if a.KeepReleaseValues && a.ResetValues {
-		return nil, &UsageError{Err: errors.New("--keep-release-values and --reset-values: give one (--reset-values drops the stored -f/--set, --keep-release-values replaces them with the deployed revision's values)")}
+	r.report()
+	return r.res, nil
+}
+
+// runSteps runs the steps an action takes before its pipeline (upgrade's, adopt's), in order
+// up to the first error. They read and ask, and leave nothing to undo: the pipeline's phases,
+// under its lock, are what change the release.
+func runSteps(ctx context.Context, steps ...func(context.Context) error) error {
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return err
+		}
 	}
-	a.Render = withCluster(a.Render, a.Cluster)
-	origin, err := rc.Origin(ctx)
+	return nil
+}
+
+// readGiven reads this run's inputs and the chart: a bad input fails before the cluster is
+// asked.
+func (r *upgradeRun) readGiven(ctx context.Context) (err error) {
+	r.loaded, err = r.a.read(ctx, r.a.Given)
+	return err
+}
+
+func (r *upgradeRun) client(context.Context) (err error) {
+	r.rc, err = r.a.Release()
+	return err
+}
+
+func (r *upgradeRun) refuseKeepAndReset(context.Context) error {
+	if r.a.KeepReleaseValues && r.a.ResetValues {
+		return &UsageError{Err: errors.New("--keep-release-values and --reset-values: give one (--reset-values drops the stored -f/--set, --keep-release-values replaces them with the deployed revision's values)")}
+	}
+	return nil
+}
+
+// readOrigin reads the cluster's capabilities for the renders, then the deployed revision
+// and the inputs stored with it.
+func (r *upgradeRun) readOrigin(ctx context.Context) (err error) {
+	r.a.Render = withCluster(r.a.Render, r.a.Cluster)
+	r.origin, err = r.rc.Origin(ctx)
 	if errors.Is(err, release.ErrNotInstalled) {
-		return nil, fmt.Errorf("%w: use `polyaxon-deploy install`", err)
+		return fmt.Errorf("%w: use `polyaxon-deploy install`", err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	stored := origin.Inputs
+	return err
+}
+
+// storedInputs says which stored inputs this run's apply on top of: the deployed revision's,
+// or (--keep-release-values) the values of a revision made outside polyaxon-deploy.
+func (r *upgradeRun) storedInputs(context.Context) error {
+	a, origin := r.a, r.origin
+	r.stored = origin.Inputs
 	switch {
-	case origin.InputsRevision == 0 && l.given.Profile == "":
-		return nil, &UsageError{Err: fmt.Errorf("release %s has no stored inputs (installed with plain helm?): pass --profile and your -f/--set explicitly (--keep-release-values keeps the deployed revision's values under them)", rc.Name())}
+	case origin.InputsRevision == 0 && r.loaded.given.Profile == "":
+		return &UsageError{Err: fmt.Errorf("release %s has no stored inputs (installed with plain helm?): pass --profile and your -f/--set explicitly (--keep-release-values keeps the deployed revision's values under them)", r.rc.Name())}
 	case origin.InputsRevision == 0:
 		a.progress().Warn("no stored inputs for this release: using only this run's --profile, -f and --set")
 	default:
@@ -153,74 +207,72 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 			reset = " (--reset-values: stored -f/--set dropped)"
 		}
 		a.progress().Step(fmt.Sprintf("Inputs of revision %d: profile %s, %d values file(s), %d --set; this run's flags apply on top%s",
-			origin.InputsRevision, stored.Profile, len(stored.ValuesFiles), len(stored.Set)+len(stored.SetString)+len(stored.SetFile), reset))
+			origin.InputsRevision, r.stored.Profile, len(r.stored.ValuesFiles), len(r.stored.Set)+len(r.stored.SetString)+len(r.stored.SetFile), reset))
 	}
 	if origin.Outside() && a.KeepReleaseValues {
 		// The deployed revision's values take the place of the stored -f/--set: they are what
 		// runs now. They are stored with the new revision as a values file.
 		kept, err := releaseValuesFile(origin)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		stored = stored.Layer(release.Inputs{ValuesFiles: []values.File{kept}}, true)
+		r.stored = r.stored.Layer(release.Inputs{ValuesFiles: []values.File{kept}}, true)
 	}
-	a.Secrets.Add(secretsOf(stored)...)
-	in, err := a.build(l, stored.Layer(l.given, a.ResetValues))
-	if err != nil {
-		return nil, err
-	}
-	sized := a.Render
+	return nil
+}
+
+// build layers this run's inputs over the stored ones.
+func (r *upgradeRun) build(context.Context) (err error) {
+	r.a.Secrets.Add(secretsOf(r.stored)...)
+	r.in, err = r.a.build(r.loaded, r.stored.Layer(r.loaded.given, r.a.ResetValues))
+	return err
+}
+
+// size sizes the release from the run pools, rendered as an upgrade.
+func (r *upgradeRun) size(ctx context.Context) (err error) {
+	sized := r.a.Render
 	sized.IsUpgrade = true
-	sizing, err := a.sizeFromPools(ctx, in, poolSizing{clients: a.Checks.Clients, render: sized})
+	r.sizing, err = r.a.sizeFromPools(ctx, r.in, poolSizing{clients: r.a.Checks.Clients, render: sized})
+	return err
+}
+
+// outside lists what the upgrade changes of a revision made outside polyaxon-deploy, and asks.
+func (r *upgradeRun) outside(context.Context) error {
+	if !r.origin.Outside() {
+		return nil
+	}
+	return r.a.outside(r.origin, r.in, r.res, r.sizing)
+}
+
+// upgrade runs the pipeline and records how it ended (a dry run records nothing).
+func (r *upgradeRun) upgrade(ctx context.Context) error {
+	opts, err := r.options()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res := &UpgradeResult{Inputs: in}
-	if origin.Outside() {
-		if err := a.outside(origin, in, res, sizing); err != nil {
-			return res, err
-		}
+	r.res.Result, err = upgrade.Run(ctx, opts)
+	if !r.a.DryRun {
+		r.a.recordUpgrade(ctx, r.rc, r.res.Result, err)
 	}
+	return err
+}
+
+// options are the pipeline's: the new release, the policy flags, and this run's checks and
+// migration Job for its phases.
+func (r *upgradeRun) options() (upgrade.Options, error) {
+	a, in, rc := r.a, r.in, r.rc
 	timeout := TimeoutOf(a.Timeout, in.Profile)
-	checks := func(pre bool) func(context.Context) error {
-		c := a.Checks
-		if !pre {
-			c.SettleTime = postCheckSettle
-		}
-		return func(ctx context.Context) error {
-			opts := a.Render
-			opts.IsUpgrade = true
-			rendered, err := a.render(in, opts)
-			if err != nil {
-				return err
-			}
-			if pre {
-				if c.Recreated, err = recreatedByUpgrade(ctx, rc, in, rendered); err != nil {
-					return err
-				}
-			}
-			rep, err := a.runChecks(ctx, c, in, rendered, pre)
-			if err != nil {
-				return err
-			}
-			res.Checks = append(res.Checks, rep.Results...)
-			if rep.Failed() {
-				return &ChecksFailedError{Report: rep}
-			}
-			return nil
-		}
-	}
 	// The Job is rendered as the chart writes it, whatever the cluster serves.
 	migrationJob, err := upgrade.MigrationJob(in.Chart, in.Values, render.Options{ReleaseName: a.Render.ReleaseName, Namespace: a.Render.Namespace})
 	if err != nil {
-		return res, err
+		return upgrade.Options{}, err
 	}
 	ps, err := a.podSecurity(in, rc.Namespace())
 	if err != nil {
-		return res, err
+		return upgrade.Options{}, err
 	}
 	kube := rc.Kube()
-	res.Result, err = upgrade.Run(ctx, upgrade.Options{
+	return upgrade.Options{
 		PodSecurity:               &ps,
 		RevisionPodSecurity:       RevisionPodSecurity(rc, a.progress()),
 		Release:                   rc,
@@ -228,8 +280,8 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 		Values:                    in.Values,
 		Inputs:                    in.Given,
 		Timeout:                   timeout,
-		Checks:                    checks(true),
-		PostChecks:                checks(false),
+		Checks:                    r.preChecks,
+		PostChecks:                r.postChecks,
 		Backuper:                  a.Database.backuper(&a.Env, kube),
 		BackupRequired:            in.Profile.Policy.BackupRequired,
 		SkipBackup:                a.SkipBackup,
@@ -243,20 +295,55 @@ func (a *Upgrade) Run(ctx context.Context) (*UpgradeResult, error) {
 		DryRun:                    a.DryRun,
 		Out:                       a.progress().Writer(),
 		Observer:                  output.NewPhaseObserver(a.progress()),
-	})
-	if !a.DryRun {
-		a.recordUpgrade(ctx, rc, res.Result, err)
+	}, nil
+}
+
+// preChecks are the pipeline's checks phase: the upgraded release's preflight checks, the
+// objects the upgrade recreates validated as new.
+func (r *upgradeRun) preChecks(ctx context.Context) error { return r.checks(ctx, true) }
+
+// postChecks are the pipeline's post-checks phase, given time for the rollouts to settle.
+func (r *upgradeRun) postChecks(ctx context.Context) error { return r.checks(ctx, false) }
+
+// checks renders the upgraded release and runs the checks on it; every result is kept in
+// the upgrade's result, and a failure is a *ChecksFailedError.
+func (r *upgradeRun) checks(ctx context.Context, pre bool) error {
+	a := r.a
+	c := a.Checks
+	if !pre {
+		c.SettleTime = postCheckSettle
 	}
+	opts := a.Render
+	opts.IsUpgrade = true
+	rendered, err := a.render(r.in, opts)
 	if err != nil {
-		return res, err
+		return err
 	}
+	if pre {
+		if c.Recreated, err = recreatedByUpgrade(ctx, r.rc, r.in, rendered); err != nil {
+			return err
+		}
+	}
+	rep, err := a.runChecks(ctx, c, r.in, rendered, pre)
+	if err != nil {
+		return err
+	}
+	r.res.Checks = append(r.res.Checks, rep.Results...)
+	if rep.Failed() {
+		return &ChecksFailedError{Report: rep}
+	}
+	return nil
+}
+
+// report says how the upgrade ended.
+func (r *upgradeRun) report() {
+	res := r.res
 	if res.DryRun {
-		a.progress().OK("dry run: checks and version guard passed; nothing was changed")
-	} else {
-		a.progress().OK(fmt.Sprintf("Release %s upgraded to revision %d (chart %s, Polyaxon %s)",
-			rc.Name(), res.Release.Revision, res.Release.ChartVersion, res.Release.AppVersion))
+		r.a.progress().OK("dry run: checks and version guard passed; nothing was changed")
+		return
 	}
-	return res, nil
+	r.a.progress().OK(fmt.Sprintf("Release %s upgraded to revision %d (chart %s, Polyaxon %s)",
+		r.rc.Name(), res.Release.Revision, res.Release.ChartVersion, res.Release.AppVersion))
 }
 
 // recreatedByUpgrade names the objects ("Kind/name") the upgrade deletes and creates afresh:
