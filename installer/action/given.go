@@ -144,12 +144,8 @@ func (e *Env) readFiles(g Given) (in release.Inputs, warns []values.Warning, err
 	if err != nil {
 		return in, nil, &UsageError{Err: err}
 	}
-	for _, p := range pairs {
-		f, err := values.ReadSetFile(p.Key, p.Path)
-		if err != nil {
-			return in, nil, fmt.Errorf("--set-file %s=%s: %w", p.Key, p.Path, err)
-		}
-		in.SetFile = append(in.SetFile, f)
+	if in.SetFile, err = values.ReadSetFiles(pairs); err != nil {
+		return in, nil, err
 	}
 	return in, warns, nil
 }

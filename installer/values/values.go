@@ -149,14 +149,8 @@ func (o Options) Layers(profileName string, profile map[string]any) (Layers, err
 	if err != nil {
 		return l, err
 	}
-	for _, p := range pairs {
-		f, err := ReadSetFile(p.Key, p.Path)
-		if err != nil {
-			return l, fmt.Errorf("--set-file %s=%s: %w", p.Key, p.Path, err)
-		}
-		l.SetFiles = append(l.SetFiles, f)
-	}
-	return l, nil
+	l.SetFiles, err = ReadSetFiles(pairs)
+	return l, err
 }
 
 // BuildFiles is Build over the files o names: the profile, then o's layers.
@@ -188,6 +182,20 @@ func Read(path string) (File, error) {
 		return File{}, err
 	}
 	return File{Name: path, Content: string(data)}, nil
+}
+
+// ReadSetFiles reads the files of --set-file pairs (SetFilePairs), in order; an error names
+// the pair.
+func ReadSetFiles(pairs []SetFilePair) ([]File, error) {
+	var out []File
+	for _, p := range pairs {
+		f, err := ReadSetFile(p.Key, p.Path)
+		if err != nil {
+			return out, fmt.Errorf("--set-file %s=%s: %w", p.Key, p.Path, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // ReadSetFile reads the file of --set-file key=path: the File is named by the key.
