@@ -88,7 +88,7 @@ func restorePart(ctx context.Context, path string, p DumpPart, codec string, too
 		if aerr := in.altered(p, withStderr(toolErr, stderr), after); aerr != nil {
 			return aerr
 		}
-		return fmt.Errorf("pg_restore of %s failed: %w; %s", p.File, withStderr(toolErr, stderr), after)
+		return fmt.Errorf("restoring %s failed: %w; %s", p.File, withStderr(toolErr, stderr), after)
 	}
 	// pg_restore may stop once it has what its sections need (post-data needs only the table
 	// of contents): the rest of the file is hashed all the same, before anything is committed.
@@ -185,7 +185,11 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 				return err
 			}
 		} else {
-			err := restorePart(ctx, dumps[i], parts[i], m.Compression.Codec, loadFrozen(scratch, base, streamFrozen(tables, parts[i].Tables)), unchanged)
+			load := loadFrozen(scratch, base, streamFrozen(tables, parts[i].Tables))
+			if len(args) == 0 { // pg_restore's options of the user's are pg_restore's to apply
+				load = copyLoad{db: scratch, frozen: tables, log: s.log}.tool(parts[i].Tables, load)
+			}
+			err := restorePart(ctx, dumps[i], parts[i], m.Compression.Codec, load, unchanged)
 			if err != nil {
 				return err
 			}

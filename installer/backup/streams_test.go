@@ -130,6 +130,8 @@ func TestStreamsRoundTrip(t *testing.T) {
 	require.NoError(t, err, logs.String())
 	assert.Equal(t, RestoredBySwap, rr.Way)
 	assert.Contains(t, logs.String(), "checkpoint taken", "the restored copy is written out before the swap")
+	assert.Equal(t, len(m.Streams)-1, strings.Count(logs.String(), "loaded by COPY"), "every stream's archive but the schema's is loaded by our process")
+	assert.NotContains(t, logs.String(), "loaded by pg_restore")
 	got, err := pgtest.Checksums(ctx, s, "streams_dst")
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
