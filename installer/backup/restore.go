@@ -162,14 +162,14 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	// check counts the rows of the restored database (the new one, by swap), which must have
 	// every table of the dump.
 	var rows map[string]int64
-	check := func(ctx context.Context) error {
-		log.Info("counting the restored tables' rows", "tables", len(rep.Tables))
+	check := func(ctx context.Context, known map[string]int64) error {
+		log.Info("counting the restored tables' rows", "tables", len(rep.Tables), "known from their loads", len(known))
 		if sw == nil {
-			counted, cerr := checkRestored(ctx, target, rep.Tables, 1)
+			counted, cerr := checkRestored(ctx, target, rep.Tables, 1, nil)
 			rows = counted
 			return cerr
 		}
-		counted, cerr := checkRestored(ctx, sw.restored(), rep.Tables, sw.jobs)
+		counted, cerr := checkRestored(ctx, sw.restored(), rep.Tables, sw.jobs, known)
 		if cerr != nil {
 			return fmt.Errorf("%w; the restored copy is dropped, %s is unchanged", cerr, target)
 		}
@@ -211,7 +211,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	}
 
 	if !checked {
-		if err := check(ctx); err != nil {
+		if err := check(ctx, nil); err != nil {
 			return nil, fmt.Errorf("restore %s: %w", dir, err)
 		}
 		clock.done("count the rows of every table")
@@ -234,9 +234,9 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 
 // checkRestored counts the rows of the restored database's tables; every table of the dump
 // must be among them. One psql run finds the tables, up to sessions count their rows, a table
-// per statement.
-func checkRestored(ctx context.Context, t Target, tables []string, sessions int) (map[string]int64, error) {
-	counts, err := countRowsEach(ctx, t, sessions)
+// per statement; those of known are not counted again.
+func checkRestored(ctx context.Context, t Target, tables []string, sessions int, known map[string]int64) (map[string]int64, error) {
+	counts, err := countRowsEach(ctx, t, sessions, known)
 	if err != nil {
 		return nil, fmt.Errorf("checking the result: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -102,7 +103,7 @@ func restorePart(ctx context.Context, path string, p DumpPart, codec string, too
 // with check (restore's count of the rows) beside it: post-data adds no rows and drops no
 // table, and the count's locks (ACCESS SHARE, one table after the other) never wait for
 // anything that waits for them. The restored copy is left for the swap.
-func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dumps []string, m *Manifest, args []string, clock *stepClock, check func(context.Context) error) error {
+func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dumps []string, m *Manifest, args []string, clock *stepClock, check func(context.Context, map[string]int64) error) error {
 	parts := m.Parts()
 	plan, err := s.readPostDataPlan(ctx, spoolFile, parts)
 	planned := err == nil
@@ -133,7 +134,13 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	base := append([]string{"--exit-on-error", "--no-owner", "--no-password"}, args...)
 	fromSpool := func(ctx context.Context, extra ...string) error {
 		stderr := newTail(8192)
-		if err := scratch.Run(ctx, "pg_restore", append(append(slices.Clone(base), extra...), spoolFile), Stdio{Stderr: stderr}); err != nil {
+		sp := scratch
+		if o := os.Getenv("EXP_PGOPTIONS"); o != "" {
+			c := *scratch
+			c.env = append(slices.Clone(c.env), "PGOPTIONS="+o)
+			sp = &c
+		}
+		if err := sp.Run(ctx, "pg_restore", append(append(slices.Clone(base), extra...), spoolFile), Stdio{Stderr: stderr}); err != nil {
 			return fmt.Errorf("pg_restore %s into the new database failed: %w; %s", strings.Join(extra, " "), withStderr(err, stderr), unchanged)
 		}
 		return nil
@@ -178,6 +185,9 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 			flushing.Go(func() { s.flushEarly(flushCtx, began) })
 		}
 	}
+	// The rows of the tables loaded by COPY, as the server counted them: check does not count
+	// them again.
+	var loaded loadedRows
 	// restoreStream restores stream i's data, then builds its indexes and keys.
 	restoreStream := func(ctx context.Context, i int) error {
 		if i == 0 {
@@ -187,7 +197,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 		} else {
 			load := loadFrozen(scratch, base, streamFrozen(tables, parts[i].Tables))
 			if len(args) == 0 { // pg_restore's options of the user's are pg_restore's to apply
-				load = copyLoad{db: scratch, frozen: tables, log: s.log}.tool(parts[i].Tables, load)
+				load = copyLoad{db: scratch, frozen: tables, log: s.log, loaded: loaded.add}.tool(parts[i].Tables, load)
 			}
 			err := restorePart(ctx, dumps[i], parts[i], m.Compression.Codec, load, unchanged)
 			if err != nil {
@@ -253,7 +263,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	clock.done(fmt.Sprintf("pg_restore the data of %d streams at once, checking their sha256s; each stream's indexes and keys (%d) once its data is in, the foreign keys (%d) once their tables' are, validated %d at a time", len(parts), early, len(plan.fks), s.jobs))
 	g, gctx = errgroup.WithContext(ctx)
 	g.Go(func() error { return postData(gctx, restList, plan.rest) })
-	g.Go(func() error { return check(gctx) })
+	g.Go(func() error { return check(gctx, loaded.snapshot()) })
 	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted; %s: %w", unchanged, ctx.Err())
@@ -263,6 +273,29 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	flushing.Wait()
 	clock.done(fmt.Sprintf("pg_restore the rest of post-data (%d entries; --jobs %d), counting the rows of every table beside it", len(plan.rest), s.jobs))
 	return nil
+}
+
+// loadedRows adds up the row counts of the streams loaded at once.
+type loadedRows struct {
+	mu   sync.Mutex
+	rows map[string]int64
+}
+
+func (c *loadedRows) add(rows map[string]int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rows == nil {
+		c.rows = map[string]int64{}
+	}
+	for t, n := range rows {
+		c.rows[t] += n
+	}
+}
+
+func (c *loadedRows) snapshot() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.rows)
 }
 
 // flushEarly asks the server for a checkpoint. Dropping a database takes an immediate one,

@@ -3,6 +3,7 @@ package backup
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,12 +22,12 @@ const countRowsSQL = `SELECT schemaname || '.' || tablename,
   substring(query_to_xml(format('SELECT count(*) AS n FROM %I.%I', schemaname, tablename), false, true, '')::text FROM '<n>(\d+)</n>')
 FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`
 
-// countStatementsSQL writes, for every table countRowsSQL counts, the size of its heap and the
-// statement that counts its rows alone (countRowsEach runs each on its own), separated by a
-// space.
-const countStatementsSQL = `SELECT pg_relation_size(format('%I.%I', schemaname, tablename)) || ' ' ||
-  format('SELECT %L, count(*) FROM %I.%I', schemaname || '.' || tablename, schemaname, tablename)
-FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`
+// countStatementsSQL writes, for every table countRowsSQL counts, a JSON array of the size of
+// its heap, its name and the statement that counts its rows alone (countRowsEach runs each on
+// its own).
+const countStatementsSQL = `SELECT json_build_array(pg_relation_size(format('%I.%I', schemaname, tablename)), schemaname || '.' || tablename,
+  format('SELECT %L, count(*) FROM %I.%I', schemaname || '.' || tablename, schemaname, tablename))
+FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY schemaname, tablename`
 
 // countStatementsPerRun bounds the -c arguments of one psql: through a pod, every argument
 // travels in the exec request's URL.
@@ -65,11 +66,12 @@ func CountRows(ctx context.Context, t Target) (map[string]int64, error) {
 // count beside pg_restore's last pass never holds one table while waiting for another (see
 // restoreStreams). The statements go as arguments, not on stdin: an exec whose stdin ends
 // before its program does can be left open by a pod's runtime. Up to sessions psql runs
-// count at once, each a share of the tables of about the same size.
-func countRowsEach(ctx context.Context, t Target, sessions int) (map[string]int64, error) {
+// count at once, each a share of the tables of about the same size. The tables of known are
+// not counted again: their rows are known's (what the server's COPYs loaded).
+func countRowsEach(ctx context.Context, t Target, sessions int, known map[string]int64) (map[string]int64, error) {
 	var list bytes.Buffer
 	stderr := newTail(4096)
-	// -0: one statement per NUL-terminated record, whatever the table names hold.
+	// -0: one record per NUL-terminated line, whatever the table names hold.
 	if err := t.Run(ctx, "psql", append(slices.Clone(psqlArgs), "-0", "-c", countStatementsSQL), Stdio{Stdout: &list, Stderr: stderr}); err != nil {
 		return nil, fmt.Errorf("counting rows (%s): %w", t, withStderr(err, stderr))
 	}
@@ -78,16 +80,21 @@ func countRowsEach(ctx context.Context, t Target, sessions int) (map[string]int6
 		bytes     int64 // the table's size
 	}
 	var counts []count
+	rows := map[string]int64{}
 	for _, record := range strings.Split(list.String(), "\x00") {
-		size, statement, ok := strings.Cut(strings.TrimSpace(record), " ")
-		n, err := strconv.ParseInt(size, 10, 64)
-		if !ok || err != nil {
-			if record = strings.TrimSpace(record); record != "" {
-				return nil, fmt.Errorf("counting rows (%s): unexpected answer %q", t, record)
-			}
+		if record = strings.TrimSpace(record); record == "" {
 			continue
 		}
-		counts = append(counts, count{statement, n})
+		var c count
+		var table string
+		if err := json.Unmarshal([]byte(record), &[]any{&c.bytes, &table, &c.statement}); err != nil || c.statement == "" {
+			return nil, fmt.Errorf("counting rows (%s): unexpected answer %q", t, record)
+		}
+		if n, ok := known[table]; ok {
+			rows[table] = n
+			continue
+		}
+		counts = append(counts, c)
 	}
 	var runs [][]string
 	for _, share := range shareBySize(counts, sessions, func(c count) int64 { return c.bytes }) {
@@ -97,7 +104,6 @@ func countRowsEach(ctx context.Context, t Target, sessions int) (map[string]int6
 		}
 		runs = append(runs, slices.Collect(slices.Chunk(statements, countStatementsPerRun))...)
 	}
-	rows := map[string]int64{}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(sessions, 1))

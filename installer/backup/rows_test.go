@@ -50,10 +50,17 @@ func TestCountRowsEachInSessions(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, want, 6)
 	for _, sessions := range []int{0, 1, 2, 7} {
-		got, err := countRowsEach(ctx, target, sessions)
+		got, err := countRowsEach(ctx, target, sessions, nil)
 		require.NoError(t, err)
 		assert.Equal(t, want, got, "%d sessions", sessions)
 	}
+	// A table whose rows are known is not counted again.
+	got, err := countRowsEach(ctx, target, 2, map[string]int64{"public.runs": 7, "public.gone": 3})
+	require.NoError(t, err)
+	assert.Equal(t, int64(7), got["public.runs"])
+	assert.NotContains(t, got, "public.gone", "only the database's tables are counted")
+	got["public.runs"] = want["public.runs"]
+	assert.Equal(t, want, got)
 }
 
 func TestShareBySize(t *testing.T) {
