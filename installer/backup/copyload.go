@@ -401,12 +401,11 @@ var copyEnds = []string{"\\.\n\n\n", "\\.\n"}
 const copyEndHold = 6
 
 func (c *copyRows) Read(p []byte) (int, error) {
-	if !c.eof {
-		if c.r > 0 {
-			c.w = copy(c.buf, c.buf[c.r:c.w])
-			c.sent += int64(c.r)
-			c.r = 0
-		}
+	// The buffer is filled again once all but the held-back bytes are sent: only those move.
+	if !c.eof && c.w-c.r <= copyEndHold {
+		c.w = copy(c.buf, c.buf[c.r:c.w])
+		c.sent += int64(c.r)
+		c.r = 0
 		for c.w < len(c.buf) {
 			n, err := c.src.Read(c.buf[c.w:])
 			c.w += n

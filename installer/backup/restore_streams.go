@@ -61,26 +61,41 @@ func startOnPipe(ctx context.Context, tool pipeTool) (pw *os.File, stderr *tailB
 
 // restorePart decodes one archive of the dump into tool and checks the file's sha256 once the
 // tool is done with it. Neither way of restoring commits anything to the target before every
-// archive checked out, so the tool may stop reading early (unlike streamRestore's). A failure is reported as an altered dump when the file's sha256 is not
-// the manifest's, whatever tripped first; after says what state a failure leaves behind.
-func restorePart(ctx context.Context, path string, p DumpPart, codec string, tool pipeTool, after string) error {
+// archive checked out, so the tool may stop reading early (unlike streamRestore's). A failure
+// is reported as an altered dump when the file's sha256 is not the manifest's, whatever tripped
+// first; after says what state a failure leaves behind. A tool of our own process (inProcess)
+// reads the decoded archive directly; another program, from an OS pipe.
+func restorePart(ctx context.Context, path string, p DumpPart, codec string, tool pipeTool, inProcess bool, after string) error {
 	in, err := openDumpReader(ctx, path, codec, true)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	pw, stderr, done, err := startOnPipe(ctx, tool)
-	if err != nil {
-		return err
+	var copyErr, toolErr error
+	var stderr *tailBuffer
+	if inProcess {
+		stderr = newTail(8192)
+		decoded := &readTracker{r: onlyReader{in}}
+		toolErr = tool(ctx, decoded, stderr)
+		copyErr = decoded.err
+	} else {
+		pw, tail, done, err := startOnPipe(ctx, tool)
+		if err != nil {
+			return err
+		}
+		stderr = tail
+		out := &writeTracker{w: pw}
+		_, copyErr = io.CopyBuffer(out, onlyReader{in}, make([]byte, 256<<10))
+		_ = pw.Close()
+		toolErr = <-done
+		if out.err != nil {
+			copyErr = nil // the tool stopped reading: its error says why
+		}
 	}
-	out := &writeTracker{w: pw}
-	_, copyErr := io.CopyBuffer(out, onlyReader{in}, make([]byte, 256<<10))
-	_ = pw.Close()
-	toolErr := <-done
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("interrupted; %s: %w", after, ctx.Err())
-	case copyErr != nil && out.err == nil:
+	case copyErr != nil:
 		if aerr := in.altered(p, fmt.Errorf("%s: %w", codec, copyErr), after); aerr != nil {
 			return aerr
 		}
@@ -196,10 +211,11 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 			}
 		} else {
 			load := loadFrozen(scratch, base, streamFrozen(tables, parts[i].Tables))
-			if len(args) == 0 { // pg_restore's options of the user's are pg_restore's to apply
+			byCopy := len(args) == 0 // pg_restore's options of the user's are pg_restore's to apply
+			if byCopy {
 				load = copyLoad{db: scratch, frozen: tables, log: s.log, loaded: loaded.add}.tool(parts[i].Tables, load)
 			}
-			err := restorePart(ctx, dumps[i], parts[i], m.Compression.Codec, load, unchanged)
+			err := restorePart(ctx, dumps[i], parts[i], m.Compression.Codec, load, byCopy, unchanged)
 			if err != nil {
 				return err
 			}
@@ -273,6 +289,20 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	flushing.Wait()
 	clock.done(fmt.Sprintf("pg_restore the rest of post-data (%d entries; --jobs %d), counting the rows of every table beside it", len(plan.rest), s.jobs))
 	return nil
+}
+
+// readTracker keeps the first error of its reader other than io.EOF.
+type readTracker struct {
+	r   io.Reader
+	err error
+}
+
+func (t *readTracker) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && t.err == nil {
+		t.err = err
+	}
+	return n, err
 }
 
 // loadedRows adds up the row counts of the streams loaded at once.
@@ -419,7 +449,7 @@ func restoreInOneSession(ctx context.Context, target Target, run toolRunner, dum
 		args := append(append([]string{"--file=-", "--no-owner", "--exit-on-error"}, ps.args...), restoreArgs...)
 		err := restorePart(ctx, dumps[ps.part], parts[ps.part], m.Compression.Codec, func(ctx context.Context, stdin io.Reader, stderr io.Writer) error {
 			return run(ctx, args, stdin, sqlW, stderr)
-		}, nothingCommitted)
+		}, false, nothingCommitted)
 		if err != nil {
 			return end(err)
 		}
