@@ -61,13 +61,19 @@ type archiveEntry struct {
 type archiveReader struct {
 	r   *bufio.Reader
 	hdr archiveHeader
+	// tocLeft is what the strings of the header and the table of contents may still hold: a
+	// stream's has a few entries, and an altered one is read before its sha256 is known.
+	tocLeft int
 }
+
+// maxTOCBytes bounds the strings of an archive's table of contents.
+const maxTOCBytes = 64 << 20
 
 // errNotReadable says that the archive is one this reader leaves to pg_restore.
 var errNotReadable = errors.New("an archive pg_restore reads")
 
 func newArchiveReader(r io.Reader) *archiveReader {
-	return &archiveReader{r: bufio.NewReaderSize(r, 256<<10)}
+	return &archiveReader{r: bufio.NewReaderSize(r, 256<<10), tocLeft: maxTOCBytes}
 }
 
 func (a *archiveReader) byte() (byte, error) { return a.r.ReadByte() }
@@ -104,19 +110,16 @@ func noEOFWithin(err error, got int) error {
 	return err
 }
 
-// maxArchiveString bounds a string of the table of contents (a definition, a COPY statement):
-// a length beyond it is a damaged archive, not an allocation to make.
-const maxArchiveString = 64 << 20
-
 // str reads a string: its length (-1: NULL, read as ""), then its bytes.
 func (a *archiveReader) str() (string, error) {
 	n, err := a.int()
 	if err != nil || n <= 0 {
 		return "", err
 	}
-	if n > maxArchiveString {
-		return "", fmt.Errorf("a string of %d bytes in the archive's table of contents", n)
+	if n > a.tocLeft {
+		return "", fmt.Errorf("a table of contents of more than %d bytes", maxTOCBytes)
 	}
+	a.tocLeft -= n
 	b := make([]byte, n)
 	if _, err := io.ReadFull(a.r, b); err != nil {
 		return "", err
@@ -193,7 +196,7 @@ func (a *archiveReader) toc() ([]archiveEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n < 0 || n > 10_000_000 {
+	if n < 0 || n > maxTOCBytes/32 { // an entry has more than 32 bytes
 		return nil, fmt.Errorf("a table of contents of %d entries", n)
 	}
 	entries := make([]archiveEntry, 0, min(n, 4096))
@@ -249,6 +252,10 @@ func (a *archiveReader) dependencies() error {
 		if n < 0 {
 			return nil
 		}
+		if n > a.tocLeft {
+			return fmt.Errorf("a table of contents of more than %d bytes", maxTOCBytes)
+		}
+		a.tocLeft -= n
 		if _, err := a.r.Discard(n); err != nil {
 			return err
 		}
@@ -277,8 +284,8 @@ func (a *archiveReader) nextBlock() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if kind != blockData {
-		return 0, fmt.Errorf("%w: a data block of type %d (large objects)", errNotReadable, kind)
+	if kind != blockData { // 3: large objects, which the table of contents would have listed
+		return 0, fmt.Errorf("a data block of type %d", kind)
 	}
 	id, err := a.int()
 	if errors.Is(err, io.EOF) {

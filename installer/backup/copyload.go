@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,23 +41,19 @@ type copyLoad struct {
 	log    *slog.Logger
 }
 
-// tool loads the archive of a stream whose tables (as the manifest names them) are tables,
-// or hands it to fallback.
-func (l copyLoad) tool(tables []string, fallback pipeTool) pipeTool {
-	return func(ctx context.Context, stdin io.Reader, stderr io.Writer) error {
-		// What is read before the data is kept, so that fallback reads the archive whole.
-		var head bytes.Buffer
-		rec := &recorder{w: &head}
-		ar := newArchiveReader(io.TeeReader(stdin, rec))
+// tool loads the archive of a stream whose tables (as the manifest names them) are tables.
+// An archive it leaves to pg_restore is a *loadByPgRestore error, returned before any of the
+// archive's data is read.
+func (l copyLoad) tool(tables []string) pipeTool {
+	return func(ctx context.Context, stdin io.Reader, _ io.Writer) error {
+		ar := newArchiveReader(stdin)
 		plan, err := l.plan(ar, tables)
 		if errors.Is(err, errNotReadable) {
-			l.log.Info("the stream's archive is loaded by pg_restore", "why", err)
-			return fallback(ctx, io.MultiReader(&head, stdin), stderr)
+			return &loadByPgRestore{why: err}
 		}
 		if err != nil {
 			return fmt.Errorf("reading the archive: %w", err)
 		}
-		rec.w = nil // the data are read once, not kept
 		rows, err := l.load(ctx, ar, plan)
 		if err != nil {
 			return err
@@ -68,15 +66,11 @@ func (l copyLoad) tool(tables []string, fallback pipeTool) pipeTool {
 	}
 }
 
-// recorder writes to w while w is set.
-type recorder struct{ w io.Writer }
+// loadByPgRestore says that an archive is pg_restore's to load. pg_restore's SQL runs as SQL:
+// the archive's sha256 is checked before pg_restore reads it (restoreStreams).
+type loadByPgRestore struct{ why error }
 
-func (r *recorder) Write(p []byte) (int, error) {
-	if r.w == nil {
-		return len(p), nil
-	}
-	return r.w.Write(p)
-}
+func (e *loadByPgRestore) Error() string { return "loaded by pg_restore: " + e.why.Error() }
 
 // loadPlan is what an archive loads: its tables' COPYs by dump ID, and its sequences' values.
 type loadPlan struct {
@@ -126,10 +120,18 @@ func (l copyLoad) plan(ar *archiveReader, tables []string) (*loadPlan, error) {
 			// pg_restore --data-only restores only the data section.
 		case e.desc == "TABLE DATA" && e.hadDumper && e.copyStmt == "":
 			return nil, fmt.Errorf("%w: the data of %s.%s are INSERT statements", errNotReadable, e.namespace, e.tag)
+		case e.desc == "TABLE DATA" && e.hadDumper && e.defn != "":
+			// "-- load via partition root ...": the rows go through another table.
+			return nil, fmt.Errorf("%w: the data of %s.%s load through their partition root", errNotReadable, e.namespace, e.tag)
 		case e.desc == "TABLE DATA" && e.hadDumper:
 			c, err := l.tableCopy(e, tables)
 			if err != nil {
 				return nil, err
+			}
+			for _, other := range p.copies {
+				if other.table == c.table {
+					return nil, fmt.Errorf("the data of %s twice", c.table)
+				}
 			}
 			p.copies[e.dumpID] = c
 		case e.desc == "SEQUENCE SET":
@@ -271,6 +273,7 @@ func parseSetval(defn string) (sequenceValue, error) {
 // no timeout cuts a long load, names resolve only qualified, XML values are content, and a
 // table's row security does not filter a load (it fails one instead, as pg_restore's does).
 const sessionSettings = "SET statement_timeout = 0; SET lock_timeout = 0; SET idle_in_transaction_session_timeout = 0; " +
+	"SELECT pg_catalog.set_config(name, '0', false) FROM pg_catalog.pg_settings WHERE name = 'transaction_timeout'; " + // PostgreSQL 17
 	"SELECT pg_catalog.set_config('search_path', '', false); SET xmloption = content; SET row_security = off"
 
 // load runs the plan's statements in one transaction, each table's data straight from the
@@ -284,7 +287,11 @@ func (l copyLoad) load(ctx context.Context, ar *archiveReader, p *loadPlan) (map
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the new database: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = conn.Close(closing)
+	}()
 	exec := func(sql string) error {
 		_, err := conn.Exec(ctx, sql).ReadAll()
 		return err
@@ -292,7 +299,7 @@ func (l copyLoad) load(ctx context.Context, ar *archiveReader, p *loadPlan) (map
 	if err := exec(sessionSettings + "; BEGIN"); err != nil {
 		return nil, err
 	}
-	rows := map[string]int64{}
+	counts := map[string]int64{}
 	seen := map[int]bool{}
 	for {
 		id, err := ar.nextBlock()
@@ -312,11 +319,18 @@ func (l copyLoad) load(ctx context.Context, ar *archiveReader, p *loadPlan) (map
 				return nil, fmt.Errorf("emptying %s: %w", c.table, err)
 			}
 		}
-		tag, err := conn.CopyFrom(ctx, &copyRows{src: ar.blockData(), buf: make([]byte, 256<<10)}, c.sql)
+		// pgconn may return before its goroutine stops reading the rows (the server ended the
+		// session): the rows are closed before anything reads the archive again.
+		rows := &closableReader{r: &copyRows{src: ar.blockData(), buf: make([]byte, 256<<10)}}
+		tag, err := conn.CopyFrom(ctx, rows, c.sql)
+		rows.close()
 		if err != nil {
 			return nil, fmt.Errorf("loading %s: %w", c.table, err)
 		}
-		rows[c.table] += tag.RowsAffected()
+		counts[c.table] = tag.RowsAffected()
+	}
+	if len(seen) != len(p.copies) {
+		return nil, fmt.Errorf("reading the archive's data: it ends before the data of %d of its %d tables", len(p.copies)-len(seen), len(p.copies))
 	}
 	for _, s := range p.sequences {
 		called := "false"
@@ -332,7 +346,7 @@ func (l copyLoad) load(ctx context.Context, ar *archiveReader, p *loadPlan) (map
 	if err := exec("COMMIT"); err != nil {
 		return nil, err
 	}
-	return rows, nil
+	return counts, nil
 }
 
 // connectable says whether this target's connection can be made here as its programs' would
@@ -380,6 +394,28 @@ func (l copyLoad) config(encoding string) (*pgconn.Config, error) {
 		return nil, fmt.Errorf("the new database's connection: %w", err)
 	}
 	return cfg, nil
+}
+
+// closableReader is a reader that fails once closed, and whose close waits for a read under way.
+type closableReader struct {
+	mu     sync.Mutex
+	r      io.Reader
+	closed bool
+}
+
+func (c *closableReader) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, errors.New("the COPY has ended")
+	}
+	return c.r.Read(p)
+}
+
+func (c *closableReader) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
 }
 
 // copyRows reads a table's COPY data from src without the end-of-data line ("\." and blank

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -87,7 +91,7 @@ func newTestArchive(version archiveVersion, compressed bool, entries []testEntry
 		}
 		a.str("polyaxon")
 		a.str("false")
-		a.str("3340")
+		a.str("1") // a dependency on an earlier entry, as pg_restore wants for TABLE DATA
 		a.str("")
 		a.b.WriteByte(map[bool]byte{true: 1, false: 3}[e.hadDumper])
 		a.b.Write(make([]byte, 8))
@@ -148,7 +152,7 @@ func TestCopyLoadReadsEveryArchiveVersionItKnows(t *testing.T) {
 			var rows map[string]int64
 			var logs bytes.Buffer
 			load := copyLoad{db: db, frozen: map[string]string{oddTable: ""}, log: testLogger(&logs),
-				loaded: func(r map[string]int64) { rows = r }}.tool([]string{oddTable}, refuseFallback(t))
+				loaded: func(r map[string]int64) { rows = r }}.tool([]string{oddTable})
 			require.NoError(t, load(ctx, iotest.OneByteReader(bytes.NewReader(a.b.Bytes())), io.Discard), logs.String())
 			assert.Equal(t, map[string]int64{oddTable: 3}, rows)
 			s, _ := sharedServer(t)
@@ -160,57 +164,49 @@ SELECT last_value FROM "Odd"."seq' s";`)
 	}
 }
 
-// refuseFallback is a pg_restore that fails the test when it is asked.
-func refuseFallback(t *testing.T) pipeTool {
-	return func(context.Context, io.Reader, io.Writer) error {
-		t.Error("the archive was handed to pg_restore")
-		return nil
-	}
-}
-
-func TestCopyLoadHandsOtherArchivesToPgRestoreWhole(t *testing.T) {
+// What our process does not read is left to pg_restore before any of it is loaded.
+func TestCopyLoadLeavesOtherArchivesToPgRestore(t *testing.T) {
 	ctx := context.Background()
 	db := oddDatabase(t, "copyload_fallback")
-	withBlob := oddEntries(oddCopy, oddSetval)
-	withBlob = append(withBlob, testEntry{id: 3360, hadDumper: true, desc: "BLOBS", tag: "BLOBS", section: sectionData})
-	inserts := oddEntries("", oddSetval)
-	for name, a := range map[string]*testArchive{
-		"an older version":  newTestArchive(archiveVersion{1, 13, 0}, false, oddEntries(oddCopy, oddSetval)),
-		"a newer version":   newTestArchive(archiveVersion{1, 17, 0}, false, oddEntries(oddCopy, oddSetval)),
-		"compressed, 1.14":  newTestArchive(archiveVersion{1, 14, 0}, true, oddEntries(oddCopy, oddSetval)),
-		"compressed, 1.15":  newTestArchive(archiveVersion{1, 15, 0}, true, oddEntries(oddCopy, oddSetval)),
-		"large objects":     newTestArchive(archiveVersion{1, 14, 0}, false, withBlob),
-		"INSERT statements": newTestArchive(archiveVersion{1, 14, 0}, false, inserts),
-	} {
+	withBlob := append(oddEntries(oddCopy, oddSetval), testEntry{id: 3360, hadDumper: true, desc: "BLOBS", tag: "BLOBS", section: sectionData})
+	viaRoot := oddEntries(oddCopy, oddSetval)
+	viaRoot[3].defn = "-- load via partition root \"Odd\".\"parent\"\n"
+	archives := map[string]*testArchive{
+		"an older version":           newTestArchive(archiveVersion{1, 13, 0}, false, oddEntries(oddCopy, oddSetval)),
+		"a newer version":            newTestArchive(archiveVersion{1, 17, 0}, false, oddEntries(oddCopy, oddSetval)),
+		"compressed, 1.14":           newTestArchive(archiveVersion{1, 14, 0}, true, oddEntries(oddCopy, oddSetval)),
+		"compressed, 1.15":           newTestArchive(archiveVersion{1, 15, 0}, true, oddEntries(oddCopy, oddSetval)),
+		"large objects":              newTestArchive(archiveVersion{1, 14, 0}, false, withBlob),
+		"INSERT statements":          newTestArchive(archiveVersion{1, 14, 0}, false, oddEntries("", oddSetval)),
+		"through its partition root": newTestArchive(archiveVersion{1, 14, 0}, false, viaRoot),
+	}
+	for name, a := range archives {
 		t.Run(name, func(t *testing.T) {
-			a.block(3344, strings.Repeat("1\tx\n", 100_000)) // more than the reader reads ahead
-			var got bytes.Buffer
-			var logs bytes.Buffer
-			load := copyLoad{db: db, frozen: map[string]string{oddTable: ""}, log: testLogger(&logs)}.tool([]string{oddTable},
-				func(_ context.Context, stdin io.Reader, _ io.Writer) error {
-					_, err := io.Copy(&got, stdin)
-					return err
-				})
-			require.NoError(t, load(ctx, bytes.NewReader(a.b.Bytes()), io.Discard))
-			assert.Equal(t, a.b.Len(), got.Len())
-			assert.True(t, bytes.Equal(a.b.Bytes(), got.Bytes()), "pg_restore gets the archive as it is")
-			assert.Contains(t, logs.String(), "loaded by pg_restore")
+			a.block(3344, "1\tx\n")
+			load := copyLoad{db: db, frozen: map[string]string{oddTable: ""}, log: testLogger(&bytes.Buffer{})}.tool([]string{oddTable})
+			err := load(ctx, bytes.NewReader(a.b.Bytes()), io.Discard)
+			var elsewhere *loadByPgRestore
+			require.ErrorAs(t, err, &elsewhere)
+			assertOddTableEmpty(t, "copyload_fallback")
 		})
 	}
 	t.Run("the programs' environment", func(t *testing.T) {
 		withEnv := *db
 		withEnv.env = []string{"PGOPTIONS=-c search_path=evil"}
 		a := newTestArchive(archiveVersion{1, 14, 0}, false, oddEntries(oddCopy, oddSetval))
-		called := false
-		load := copyLoad{db: &withEnv, log: testLogger(&bytes.Buffer{})}.tool([]string{oddTable},
-			func(_ context.Context, stdin io.Reader, _ io.Writer) error {
-				called = true
-				_, err := io.Copy(io.Discard, stdin)
-				return err
-			})
-		require.NoError(t, load(ctx, bytes.NewReader(a.b.Bytes()), io.Discard))
-		assert.True(t, called)
+		a.block(3344, "1\tx\n")
+		err := copyLoad{db: &withEnv, log: testLogger(&bytes.Buffer{})}.tool([]string{oddTable})(ctx, bytes.NewReader(a.b.Bytes()), io.Discard)
+		var elsewhere *loadByPgRestore
+		require.ErrorAs(t, err, &elsewhere)
 	})
+}
+
+func assertOddTableEmpty(t *testing.T, db string) {
+	t.Helper()
+	s, _ := sharedServer(t)
+	got, err := s.Psql(context.Background(), db, `SELECT (SELECT count(*) FROM public.victim) || ' ' || (SELECT count(*) FROM "Odd"."we""ird")`)
+	require.NoError(t, err)
+	assert.Equal(t, "1 0", got, "the victim table is as it was and nothing was loaded")
 }
 
 // An altered archive's names and statements never run as SQL: what is not the way pg_dump
@@ -218,8 +214,10 @@ func TestCopyLoadHandsOtherArchivesToPgRestoreWhole(t *testing.T) {
 func TestCopyLoadRefusesAlteredStatements(t *testing.T) {
 	ctx := context.Background()
 	db := oddDatabase(t, "copyload_hostile")
-	s, _ := sharedServer(t)
+	twice := append(oddEntries(oddCopy, oddSetval), testEntry{id: 3345, hadDumper: true, desc: "TABLE DATA", namespace: "Odd", tag: `we"ird`, section: sectionData, copyStmt: oddCopy})
 	for name, entries := range map[string][]testEntry{
+		"a table's data twice":       twice,
+		"data listed, not there":     append(oddEntries(oddCopy, oddSetval), testEntry{id: 3346, hadDumper: true, desc: "TABLE DATA", namespace: "Odd", tag: "other", section: sectionData, copyStmt: "COPY \"Odd\".other (a) FROM stdin;\n"}),
 		"a statement after the COPY": oddEntries("COPY \"Odd\".\"we\"\"ird\" (id) FROM stdin; DROP TABLE public.victim;\n", oddSetval),
 		"a statement in the columns": oddEntries("COPY \"Odd\".\"we\"\"ird\" (id) FROM stdin; DROP TABLE public.victim; -- ) FROM stdin;\n", oddSetval),
 		"COPY from a program":        oddEntries("COPY \"Odd\".\"we\"\"ird\" (id) FROM PROGRAM 'touch /tmp/owned';\n", oddSetval),
@@ -233,13 +231,13 @@ func TestCopyLoadRefusesAlteredStatements(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := newTestArchive(archiveVersion{1, 14, 0}, false, entries)
-			a.block(3344, "7\n")
-			load := copyLoad{db: db, frozen: map[string]string{oddTable: ""}, log: testLogger(&bytes.Buffer{})}.tool([]string{oddTable}, refuseFallback(t))
+			a.block(3344, "7\tx\n") // a row the table takes
+			load := copyLoad{db: db, frozen: map[string]string{oddTable: ""}, log: testLogger(&bytes.Buffer{})}.tool([]string{oddTable, `Odd.other`})
 			err := load(ctx, bytes.NewReader(a.b.Bytes()), io.Discard)
 			require.Error(t, err)
-			got, err := s.Psql(ctx, "copyload_hostile", `SELECT (SELECT count(*) FROM public.victim) || ' ' || (SELECT count(*) FROM "Odd"."we""ird")`)
-			require.NoError(t, err)
-			assert.Equal(t, "1 0", got)
+			var elsewhere *loadByPgRestore
+			assert.False(t, errors.As(err, &elsewhere), "not left to pg_restore either: %v", err)
+			assertOddTableEmpty(t, "copyload_hostile")
 		})
 	}
 }
@@ -286,4 +284,38 @@ func TestCopyRowsDropsOnlyTheEndLine(t *testing.T) {
 			assert.Equal(t, want, string(got), "%q with a buffer of %d", in, size)
 		}
 	}
+}
+
+// A stream's archive replaced by one our process leaves to pg_restore, whose data are SQL (as
+// with --inserts): pg_restore would print them and psql run them. The archive's sha256 is
+// checked first, so they never run.
+func TestStreamsAlteredArchiveForPgRestoreRunsNothing(t *testing.T) {
+	ctx := context.Background()
+	s, m, _ := streamsBackup(t, "streams_sql", WithCompression(CodecNone, 0), WithDumpCompression("0"))
+	target, before := streamsTarget(t, s, "streams_sql_dst")
+	schema, name, _ := strings.Cut(m.Streams[1].Tables[0], ".")
+	a := newTestArchive(archiveVersion{1, 14, 0}, false, []testEntry{
+		{id: 1, desc: "ENCODING", tag: "ENCODING", section: 2, defn: "SET client_encoding = 'UTF8';\n"},
+		{id: 2, hadDumper: true, desc: "TABLE DATA", namespace: schema, tag: name, section: sectionData},
+	})
+	a.b.WriteByte(blockData)
+	a.int(2)
+	// As long as the file it replaces: only its sha256 tells them apart.
+	payload := "CREATE ROLE owned_by_dump;\n-- "
+	payload += strings.Repeat("x", int(m.Streams[1].Size)-a.b.Len()-5-len(payload)-5-1) + "\n"
+	a.int(len(payload))
+	a.b.WriteString(payload)
+	a.int(0)
+	require.EqualValues(t, m.Streams[1].Size, a.b.Len())
+	require.NoError(t, os.WriteFile(filepath.Join(m.Dir, m.Streams[1].File), a.b.Bytes(), 0o600))
+
+	_, err := Restore(ctx, target, m.Dir, WithToolsDir(s.BinDir))
+	require.ErrorIs(t, err, ErrChecksum)
+	roles, err := s.Psql(ctx, "postgres", "SELECT count(*) FROM pg_roles WHERE rolname = 'owned_by_dump'")
+	require.NoError(t, err)
+	assert.Equal(t, "0", roles, "the archive's SQL did not run")
+	got, err := pgtest.Checksums(ctx, s, target.conn.Database)
+	require.NoError(t, err)
+	assert.Equal(t, before, got)
+	assertNoScratchLeft(t, s, target.conn.Database)
 }

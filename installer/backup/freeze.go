@@ -19,9 +19,10 @@ import (
 // nothing later has to look up whether their transaction committed, set the hint bits, and
 // write every page of the table out a second time because of them, which the index builds and
 // the row count otherwise do (e2e/bench/backup shows the backends' writes and the server's CPU
-// fall by that). pg_restore has no option for it, so a stream's data goes through pg_restore's
-// SQL (--file=-) into one psql transaction, and each COPY of an ordinary table of the new
-// database is preceded by TRUNCATE of that (still empty) table and asks for FREEZE.
+// fall by that). Our process loads a stream's archive that way (copyload.go); for an archive it
+// leaves to pg_restore, which has no option for it, the data go through pg_restore's SQL
+// (--file=-) into one psql transaction, and each COPY of an ordinary table of the new database
+// is preceded by TRUNCATE of that (still empty) table and asks for FREEZE.
 // With wal_level=minimal the same pair also skips the WAL of the table's data.
 
 // frozenTables maps the new database's ordinary tables (not partitioned, foreign, temporary or

@@ -23,10 +23,10 @@ import (
 // the data of every archive, then the first archive's post-data (indexes, constraints), in
 // one of two ways:
 //
-//   - By swap (a local target): into the new database, the data of all archives at once, one
-//     pg_restore --data-only per stream, each reading its archive as it is decoded (no spool
-//     file but the first archive's, which pg_restore --jobs needs for the indexes), its SQL
-//     run by psql in one transaction with the tables' rows written frozen (freeze.go), and
+//   - By swap (a local target): into the new database, the data of all archives at once, each
+//     stream's archive read as it is decoded (no spool file but the first archive's, which
+//     pg_restore --jobs needs for the indexes) and its tables' rows sent by our process's COPYs
+//     in one transaction, written frozen (copyload.go, freeze.go), and
 //     each stream's indexes built as soon as its data is in (postdata.go). Nothing touches the
 //     target until every archive's sha256 matched and the tables were checked.
 //   - In one transaction: a transaction is one server session, and pg_restore refuses --jobs
@@ -210,13 +210,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 				return err
 			}
 		} else {
-			load := loadFrozen(scratch, base, streamFrozen(tables, parts[i].Tables))
-			byCopy := len(args) == 0 // pg_restore's options of the user's are pg_restore's to apply
-			if byCopy {
-				load = copyLoad{db: scratch, frozen: tables, log: s.log, loaded: loaded.add}.tool(parts[i].Tables, load)
-			}
-			err := restorePart(ctx, dumps[i], parts[i], m.Compression.Codec, load, byCopy, unchanged)
-			if err != nil {
+			if err := s.loadStream(ctx, scratch, base, dumps[i], parts[i], m.Compression.Codec, len(args) == 0, tables, &loaded, unchanged); err != nil {
 				return err
 			}
 		}
@@ -289,6 +283,35 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	flushing.Wait()
 	clock.done(fmt.Sprintf("pg_restore the rest of post-data (%d entries; --jobs %d), counting the rows of every table beside it", len(plan.rest), s.jobs))
 	return nil
+}
+
+// loadStream loads a stream's archive into db: by our process (copyload.go) when byCopy
+// (pg_restore's options of the user's are pg_restore's to apply), else, or when the archive is
+// of a kind our process leaves to pg_restore, by pg_restore and psql, once the archive's
+// sha256 matched: their SQL runs as SQL.
+func (s *swapRestore) loadStream(ctx context.Context, db *LocalTarget, base []string, dump string, p DumpPart, codec string, byCopy bool, tables map[string]string, loaded *loadedRows, after string) error {
+	if byCopy {
+		err := restorePart(ctx, dump, p, codec, copyLoad{db: db, frozen: tables, log: s.log, loaded: loaded.add}.tool(p.Tables), true, after)
+		var elsewhere *loadByPgRestore
+		if !errors.As(err, &elsewhere) {
+			return err
+		}
+		s.log.Info("a stream's archive is loaded by pg_restore, once its sha256 is checked", "file", p.File, "why", elsewhere.why)
+		if err := checkPart(ctx, dump, p, codec, after); err != nil {
+			return err
+		}
+	}
+	return restorePart(ctx, dump, p, codec, loadFrozen(db, base, streamFrozen(tables, p.Tables)), false, after)
+}
+
+// checkPart checks the sha256 of one archive of the dump.
+func checkPart(ctx context.Context, path string, p DumpPart, codec string, after string) error {
+	in, err := openDumpReader(ctx, path, codec, true)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return in.verified(p, after)
 }
 
 // readTracker keeps the first error of its reader other than io.EOF.

@@ -23,10 +23,11 @@ const countRowsSQL = `SELECT schemaname || '.' || tablename,
 FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`
 
 // countStatementsSQL writes, for every table countRowsSQL counts, a JSON array of the size of
-// its heap, its name and the statement that counts its rows alone (countRowsEach runs each on
-// its own).
+// its heap, its name, the statement that counts its rows alone (countRowsEach runs each on its
+// own) and whether it has child tables (whose rows its count includes).
 const countStatementsSQL = `SELECT json_build_array(pg_relation_size(format('%I.%I', schemaname, tablename)), schemaname || '.' || tablename,
-  format('SELECT %L, count(*) FROM %I.%I', schemaname || '.' || tablename, schemaname, tablename))
+  format('SELECT %L, count(*) FROM %I.%I', schemaname || '.' || tablename, schemaname, tablename),
+  (SELECT c.relhassubclass FROM pg_catalog.pg_class c WHERE c.oid = format('%I.%I', schemaname, tablename)::regclass))
 FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY schemaname, tablename`
 
 // countStatementsPerRun bounds the -c arguments of one psql: through a pod, every argument
@@ -66,8 +67,8 @@ func CountRows(ctx context.Context, t Target) (map[string]int64, error) {
 // count beside pg_restore's last pass never holds one table while waiting for another (see
 // restoreStreams). The statements go as arguments, not on stdin: an exec whose stdin ends
 // before its program does can be left open by a pod's runtime. Up to sessions psql runs
-// count at once, each a share of the tables of about the same size. The tables of known are
-// not counted again: their rows are known's (what the server's COPYs loaded).
+// count at once, each a share of the tables of about the same size. The tables of known without
+// child tables are not counted again: their rows are known's (what the server's COPYs loaded).
 func countRowsEach(ctx context.Context, t Target, sessions int, known map[string]int64) (map[string]int64, error) {
 	var list bytes.Buffer
 	stderr := newTail(4096)
@@ -87,10 +88,12 @@ func countRowsEach(ctx context.Context, t Target, sessions int, known map[string
 		}
 		var c count
 		var table string
-		if err := json.Unmarshal([]byte(record), &[]any{&c.bytes, &table, &c.statement}); err != nil || c.statement == "" {
+		var children bool
+		if err := json.Unmarshal([]byte(record), &[]any{&c.bytes, &table, &c.statement, &children}); err != nil || c.statement == "" {
 			return nil, fmt.Errorf("counting rows (%s): unexpected answer %q", t, record)
 		}
-		if n, ok := known[table]; ok {
+		// A COPY into a table loads its own rows only; count(*) counts its children's too.
+		if n, ok := known[table]; ok && !children {
 			rows[table] = n
 			continue
 		}
