@@ -19,7 +19,7 @@ TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 # Polyaxon's programs); -parallel only has to let them all wait.
 E2E_PARALLEL ?= 16
 
-.PHONY: all build image test unit lint scan mutate package deps demo-deps binaries gateway promtool demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
+.PHONY: all build image release test unit lint scan mutate package deps demo-deps binaries gateway promtool demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
 
 all: build
 
@@ -43,6 +43,13 @@ package:
 	$(GO) run ./cmd/package-chart --chart charts/polyaxon --dest dist \
 	  $(if $(CHART_VERSION),--version '$(CHART_VERSION)') \
 	  $(if $(KEY),--sign --keyring '$(KEYRING)' --key '$(KEY)' $(if $(PASSPHRASE_FILE),--passphrase-file '$(PASSPHRASE_FILE)'))
+
+# A release's files in dist/release (a new directory): polyaxon-deploy for linux and darwin, amd64
+# and arm64, static, VERSION stamped in (Go records the commit and its time), a CycloneDX SBOM of
+# each binary, and checksums.txt (docs/releases.md says how to verify them).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+release:
+	$(GO) run ./cmd/make-release --version '$(VERSION)' --dest dist/release $(if $(TARGETS),--targets '$(TARGETS)')
 
 # System packages (PostgreSQL, Chromium), and Polyaxon's own programs (haupt, polyaxon: pinned with hashes,
 # in a virtual environment), cached outside the repo.
