@@ -319,3 +319,19 @@ func TestStreamsAlteredArchiveForPgRestoreRunsNothing(t *testing.T) {
 	assert.Equal(t, before, got)
 	assertNoScratchLeft(t, s, target.conn.Database)
 }
+
+// Streams that pg_dump compressed are pg_restore's: each is loaded once its sha256 matched, and
+// the restored database is the source.
+func TestStreamsCompressedByPgDumpAreLoadedByPgRestore(t *testing.T) {
+	ctx := context.Background()
+	s, m, want := streamsBackup(t, "streams_gz", WithDumpCompression("1"))
+	target, _ := streamsTarget(t, s, "streams_gz_dst")
+	var logs bytes.Buffer
+	_, err := Restore(ctx, target, m.Dir, WithToolsDir(s.BinDir), WithLogger(testLogger(&logs)))
+	require.NoError(t, err, logs.String())
+	assert.Equal(t, len(m.Streams)-1, strings.Count(logs.String(), "loaded by pg_restore, once its sha256 is checked"))
+	assert.NotContains(t, logs.String(), "loaded by COPY")
+	got, err := pgtest.Checksums(ctx, s, target.conn.Database)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+}

@@ -297,21 +297,11 @@ func (s *swapRestore) loadStream(ctx context.Context, db *LocalTarget, base []st
 			return err
 		}
 		s.log.Info("a stream's archive is loaded by pg_restore, once its sha256 is checked", "file", p.File, "why", elsewhere.why)
-		if err := checkPart(ctx, dump, p, codec, after); err != nil {
-			return err
+		if err := checksumFile(ctx, dump, p); err != nil {
+			return fmt.Errorf("%w; %s", err, after)
 		}
 	}
 	return restorePart(ctx, dump, p, codec, loadFrozen(db, base, streamFrozen(tables, p.Tables)), false, after)
-}
-
-// checkPart checks the sha256 of one archive of the dump.
-func checkPart(ctx context.Context, path string, p DumpPart, codec string, after string) error {
-	in, err := openDumpReader(ctx, path, codec, true)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return in.verified(p, after)
 }
 
 // readTracker keeps the first error of its reader other than io.EOF.
