@@ -149,13 +149,7 @@ func (s *swapRestore) restoreStreams(ctx context.Context, spoolFile string, dump
 	base := append([]string{"--exit-on-error", "--no-owner", "--no-password"}, args...)
 	fromSpool := func(ctx context.Context, extra ...string) error {
 		stderr := newTail(8192)
-		sp := scratch
-		if o := os.Getenv("EXP_PGOPTIONS"); o != "" {
-			c := *scratch
-			c.env = append(slices.Clone(c.env), "PGOPTIONS="+o)
-			sp = &c
-		}
-		if err := sp.Run(ctx, "pg_restore", append(append(slices.Clone(base), extra...), spoolFile), Stdio{Stderr: stderr}); err != nil {
+		if err := scratch.Run(ctx, "pg_restore", append(append(slices.Clone(base), extra...), spoolFile), Stdio{Stderr: stderr}); err != nil {
 			return fmt.Errorf("pg_restore %s into the new database failed: %w; %s", strings.Join(extra, " "), withStderr(err, stderr), unchanged)
 		}
 		return nil
