@@ -333,12 +333,8 @@ func (l copyLoad) load(ctx context.Context, ar *archiveReader, p *loadPlan) (map
 		return nil, fmt.Errorf("reading the archive's data: it ends before the data of %d of its %d tables", len(p.copies)-len(seen), len(p.copies))
 	}
 	for _, s := range p.sequences {
-		called := "false"
-		if s.called {
-			called = "true"
-		}
 		rr := conn.ExecParams(ctx, "SELECT pg_catalog.setval($1::pg_catalog.regclass, $2::pg_catalog.int8, $3::pg_catalog.bool)",
-			[][]byte{[]byte(s.name), []byte(strconv.FormatInt(s.value, 10)), []byte(called)}, nil, nil, nil)
+			[][]byte{[]byte(s.name), []byte(strconv.FormatInt(s.value, 10)), []byte(strconv.FormatBool(s.called))}, nil, nil, nil)
 		if _, err := rr.Close(); err != nil {
 			return nil, fmt.Errorf("setting sequence %s: %w", s.name, err)
 		}
