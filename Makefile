@@ -19,7 +19,7 @@ TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 # Polyaxon's programs); -parallel only has to let them all wait.
 E2E_PARALLEL ?= 16
 
-.PHONY: all build image release test unit lint scan mutate package deps demo-deps binaries gateway promtool demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
+.PHONY: all build image release test unit lint scan mutate package deps demo-deps binaries gateway promtool cosign demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
 
 all: build
 
@@ -46,10 +46,16 @@ package:
 
 # A release's files in dist/release (a new directory): polyaxon-deploy for linux and darwin, amd64
 # and arm64, static, VERSION stamped in (Go records the commit and its time), a CycloneDX SBOM of
-# each binary, and checksums.txt (docs/releases.md says how to verify them).
+# each binary, the chart, checksums.txt, and a cosign signature of each file made with COSIGN_KEY
+# (its password in COSIGN_PASSWORD; UNSIGNED=1 for a trial build). KEYRING/KEY add the chart's
+# provenance file; PUSH=oci://HOST/PATH pushes the chart there, signed, with Artifact Hub's
+# metadata (REGISTRY_CONFIG, CA_FILE). docs/releases.md says how to verify each file.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 release:
-	$(GO) run ./cmd/make-release --version '$(VERSION)' --dest dist/release $(if $(TARGETS),--targets '$(TARGETS)')
+	$(GO) run ./cmd/make-release --version '$(VERSION)' --dest dist/release $(if $(TARGETS),--targets '$(TARGETS)') \
+	  $(if $(COSIGN_KEY),--signing-key '$(COSIGN_KEY)') $(if $(UNSIGNED),--unsigned) \
+	  $(if $(KEY),--keyring '$(KEYRING)' --key '$(KEY)') \
+	  $(if $(PUSH),--push '$(PUSH)' $(if $(REGISTRY_CONFIG),--registry-config '$(REGISTRY_CONFIG)') $(if $(CA_FILE),--ca-file '$(CA_FILE)'))
 
 # System packages (PostgreSQL, Chromium), and Polyaxon's own programs (haupt, polyaxon: pinned with hashes,
 # in a virtual environment), cached outside the repo.
@@ -65,6 +71,11 @@ binaries:
 promtool:
 	@bash e2e/scripts/build-promtool.sh >/dev/null
 
+# cosign (the release tests verify every signature with it), from the Go module proxy, cached
+# outside the repo.
+cosign:
+	@bash e2e/scripts/build-cosign.sh >/dev/null
+
 # Traefik (the Gateway API controller and data plane of the e2e and the demo) and the Gateway
 # API CRDs, from the Go module proxy, cached outside the repo.
 gateway:
@@ -79,7 +90,7 @@ gateway:
 # (TestProductionOnKind) writes whether kind was tested to a file printed at the end (go test
 # shows nothing of a passing package): on a machine that cannot run kind's nodes it is not, and
 # the line says why; E2E_PROVIDER=kind makes that an error.
-test: deps binaries gateway promtool kind-images-if-possible
+test: deps binaries gateway promtool cosign kind-images-if-possible
 	$(GO) vet ./...
 	@report=$$(mktemp); oci=$$(mktemp); pkgs=$$($(GO) list ./... | grep -v '/e2e$$'); code=0; \
 	  echo "cd e2e/oci && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./... (beside the next command)"; \

@@ -25,6 +25,7 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cosigntest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/oci/registrytest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartpkg"
 )
@@ -205,7 +206,7 @@ func newKeyring(dir string) (string, error) {
 }
 
 // pinToolchainAndBinaries fixes, before HOME changes, what is found through HOME: Go's build
-// and module caches (the binary is built with them) and the control-plane binaries.
+// and module caches (the binary is built with them), the control-plane binaries and cosign.
 func pinToolchainAndBinaries() error {
 	out, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
 	if err != nil {
@@ -224,6 +225,11 @@ func pinToolchainAndBinaries() error {
 	if err != nil {
 		return err
 	}
+	cosign, err := cosigntest.Build()
+	if err != nil {
+		return err
+	}
+	os.Setenv(cosigntest.BinEnv, cosign)
 	return os.Setenv(cluster.BinDirEnv, bin)
 }
 

@@ -1,7 +1,9 @@
 // Package dist makes the files of a release of polyaxon-deploy (make release): the binary for
 // each platform, built with the version stamped in (the commit and its time come with Go's own
-// build information), a CycloneDX SBOM of each binary read from that binary, and
-// checksums.txt over them all.
+// build information), a CycloneDX SBOM of each binary read from that binary, the chart's
+// archive, checksums.txt over them all and a cosign signature of every file; and publishes the
+// chart to an OCI registry with its provenance, its cosign signature and Artifact Hub's
+// repository metadata.
 package dist
 
 import (
@@ -11,6 +13,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartpkg"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/sign"
 )
 
 // Target is a platform a binary is built for.
@@ -43,16 +48,29 @@ type Options struct {
 	Targets       []Target
 	// Dest is the directory the files are written to; it must be empty or absent.
 	Dest string
+	// Chart, when set, is packaged into Dest (with a provenance file when Chart.Sign).
+	Chart *chartpkg.Options
+	// Key signs every file, checksums.txt included (cosign sign-blob's format). A release
+	// without one is refused unless Unsigned says it is a trial build.
+	Key      *sign.Key
+	Unsigned bool
 }
 
 // Result lists what was written, relative to Dest.
 type Result struct {
 	Binaries, SBOMs []string
-	Checksums       string
+	// Chart and Provenance are the chart's archive and its .prov ("" when not made).
+	Chart, Provenance string
+	Checksums         string
+	// Signatures are the .sig files, one per file above.
+	Signatures []string
 }
 
 // Build builds every target, writes each binary's SBOM and the checksums.
 func Build(ctx context.Context, o Options) (*Result, error) {
+	if o.Key == nil && !o.Unsigned {
+		return nil, fmt.Errorf("a release is signed: give the key (fix: make release COSIGN_KEY=cosign.key, the password in %s; or UNSIGNED=1 for a trial build)", sign.PasswordEnv)
+	}
 	if err := emptyDest(o.Dest); err != nil {
 		return nil, err
 	}
@@ -68,10 +86,33 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		}
 		res.Binaries, res.SBOMs = append(res.Binaries, name), append(res.SBOMs, sbom)
 	}
-	res.Checksums = ChecksumsFile
 	files := append(append([]string{}, res.Binaries...), res.SBOMs...)
+	if o.Chart != nil {
+		c := *o.Chart
+		c.Dest = o.Dest
+		pkg, err := chartpkg.Package(c)
+		if err != nil {
+			return nil, err
+		}
+		res.Chart = filepath.Base(pkg.Archive)
+		files = append(files, res.Chart)
+		if pkg.Provenance != "" {
+			res.Provenance = filepath.Base(pkg.Provenance)
+			files = append(files, res.Provenance)
+		}
+	}
+	res.Checksums = ChecksumsFile
 	if err := WriteChecksums(o.Dest, files); err != nil {
 		return nil, err
+	}
+	if o.Key != nil {
+		for _, f := range append(files, res.Checksums) {
+			sig, err := o.Key.SignFile(filepath.Join(o.Dest, f))
+			if err != nil {
+				return nil, err
+			}
+			res.Signatures = append(res.Signatures, filepath.Base(sig))
+		}
 	}
 	return res, nil
 }

@@ -15,11 +15,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/mod/modfile"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cosigntest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartpkg"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/sign"
 )
 
 // A release for this machine's platform, built from the repository: the binary says its
-// version and the commit it was built from, its SBOM lists what was linked in, and the
-// checksums catch a changed file.
+// version and the commit it was built from, its SBOM lists what was linked in, the checksums
+// catch a changed file, and cosign verifies every file's signature with the public key.
 func TestReleaseOfThisPlatform(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds polyaxon-deploy")
@@ -28,13 +32,34 @@ func TestReleaseOfThisPlatform(t *testing.T) {
 	module, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	dest := t.TempDir()
+	keys := t.TempDir()
+	priv, pub, err := sign.NewKeyPair([]byte("release-pass"))
+	require.NoError(t, err)
+	publicKey := filepath.Join(keys, "cosign.pub")
+	require.NoError(t, os.WriteFile(filepath.Join(keys, "cosign.key"), priv, 0o600))
+	require.NoError(t, os.WriteFile(publicKey, pub, 0o644))
+	key, err := sign.LoadKey(filepath.Join(keys, "cosign.key"), []byte("release-pass"))
+	require.NoError(t, err)
+
 	target := Target{runtime.GOOS, runtime.GOARCH}
 	res, err := Build(ctx, Options{Module: module, Package: "./cmd/polyaxon-deploy", Name: "polyaxon-deploy", Version: "v9.8.7",
-		Targets: []Target{target}, Dest: dest})
+		Targets: []Target{target}, Dest: dest, Chart: &chartpkg.Options{ChartDir: filepath.Join(module, "charts", "polyaxon")}, Key: key})
 	require.NoError(t, err)
 	name := "polyaxon-deploy_9.8.7_" + runtime.GOOS + "_" + runtime.GOARCH
 	assert.Equal(t, []string{name}, res.Binaries)
 	assert.Equal(t, []string{name + ".cdx.json"}, res.SBOMs)
+	assert.Regexp(t, `^polyaxon-\d+\.\d+\.\d+\.tgz$`, res.Chart)
+	assert.ElementsMatch(t, []string{name + ".sig", name + ".cdx.json.sig", res.Chart + ".sig", ChecksumsFile + ".sig"}, res.Signatures)
+
+	// Every file verifies with cosign and the public key alone.
+	verify := func(file string) cosigntest.Result {
+		return cosigntest.Run(t, publicKey, nil, "verify-blob", "--key", publicKey, "--signature", filepath.Join(dest, file+".sig"),
+			"--insecure-ignore-tlog", filepath.Join(dest, file))
+	}
+	for _, f := range []string{name, name + ".cdx.json", res.Chart, ChecksumsFile} {
+		r := verify(f)
+		assert.NoError(t, r.Err, "cosign verify-blob %s: %s", f, r.Output)
+	}
 
 	// The binary's own account of itself.
 	out, err := exec.CommandContext(ctx, filepath.Join(dest, name), "version", "-o", "json").Output()
@@ -83,11 +108,21 @@ func TestReleaseOfThisPlatform(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dest, name+".cdx.json"), append(b, ' '), 0o644))
 	assert.Equal(t, []string{name + ".cdx.json"}, verifyChecksums(t, dest))
+	r := verify(name + ".cdx.json")
+	assert.Error(t, r.Err, "a changed file's signature does not verify: %s", r.Output)
 
 	// A release goes to a new directory.
 	_, err = Build(ctx, Options{Module: module, Package: "./cmd/polyaxon-deploy", Name: "polyaxon-deploy", Version: "v9.8.7",
-		Targets: []Target{target}, Dest: dest})
+		Targets: []Target{target}, Dest: dest, Key: key})
 	assert.ErrorContains(t, err, "is not empty")
+
+	// A release without a key is refused before anything is built, unless it says it is a
+	// trial build.
+	unsigned := filepath.Join(t.TempDir(), "release")
+	_, err = Build(ctx, Options{Module: module, Package: "./cmd/polyaxon-deploy", Name: "polyaxon-deploy", Version: "v9.8.7",
+		Targets: []Target{target}, Dest: unsigned})
+	require.ErrorContains(t, err, "COSIGN_KEY")
+	assert.NoDirExists(t, unsigned)
 }
 
 // verifyChecksums checks dir's checksums.txt as sha256sum -c would, and returns the files that
@@ -113,7 +148,8 @@ func verifyChecksums(t *testing.T, dir string) []string {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	for _, e := range entries {
-		if e.Name() != ChecksumsFile {
+		// The signatures are made after the checksums, checksums.txt's own included.
+		if e.Name() != ChecksumsFile && !strings.HasSuffix(e.Name(), ".sig") {
 			assert.True(t, listed[e.Name()], "%s is not in %s", e.Name(), ChecksumsFile)
 		}
 	}
