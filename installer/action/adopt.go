@@ -61,6 +61,9 @@ type adoptRun struct {
 	kept *values.File
 	in   *Inputs
 	res  *AdoptResult
+	// MigrationJobs renders ours' migration Job: with Checks, the run is the adoption's
+	// upgrade.Action.
+	upgrade.MigrationJobs
 }
 
 // Run adopts. A finished adoption whose record outlived the old release is forgotten, with
@@ -163,8 +166,8 @@ func (r *adoptRun) options(context.Context) (err error) {
 	o.PodSecurity, o.Timeout = PodSecurityOf(in.Profile), TimeoutOf(a.Timeout, in.Profile)
 	o.Logger = a.logger()
 	o.NewProgress = func() func(int64) { return throttled(a.progress(), "dumped") }
-	o.Checks, o.PostChecks = r.preChecks, r.postChecks
-	if o.MigrationJob, err = upgrade.MigrationJob(in.Chart, in.Values, render.Options{ReleaseName: a.Render.ReleaseName, Namespace: a.Render.Namespace}); err != nil {
+	o.Action = r
+	if r.MigrationJobs, err = upgrade.MigrationJob(in.Chart, in.Values, render.Options{ReleaseName: a.Render.ReleaseName, Namespace: a.Render.Namespace}); err != nil {
 		return err
 	}
 	o.Migrator = migrate.New(o.Kube, o.Ours.Namespace(), migrate.WithProgress(a.progress().Writer()), migrate.WithTimeout(o.Timeout))
@@ -209,22 +212,16 @@ func (a *Adopt) finished(ctx context.Context, o adopt.Options) (bool, error) {
 	return true, adopt.Forget(ctx, o.Kube, o.Ours.Namespace(), o.Ours.Name())
 }
 
-// preChecks are ours' preflight checks, taking over the old release's objects.
-func (r *adoptRun) preChecks(ctx context.Context) error {
+// Checks are the adoption's checks phases (upgrade.Action): before, ours' preflight checks,
+// taking over the old release's objects; after, the adopted release's, given time for the
+// platform to come back.
+func (r *adoptRun) Checks(ctx context.Context, pre bool) error {
 	c := r.a.Checks
-	c.TakeOverFrom = r.o.Old.Namespace() + "/" + r.o.Old.Name()
-	return r.checks(ctx, c, true)
-}
-
-// postChecks are the adopted release's checks, given time for the platform to come back.
-func (r *adoptRun) postChecks(ctx context.Context) error {
-	c := r.a.Checks
-	c.SettleTime = restartSettle
-	return r.checks(ctx, c, false)
-}
-
-// checks are the preflight (pre) or installed-release checks of ours.
-func (r *adoptRun) checks(ctx context.Context, c Checks, pre bool) error {
+	if pre {
+		c.TakeOverFrom = r.o.Old.Namespace() + "/" + r.o.Old.Name()
+	} else {
+		c.SettleTime = restartSettle
+	}
 	rendered, err := r.a.render(r.in, r.a.Render)
 	if err != nil {
 		return err

@@ -133,6 +133,9 @@ type upgradeRun struct {
 	in     *Inputs
 	sizing *plan.RunPools
 	res    *UpgradeResult
+	// MigrationJobs renders the new version's migration Job: with Checks, the run is the
+	// pipeline's upgrade.Action.
+	upgrade.MigrationJobs
 }
 
 // Run upgrades. A result with Inputs comes back once the inputs are known, with any error.
@@ -263,7 +266,8 @@ func (r *upgradeRun) options() (upgrade.Options, error) {
 	a, in, rc := r.a, r.in, r.rc
 	timeout := TimeoutOf(a.Timeout, in.Profile)
 	// The Job is rendered as the chart writes it, whatever the cluster serves.
-	migrationJob, err := upgrade.MigrationJob(in.Chart, in.Values, render.Options{ReleaseName: a.Render.ReleaseName, Namespace: a.Render.Namespace})
+	var err error
+	r.MigrationJobs, err = upgrade.MigrationJob(in.Chart, in.Values, render.Options{ReleaseName: a.Render.ReleaseName, Namespace: a.Render.Namespace})
 	if err != nil {
 		return upgrade.Options{}, err
 	}
@@ -280,14 +284,12 @@ func (r *upgradeRun) options() (upgrade.Options, error) {
 		Values:                    in.Values,
 		Inputs:                    in.Given,
 		Timeout:                   timeout,
-		Checks:                    r.preChecks,
-		PostChecks:                r.postChecks,
+		Action:                    r,
 		Backuper:                  a.Database.backuper(&a.Env, kube),
 		BackupRequired:            in.Profile.Policy.BackupRequired,
 		SkipBackup:                a.SkipBackup,
 		Yes:                       a.Yes,
 		RestoreOnFailure:          a.RestoreOnFailure,
-		MigrationJob:              migrationJob,
 		Migrator:                  migrate.New(kube, rc.Namespace(), migrate.WithProgress(a.progress().Writer()), migrate.WithTimeout(timeout)),
 		ForceDowngrade:            a.Force,
 		AllowSecretChange:         a.Force,
@@ -298,16 +300,12 @@ func (r *upgradeRun) options() (upgrade.Options, error) {
 	}, nil
 }
 
-// preChecks are the pipeline's checks phase: the upgraded release's preflight checks, the
-// objects the upgrade recreates validated as new.
-func (r *upgradeRun) preChecks(ctx context.Context) error { return r.checks(ctx, true) }
-
-// postChecks are the pipeline's post-checks phase, given time for the rollouts to settle.
-func (r *upgradeRun) postChecks(ctx context.Context) error { return r.checks(ctx, false) }
-
-// checks renders the upgraded release and runs the checks on it; every result is kept in
-// the upgrade's result, and a failure is a *ChecksFailedError.
-func (r *upgradeRun) checks(ctx context.Context, pre bool) error {
+// Checks are the pipeline's checks phases (upgrade.Action): before, the upgraded release's
+// preflight checks, the objects the upgrade recreates validated as new; after, the installed
+// release's, given time for the rollouts to settle. It renders the upgraded release and runs
+// the checks on it; every result is kept in the upgrade's result, and a failure is a
+// *ChecksFailedError.
+func (r *upgradeRun) Checks(ctx context.Context, pre bool) error {
 	a := r.a
 	c := a.Checks
 	if !pre {

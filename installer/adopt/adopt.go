@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
-	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -69,11 +68,10 @@ type Options struct {
 	Timeout      time.Duration
 	PollInterval time.Duration
 
-	// Checks run before anything changes, PostChecks at the end (nil: none).
-	Checks, PostChecks func(ctx context.Context) error
-	// MigrationJob renders our migration Job (nil: none); Migrator runs it.
-	MigrationJob func(ctx context.Context) (*batchv1.Job, error)
-	Migrator     upgrade.Migrator
+	// Action runs ours' checks before anything changes and at the end, and renders our
+	// migration Job (nil: none of them); Migrator runs the Job.
+	Action   upgrade.Action
+	Migrator upgrade.Migrator
 
 	// BackupDir holds the dump of the old database; ToolsDir the local pg_restore ("": $PATH).
 	BackupDir, ToolsDir string
@@ -344,3 +342,5 @@ func lineTo(w io.Writer) func(string) {
 	}
 	return func(line string) { fmt.Fprintln(w, line) }
 }
+
+func (o Options) runsMigrationJob() bool { return o.Action != nil && o.Action.RunsMigrationJob() }

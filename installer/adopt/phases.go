@@ -30,10 +30,10 @@ func (a *adoption) phases() []phase.Phase {
 	}
 	inspectStep := st(PhaseInspect, a.inspect, nil)
 	inspectStep.always = true
-	checks := st(PhaseChecks, func(ctx context.Context) error { return a.o.Checks(ctx) }, nil)
-	checks.skipped = func() (bool, string) { return a.o.Checks == nil, "no checks configured" }
+	checks := st(PhaseChecks, func(ctx context.Context) error { return a.o.Action.Checks(ctx, true) }, nil)
+	checks.skipped = func() (bool, string) { return a.o.Action == nil, "no checks configured" }
 	migrate := st(PhaseMigrate, a.migrate, nil)
-	migrate.skipped = func() (bool, string) { return a.o.MigrationJob == nil, "no installer-run migration Job" }
+	migrate.skipped = func() (bool, string) { return !a.o.runsMigrationJob(), "no installer-run migration Job" }
 	return []phase.Phase{
 		inspectStep,
 		checks,
@@ -412,7 +412,7 @@ func (a *adoption) restore(ctx context.Context) error {
 }
 
 func (a *adoption) migrate(ctx context.Context) error {
-	job, err := a.o.MigrationJob(ctx)
+	job, err := a.o.Action.MigrationJob(ctx)
 	if err != nil {
 		return fmt.Errorf("rendering the migration Job: %w", err)
 	}
@@ -421,8 +421,8 @@ func (a *adoption) migrate(ctx context.Context) error {
 }
 
 func (a *adoption) postChecks(ctx context.Context) error {
-	if a.o.PostChecks != nil {
-		if err := a.o.PostChecks(ctx); err != nil {
+	if a.o.Action != nil {
+		if err := a.o.Action.Checks(ctx, false); err != nil {
 			return err
 		}
 	}

@@ -142,7 +142,7 @@ func Plan(ctx context.Context, o Options) (Phases, error) {
 		{PhasePostChecks, []string{"the checks of an installed release; POLYAXON_SECRET_KEY of ours equals the old one"}},
 		{PhaseRemoveOld, []string{removeOld}},
 	}
-	if o.MigrationJob == nil {
+	if !o.runsMigrationJob() {
 		plan[10].Touches = []string{"skipped: no installer-run migration Job"}
 	}
 	return plan, nil

@@ -17,11 +17,12 @@ import (
 // migrationJobTemplate is the chart's migration Job, rendered only with migrations.renderJob.
 const migrationJobTemplate = "templates/migrations/job.yaml"
 
-// MigrationJob returns the Options.MigrationJob of the new release: it renders the chart's
-// migration Job alone, with migrations.renderJob=true for that render only (never in the
-// release's values). nil when the chart runs migrations as Helm hooks: then the installer runs
-// no Job itself. opts name the release and namespace; the render is an upgrade's.
-func MigrationJob(ch *chart.Chart, vals map[string]any, opts render.Options) (func(context.Context) (*batchv1.Job, error), error) {
+// MigrationJob returns the migration Job part of an Action for the new release: it renders
+// the chart's migration Job alone, with migrations.renderJob=true for that render only (never
+// in the release's values). nil when the chart runs migrations as Helm hooks: then the
+// installer runs no Job itself. opts name the release and namespace; the render is an
+// upgrade's.
+func MigrationJob(ch *chart.Chart, vals map[string]any, opts render.Options) (MigrationJobs, error) {
 	merged, err := render.MergedValues(ch, vals)
 	if err != nil {
 		return nil, err

@@ -58,7 +58,7 @@ func (p *pipeline) rollback(ctx context.Context) (string, error) {
 }
 
 func (p *pipeline) migrate(ctx context.Context) error {
-	job, err := p.o.MigrationJob(ctx)
+	job, err := p.o.Action.MigrationJob(ctx)
 	if err != nil {
 		return fmt.Errorf("rendering the migration Job: %w", err)
 	}

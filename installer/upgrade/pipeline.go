@@ -56,9 +56,8 @@ type Options struct {
 	// labels are left as they are): a failed upgrade's undo labels the namespace for the
 	// revision it leaves deployed.
 	RevisionPodSecurity release.RevisionPodSecurity
-	// Checks are the preflight checks (nil: none); PostChecks run after the upgrade (nil: none).
-	Checks     func(ctx context.Context) error
-	PostChecks func(ctx context.Context) error
+	// Action runs the checks before and after, and renders the migration Job (nil: none).
+	Action Action
 
 	Backuper Backuper
 	// BackupRequired is the profile's policy: SkipBackup then needs Yes.
@@ -69,10 +68,8 @@ type Options struct {
 	// is followed by a failure; otherwise the error says how to restore.
 	RestoreOnFailure bool
 
-	// MigrationJob renders the migration Job of the new version (see the MigrationJob func; nil:
-	// the chart runs no installer-driven migrations, e.g. migrations.useHelmHooks).
-	MigrationJob func(ctx context.Context) (*batchv1.Job, error)
-	Migrator     Migrator
+	// Migrator runs the Action's migration Job.
+	Migrator Migrator
 
 	// ForceDowngrade allows a chart-only downgrade (same appVersion); see CheckVersions.
 	ForceDowngrade bool
@@ -174,8 +171,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Values == nil {
 		o.Values = map[string]any{}
 	}
-	if o.Migrator == nil && o.MigrationJob != nil {
-		return nil, errors.New("upgrade: MigrationJob without a Migrator")
+	if o.Migrator == nil && o.runsMigrationJob() {
+		return nil, errors.New("upgrade: a migration Job without a Migrator")
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = release.DefaultTimeout
@@ -212,7 +209,7 @@ func (p *pipeline) phases() []phase.Phase {
 			Why: "upgrade interrupted; marked failed by polyaxon-deploy", Say: func(msg string) { p.printf("%s", msg) }})
 	}
 	ph = append(ph,
-		&phase.Func{Name: PhaseChecks, Do: p.checks, SkipIf: func() (bool, string) { return p.o.Checks == nil, "no checks configured" }},
+		&phase.Func{Name: PhaseChecks, Do: p.checks, SkipIf: func() (bool, string) { return p.o.Action == nil, "no checks configured" }},
 		&phase.Func{Name: PhaseInspect, Do: p.inspect},
 		&phase.Func{Name: PhaseGuard, Do: p.guard},
 	)
@@ -226,15 +223,17 @@ func (p *pipeline) phases() []phase.Phase {
 		&phase.Func{Name: PhasePGSwitch, Do: p.switchPostgres, Undo: p.undoSwitchPostgres, SkipIf: p.skipUnlessMajor},
 		&phase.Func{Name: PhasePGRestore, Do: p.restorePostgres, SkipIf: p.skipUnlessMajor},
 		&phase.Func{Name: PhaseMigrate, Do: p.migrate, SkipIf: func() (bool, string) {
-			return p.o.MigrationJob == nil, "no installer-run migration Job (chart hooks or none)"
+			return !p.o.runsMigrationJob(), "no installer-run migration Job (chart hooks or none)"
 		}},
 		&phase.Func{Name: PhaseApply, Do: p.apply},
-		&phase.Func{Name: PhasePostChecks, Do: p.postChecks, SkipIf: func() (bool, string) { return p.o.PostChecks == nil, "no post-checks configured" }},
+		&phase.Func{Name: PhasePostChecks, Do: p.postChecks, SkipIf: func() (bool, string) { return p.o.Action == nil, "no post-checks configured" }},
 	)
 }
 
 func (p *pipeline) interrupted() bool { return p.runCtx.Err() != nil }
 
-func (p *pipeline) checks(ctx context.Context) error { return p.o.Checks(ctx) }
+func (p *pipeline) checks(ctx context.Context) error { return p.o.Action.Checks(ctx, true) }
 
-func (p *pipeline) postChecks(ctx context.Context) error { return p.o.PostChecks(ctx) }
+func (p *pipeline) postChecks(ctx context.Context) error { return p.o.Action.Checks(ctx, false) }
+
+func (o Options) runsMigrationJob() bool { return o.Action != nil && o.Action.RunsMigrationJob() }

@@ -58,11 +58,29 @@ func (m *fakeMigrator) Run(_ context.Context, job *batchv1.Job) (*migrate.Result
 	return &migrate.Result{Job: job.Name}, nil
 }
 
+// fakeAction is the command's side of the seam: checks recorded, a migration Job named as
+// the chart names it.
+type fakeAction struct {
+	MigrationJobs
+	rec        *recorder
+	postChecks error
+}
+
+func (a *fakeAction) Checks(_ context.Context, pre bool) error {
+	if pre {
+		a.rec.add("checks")
+		return nil
+	}
+	a.rec.add("post-checks")
+	return a.postChecks
+}
+
 type setup struct {
 	f   *rt.Fixture
 	rec *recorder
 	b   *fakeBackuper
 	m   *fakeMigrator
+	a   *fakeAction
 	out *rt.SyncBuffer
 	o   Options
 }
@@ -75,27 +93,23 @@ func newSetup(t *testing.T) *setup {
 		release.WithInputs(release.Inputs{Profile: "production", Set: []string{"gateway.replicas=2"}}))
 	require.NoError(t, err)
 	rec := &recorder{}
-	s := &setup{f: f, rec: rec, b: &fakeBackuper{rec: rec}, m: &fakeMigrator{rec: rec, f: f}, out: &rt.SyncBuffer{}}
+	s := &setup{f: f, rec: rec, b: &fakeBackuper{rec: rec}, m: &fakeMigrator{rec: rec, f: f}, out: &rt.SyncBuffer{},
+		a: &fakeAction{rec: rec, MigrationJobs: func(context.Context) (*batchv1.Job, error) {
+			return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: migrate.JobName(rt.Name, "2.16.0")}}, nil
+		}}}
 	s.o = Options{
-		Release: f.Client,
-		Chart:   rt.Chart("2.1.0", "2.16.0", map[string]string{UpgradeFromAnnotation: ">=2.0.0-0"}),
-		Values:  map[string]any{"gateway": map[string]any{"replicas": 3}},
-		Inputs:  release.Inputs{Profile: "production", Set: []string{"gateway.replicas=3"}},
-		Timeout: 5 * time.Second,
-		Checks:  func(context.Context) error { rec.add("checks"); return nil },
-		PostChecks: func(context.Context) error {
-			rec.add("post-checks")
-			return nil
-		},
+		Release:        f.Client,
+		Chart:          rt.Chart("2.1.0", "2.16.0", map[string]string{UpgradeFromAnnotation: ">=2.0.0-0"}),
+		Values:         map[string]any{"gateway": map[string]any{"replicas": 3}},
+		Inputs:         release.Inputs{Profile: "production", Set: []string{"gateway.replicas=3"}},
+		Timeout:        5 * time.Second,
+		Action:         s.a,
 		Backuper:       s.b,
 		BackupRequired: true,
-		MigrationJob: func(context.Context) (*batchv1.Job, error) {
-			return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: migrate.JobName(rt.Name, "2.16.0")}}, nil
-		},
-		Migrator:     s.m,
-		Out:          s.out,
-		Observer:     rec,
-		PollInterval: 5 * time.Millisecond,
+		Migrator:       s.m,
+		Out:            s.out,
+		Observer:       rec,
+		PollInterval:   5 * time.Millisecond,
 	}
 	return s
 }
@@ -193,7 +207,7 @@ func TestPipelineFailedHelmUpgradeRollsBackThenRestores(t *testing.T) {
 
 func TestPipelineFailedPostChecksRollBack(t *testing.T) {
 	s := newSetup(t)
-	s.o.PostChecks = func(context.Context) error { return errors.New("gateway not ready") }
+	s.a.postChecks = errors.New("gateway not ready")
 	_, err := Run(context.Background(), s.o)
 	var pe *phase.Error
 	require.ErrorAs(t, err, &pe)
@@ -210,7 +224,7 @@ func TestPipelineUndoLabelsNamespaceForTheRevisionBack(t *testing.T) {
 	for name, fail := range map[string]func(s *setup){
 		"helm's wait fails": func(s *setup) { s.f.Kube.WaitErrors[2] = errors.New("Deployment polyaxon-gateway not ready") },
 		"post-checks fail": func(s *setup) {
-			s.o.PostChecks = func(context.Context) error { return errors.New("gateway not ready") }
+			s.a.postChecks = errors.New("gateway not ready")
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
