@@ -23,13 +23,15 @@ func backupCommand() *cli.Command {
 (s2 by default) into DIR/<release>-<UTC timestamp>/ with manifest.json and secrets.json (the release's
 Secrets, mode 0600: keep the directory private). The in-cluster database is dumped by exec
 into its pod; an external one from a short-lived pod in the cluster; --local runs pg_dump here.
-The password never appears on a command line. The backup is verified unless --no-verify.`,
+The password never appears on a command line. The backup is verified unless --no-verify.
+--encrypt-to seals the verified backup with age: verify and restore it with --identity.`,
 		Flags: joinFlags(clusterFlags(), outputFlags(), []cli.Flag{
 			backupDirFlag(),
 			&cli.StringFlag{Name: flagCodec, Value: backup.DefaultCodec, Usage: "compression applied here: s2 (fastest), zstd (smallest files), or none (pg_dump's own gzip)", Category: "Backup"},
 			&cli.IntFlag{Name: flagLevel, Value: backup.DefaultLevel, Usage: "the codec's level: s2 1..3, zstd 1..22 (1 fastest)", Category: "Backup"},
 			&cli.IntFlag{Name: flagStreams, Usage: "parallel pg_dump streams (default: one per core of the database server, at most 4, fewer for a small database); 1 writes one archive, which older polyaxon-deploy read too", Category: "Backup"},
 			&cli.BoolFlag{Name: flagNoVerify, Usage: "do not verify the backup after writing it", Category: "Backup"},
+			&cli.StringSliceFlag{Name: flagEncryptTo, Usage: "seal the verified backup (dump and secrets.json) with age to this public key (age1...; repeat for several); open it with --identity", Category: "Backup"},
 		}, dbAccessFlags()),
 		Action: runBackupCreate,
 		Subcommands: []*cli.Command{
@@ -40,6 +42,7 @@ The password never appears on a command line. The backup is verified unless --no
 				Flags: joinFlags(outputFlags(), []cli.Flag{
 					&cli.BoolFlag{Name: flagFull, Usage: "also read every data block (pg_restore into /dev/null)"},
 					&cli.StringFlag{Name: flagPGBinDir, Usage: "directory of the local pg_restore (default: $PATH)"},
+					identityFlag(),
 					debugLogFlag(),
 				}),
 				Action: runBackupVerify,
@@ -124,7 +127,7 @@ func runBackupCreate(c *cli.Context) error {
 		return err
 	}
 	a := &action.Backup{Env: actionEnv(c), Database: db, Codec: c.String(flagCodec), Level: c.Int(flagLevel), Streams: c.Int(flagStreams),
-		NoVerify: c.Bool(flagNoVerify)}
+		NoVerify: c.Bool(flagNoVerify), EncryptTo: c.StringSlice(flagEncryptTo)}
 	return runAction(c, func(ctx context.Context) (*output.Result, error) {
 		res, err := a.Run(ctx)
 		if err != nil {
@@ -145,7 +148,15 @@ func runBackupVerify(c *cli.Context) error {
 		opts = append(opts, backup.WithFullCheck())
 	}
 	return runAction(c, func(ctx context.Context) (*output.Result, error) {
-		rep, err := backup.Verify(ctx, backupPath(arg), opts...)
+		m, err := backup.ReadManifest(backupPath(arg))
+		if err != nil {
+			return nil, err
+		}
+		ids, err := action.IdentitiesFor(m, arg, c.String(flagIdentity))
+		if err != nil {
+			return nil, err
+		}
+		rep, err := backup.Verify(ctx, backupPath(arg), append(opts, backup.WithIdentities(ids...))...)
 		if err != nil {
 			return nil, err
 		}

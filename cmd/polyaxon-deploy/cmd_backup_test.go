@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"filippo.io/age"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -272,4 +273,65 @@ func TestRestoreRefusesNegativeJobs(t *testing.T) {
 	assert.Contains(t, r.stderr, "--jobs -2: give 1 or more pg_restore jobs")
 	assert.NotContains(t, r.stderr, "no-such-backup")
 	assert.NotContains(t, r.stderr, "kubeconfig")
+}
+
+// A backup taken with --encrypt-to: list shows it sealed; verify and restore without the key
+// are usage errors naming --identity (nothing changes); with age-keygen's key file they work;
+// a key that is not age's is refused before the database is read.
+func TestBackupEncryptedCLI(t *testing.T) {
+	ctx := context.Background()
+	s, want, runIt := localBackupCLI(t, 500)
+	dir := t.TempDir()
+	local := []string{"--local", "--pg-port", strconv.Itoa(s.Port), "--pg-bin-dir", s.BinDir}
+	key, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	keyFile := filepath.Join(t.TempDir(), "key.txt")
+	require.NoError(t, os.WriteFile(keyFile, []byte("# created: by the test\n"+key.String()+"\n"), 0o600))
+
+	code, out, errs := runIt(append([]string{"backup", "--dir", dir, "--encrypt-to", "age1notakey"}, local...)...)
+	assert.Equal(t, ExitUsage, code, out+errs)
+	assert.Contains(t, errs, "--encrypt-to \"age1notakey\"")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "a refused key takes no backup")
+
+	code, out, errs = runIt(append([]string{"backup", "--dir", dir, "--encrypt-to", key.Recipient().String(), "-o", "json"}, local...)...)
+	require.Equal(t, 0, code, out+errs)
+	var res struct {
+		Data struct {
+			Path       string
+			Verified   bool
+			Encryption *struct{ Recipients []string }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.True(t, res.Data.Verified)
+	require.NotNil(t, res.Data.Encryption)
+	assert.Equal(t, []string{key.Recipient().String()}, res.Data.Encryption.Recipients)
+	code, out, errs = runIt("backup", "list", "--dir", dir)
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, "sealed")
+	assert.Contains(t, out, "verified", "the sealed files' checksums are checked without the key")
+
+	code, out, errs = runIt("backup", "verify", res.Data.Path)
+	assert.Equal(t, ExitUsage, code, out+errs)
+	assert.Contains(t, errs, "--identity key.txt")
+	code, out, errs = runIt("backup", "verify", res.Data.Path, "--full", "--identity", keyFile)
+	require.Equal(t, 0, code, out+errs)
+
+	_, err = s.Psql(ctx, s.Database, "DELETE FROM metrics")
+	require.NoError(t, err)
+	emptied, err := pgtest.Checksums(ctx, s, s.Database)
+	require.NoError(t, err)
+	code, out, errs = runIt(append([]string{"restore", res.Data.Path, "--yes"}, local...)...)
+	assert.Equal(t, ExitUsage, code, out+errs)
+	assert.Contains(t, errs, "--identity")
+	got, err := pgtest.Checksums(ctx, s, s.Database)
+	require.NoError(t, err)
+	assert.Equal(t, emptied, got, "a refused restore changes nothing")
+	code, out, errs = runIt(append([]string{"restore", res.Data.Path, "--yes", "--identity", keyFile}, local...)...)
+	require.Equal(t, 0, code, out+errs)
+	got, err = pgtest.Checksums(ctx, s, s.Database)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
 }

@@ -40,6 +40,7 @@ if the release's Secrets were lost.`,
 			&cli.BoolFlag{Name: flagForce, Usage: "restore a backup taken from a newer app version, or from another release or namespace", Category: "Restore"},
 			&cli.BoolFlag{Name: flagNoScale, Usage: "do not scale the database writers down (they may write during the restore)", Category: "Restore"},
 			&cli.BoolFlag{Name: flagFull, Usage: "verify every data block before restoring (reads the dump twice)", Category: "Restore"},
+			identityFlag(),
 			&cli.IntFlag{Name: flagJobs, Aliases: []string{"j"}, Usage: "with --local: pg_restore jobs into a new database swapped in when checked (default: CPUs here, at most 4); 1 restores in one transaction, in place", Category: "Restore"},
 		}, dbAccessFlags()),
 		Action: runRestore,
@@ -74,7 +75,7 @@ func runRestore(c *cli.Context) error {
 	}
 	path := backupPath(arg)
 	a := &action.Restore{Env: actionEnv(c), Database: db, Path: path, Yes: c.Bool(flagYes), Force: c.Bool(flagForce),
-		NoScale: c.Bool(flagNoScale), Full: c.Bool(flagFull), Jobs: c.Int(flagJobs)}
+		NoScale: c.Bool(flagNoScale), Full: c.Bool(flagFull), Jobs: c.Int(flagJobs), Identity: c.String(flagIdentity)}
 	return runAction(c, func(ctx context.Context) (*output.Result, error) {
 		res, err := a.Run(ctx)
 		if err != nil {

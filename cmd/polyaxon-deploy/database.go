@@ -32,7 +32,14 @@ const (
 	flagNoScale     = "no-scale"
 	flagJobs        = "jobs"
 	flagStreams     = "streams"
+	flagEncryptTo   = "encrypt-to"
+	flagIdentity    = "identity"
 )
+
+// identityFlag reads a sealed backup (backup --encrypt-to).
+func identityFlag() cli.Flag {
+	return &cli.StringFlag{Name: flagIdentity, Usage: "the age private key file (age-keygen's) that opens a backup taken with --encrypt-to", Category: "Backup"}
+}
 
 func backupDirFlag() cli.Flag {
 	return &cli.StringFlag{Name: flagBackupDir, Aliases: []string{"backup-dir"}, Value: backup.DefaultDir(), EnvVars: []string{backup.DirEnv},

@@ -3,7 +3,10 @@ package action
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+
+	"filippo.io/age"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
@@ -22,6 +25,9 @@ type Backup struct {
 	// Streams is how many pg_dump streams run at once (0: backup's default; 1: one archive).
 	Streams  int
 	NoVerify bool
+	// EncryptTo are age public keys (age1...): the verified backup is then sealed to them
+	// (backup.Encrypt), and only their private keys open it.
+	EncryptTo []string
 }
 
 // BackupResult is the backup written and what verifying it found.
@@ -33,6 +39,15 @@ type BackupResult struct {
 
 // Run takes the backup.
 func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
+	// A key that is not one is refused before the cluster is reached.
+	var recipients []age.Recipient
+	var names []string
+	if len(a.EncryptTo) > 0 {
+		var err error
+		if recipients, names, err = backup.ParseRecipients(a.EncryptTo); err != nil {
+			return nil, &UsageError{Err: err}
+		}
+	}
 	lock, err := a.Database.lock(&a.Env)
 	if err != nil {
 		return nil, err
@@ -77,6 +92,16 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 				res.Verified, res.Tables = true, len(rep.Tables)
 				a.progress().OK(fmt.Sprintf("Backup verified: %d tables", len(rep.Tables)))
 				return nil
+			}},
+		&phase.Func{Name: "encrypt", SkipIf: func() (bool, string) { return len(recipients) == 0, "no --encrypt-to" },
+			Do: func(ctx context.Context) error {
+				m, err := backup.Encrypt(ctx, res.Manifest.Dir, recipients, names)
+				if err != nil {
+					return err
+				}
+				res.Manifest = m
+				a.progress().OK(fmt.Sprintf("Backup sealed with age to %s: open it with --identity", strings.Join(names, ", ")))
+				return nil
 			}})
 	if rel != nil {
 		dir := ""
@@ -92,4 +117,19 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// IdentitiesFor reads the age private key a sealed backup needs (restore, backup verify),
+// refusing a sealed backup without one, and a key given for a plain one, before anything runs.
+func IdentitiesFor(m *backup.Manifest, path, identity string) ([]age.Identity, error) {
+	switch {
+	case m.Encryption == nil && identity != "":
+		return nil, &UsageError{Err: fmt.Errorf("--identity %s: backup %s is not encrypted (fix: leave --identity out)", identity, path)}
+	case m.Encryption == nil:
+		return nil, nil
+	case identity == "":
+		return nil, &UsageError{Err: fmt.Errorf("backup %s: %w with age (to %s): give the private key (fix: --identity key.txt)",
+			path, backup.ErrEncrypted, strings.Join(m.Encryption.Recipients, ", "))}
+	}
+	return backup.ReadIdentities(identity)
 }

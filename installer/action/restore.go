@@ -24,6 +24,8 @@ type Restore struct {
 	Full bool
 	// Jobs is backup.WithJobs (0: its default).
 	Jobs int
+	// Identity is the age private key file that opens a sealed backup.
+	Identity string
 }
 
 // RestoreResult is the restore's report, beside the backup's manifest.
@@ -38,6 +40,10 @@ func (a *Restore) Run(ctx context.Context) (*RestoreResult, error) {
 	d := &a.Database
 	// Cheap checks first: a broken path should not need a cluster or a confirmation.
 	m, err := backup.ReadManifest(a.Path)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := IdentitiesFor(m, a.Path, a.Identity)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +77,7 @@ func (a *Restore) Run(ctx context.Context) (*RestoreResult, error) {
 				backup.WithTargetRelease(rel.Info.Name, rel.Info.Namespace),
 				backup.WithRunningAppVersion(rel.Info.AppVersion),
 				backup.WithJobs(a.Jobs),
+				backup.WithIdentities(ids...),
 			}
 			if a.Force {
 				opts = append(opts, backup.WithForce())

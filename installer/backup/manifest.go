@@ -94,6 +94,10 @@ type Manifest struct {
 	StartedAt  time.Time `json:"startedAt"`
 	FinishedAt time.Time `json:"finishedAt"`
 
+	// Encryption, when set, says the dump's parts and secrets.json are sealed with age
+	// (encrypt.go): the files above are then only in their sealed form.
+	Encryption *Encryption `json:"encryption,omitempty"`
+
 	// Dir is the backup directory (not stored).
 	Dir string `json:"-"`
 }
@@ -125,10 +129,14 @@ func (m *Manifest) Parts() []DumpPart {
 
 // Layout says how the dump is stored, for people: "one archive" or "N parallel streams".
 func (m *Manifest) Layout() string {
+	layout := "one archive"
 	if n := len(m.Streams); n > 0 {
-		return fmt.Sprintf("%d parallel streams", n)
+		layout = fmt.Sprintf("%d parallel streams", n)
 	}
-	return "one archive"
+	if m.Encryption != nil {
+		layout += ", sealed (age)"
+	}
+	return layout
 }
 
 // Duration is how long the dump took.

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"filippo.io/age"
 	"io"
 	"log/slog"
 	"os"
@@ -40,6 +41,7 @@ type config struct {
 	progress        func(rawBytes int64)
 	now             func() time.Time
 	toolsDir        string
+	identities      []age.Identity
 	verifyTarget    Target
 	full            bool
 	scaler          Scaler
@@ -225,6 +227,11 @@ func WithToolsDir(dir string) ReadOption {
 // matches the server) when the local one is missing or too old for the dump.
 func WithVerifyTarget(t Target) VerifyOnly {
 	return VerifyOnly{setter: func(c *config) { c.verifyTarget = t }}
+}
+
+// WithIdentities opens a backup sealed with age (Encrypt) with these private keys.
+func WithIdentities(ids ...age.Identity) ReadOption {
+	return ReadOption{setter: func(c *config) { c.identities = ids }}
 }
 
 // WithFullCheck also reads every data block (pg_restore into /dev/null), not only the table

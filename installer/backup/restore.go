@@ -90,6 +90,18 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w: %w", ErrIncomplete, err)
 	}
+	if m.Encryption != nil {
+		// Opened (every sealed file checked and decrypted) before anything changes.
+		o, err := open(ctx, dir, m, cfg.identities)
+		if err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
+		defer o.Close()
+		dir = o.dir
+		if m, err = ReadManifest(dir); err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
+	}
 	dumps, err := checkDumpFiles(dir, m)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)

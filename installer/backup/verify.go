@@ -65,6 +65,18 @@ func verify(ctx context.Context, dir string, cfg *config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w: %w", ErrIncomplete, err)
 	}
+	if m.Encryption != nil {
+		o, err := open(ctx, dir, m, cfg.identities)
+		if err != nil {
+			return nil, fmt.Errorf("verify: %w", err)
+		}
+		defer o.Close()
+		rep, err := verify(ctx, o.dir, cfg)
+		if rep != nil {
+			rep.Manifest = m // the backup as it is, sealed, not the private copy verified
+		}
+		return rep, err
+	}
 	dumps, err := checkDumpFiles(dir, m)
 	if err != nil {
 		return nil, fmt.Errorf("verify %w", err)
@@ -123,6 +135,9 @@ func Checksum(ctx context.Context, dir string) error {
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrIncomplete, err)
+	}
+	if m.Encryption != nil {
+		return checkSealed(ctx, dir, m)
 	}
 	dumps, err := checkDumpFiles(dir, m)
 	if err != nil {
