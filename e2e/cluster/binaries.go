@@ -32,7 +32,7 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (string, error) {
 	if d := os.Getenv(BinDirEnv); d != "" {
 		return d, checkBinaries(d)
 	}
-	p, err := runBuildScript(ctx, "build-binaries.sh", 1, progress)
+	p, err := RunBuildScript(ctx, "build-binaries.sh", 1, progress)
 	if err != nil {
 		return "", err
 	}

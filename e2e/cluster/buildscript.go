@@ -10,11 +10,11 @@ import (
 	"strings"
 )
 
-// runBuildScript runs e2e/scripts/<name>, one of the scripts that build a program from the Go
+// RunBuildScript runs e2e/scripts/<name>, one of the scripts that build a program from the Go
 // module proxy into a cache outside the repository (a no-op once cached), with its progress on
 // progress (may be nil). It returns the last want lines of what the script printed on stdout:
 // the paths it made, in the order its usage says.
-func runBuildScript(ctx context.Context, name string, want int, progress io.Writer) ([]string, error) {
+func RunBuildScript(ctx context.Context, name string, want int, progress io.Writer) ([]string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ type TrainingOperatorBuild struct {
 // (e2e/scripts/build-training-operator.sh; minutes cold, cached) and returns its manager and
 // CRDs.
 func EnsureTrainingOperator(ctx context.Context, progress io.Writer) (TrainingOperatorBuild, error) {
-	p, err := runBuildScript(ctx, "build-training-operator.sh", 2, progress)
+	p, err := RunBuildScript(ctx, "build-training-operator.sh", 2, progress)
 	if err != nil {
 		return TrainingOperatorBuild{}, err
 	}
@@ -60,7 +60,7 @@ func EnsureTrainingOperator(ctx context.Context, progress io.Writer) (TrainingOp
 // EnsureOAuth2Proxy builds oauth2-proxy from the Go module proxy (e2e/scripts/build-oauth2-proxy.sh,
 // cached outside the repository) and returns the binary's path.
 func EnsureOAuth2Proxy(ctx context.Context, progress io.Writer) (string, error) {
-	p, err := runBuildScript(ctx, "build-oauth2-proxy.sh", 1, progress)
+	p, err := RunBuildScript(ctx, "build-oauth2-proxy.sh", 1, progress)
 	if err != nil {
 		return "", err
 	}
@@ -70,7 +70,7 @@ func EnsureOAuth2Proxy(ctx context.Context, progress io.Writer) (string, error) 
 // EnsureDex builds Dex, the OpenID Connect provider of the edge's e2e, from the Go module
 // proxy (e2e/scripts/build-dex.sh, cached) and returns the binary's path.
 func EnsureDex(ctx context.Context, progress io.Writer) (string, error) {
-	p, err := runBuildScript(ctx, "build-dex.sh", 1, progress)
+	p, err := RunBuildScript(ctx, "build-dex.sh", 1, progress)
 	if err != nil {
 		return "", err
 	}
@@ -81,7 +81,7 @@ func EnsureDex(ctx context.Context, progress io.Writer) (string, error) {
 // redis_exporter, from the Go module proxy (e2e/scripts/build-exporters.sh; cached) and returns
 // the directory holding both.
 func EnsureExporters(ctx context.Context, progress io.Writer) (string, error) {
-	p, err := runBuildScript(ctx, "build-exporters.sh", 1, progress)
+	p, err := RunBuildScript(ctx, "build-exporters.sh", 1, progress)
 	if err != nil {
 		return "", err
 	}
@@ -97,7 +97,7 @@ type MonitoringBuild struct {
 // EnsureMonitoring builds Prometheus and kube-state-metrics from the Go module proxy
 // (e2e/scripts/build-monitoring.sh; cached) and finds the Prometheus Operator's CRDs.
 func EnsureMonitoring(ctx context.Context, progress io.Writer) (MonitoringBuild, error) {
-	p, err := runBuildScript(ctx, "build-monitoring.sh", 2, progress)
+	p, err := RunBuildScript(ctx, "build-monitoring.sh", 2, progress)
 	if err != nil {
 		return MonitoringBuild{}, err
 	}

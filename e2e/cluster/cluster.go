@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -38,14 +40,16 @@ type Cluster struct {
 	RESTConfig     *rest.Config
 	Clientset      kubernetes.Interface
 
-	addPool  func(ctx context.Context, pool NodePool) ([]string, error)
+	// addPool creates a pool's nodes (SetNodePoolAdder); nil when the provider cannot.
+	addPool func(ctx context.Context, pool NodePool) ([]string, error)
+	// stopBack stops the provider's background helpers of this handle (SetBackground).
 	stopBack context.CancelFunc
-	// podsDir holds the directories of host programs' pods (local provider).
-	podsDir string
-	// hosts runs the host programs (WithHostPrograms); nil without them.
-	hosts *hostRunner
 	// backDone is closed when the background helpers have stopped (their processes included).
-	backDone chan struct{}
+	backDone <-chan struct{}
+
+	mu sync.Mutex
+	// values are what providers keep with the handle (SetValue).
+	values map[any]any
 }
 
 // AddNodePool adds pool.Count nodes of the pool and waits until they are Ready.
@@ -58,7 +62,7 @@ func (c *Cluster) AddNodePool(ctx context.Context, pool NodePool) ([]string, err
 	if err != nil {
 		return nil, err
 	}
-	if err := waitNodesReady(ctx, c.Clientset, names); err != nil {
+	if err := WaitNodesReady(ctx, c.Clientset, names); err != nil {
 		return nil, err
 	}
 	return names, nil
@@ -66,7 +70,7 @@ func (c *Cluster) AddNodePool(ctx context.Context, pool NodePool) ([]string, err
 
 // WaitNodesReady waits until every node of the cluster reports Ready.
 func (c *Cluster) WaitNodesReady(ctx context.Context) error {
-	return waitNodesReady(ctx, c.Clientset, nil)
+	return WaitNodesReady(ctx, c.Clientset, nil)
 }
 
 // Close stops background helpers of this handle (the volume reclaimer, the host programs and
@@ -80,12 +84,46 @@ func (c *Cluster) Close() {
 	}
 }
 
+// SetNodePoolAdder is for providers: AddNodePool creates a pool's nodes with add, then waits
+// until they are Ready. Without it AddNodePool returns ErrNotSupported.
+func (c *Cluster) SetNodePoolAdder(add func(ctx context.Context, pool NodePool) ([]string, error)) {
+	c.addPool = add
+}
+
+// SetBackground is for providers: Close calls stop, then waits until done is closed (when not
+// nil). The background helpers stop there: the volume reclaimer, the host programs and their
+// processes of the local provider.
+func (c *Cluster) SetBackground(stop context.CancelFunc, done <-chan struct{}) {
+	c.stopBack, c.backDone = stop, done
+}
+
+// BackgroundDone is closed when the background helpers of SetBackground have stopped; nil when
+// the handle has none.
+func (c *Cluster) BackgroundDone() <-chan struct{} { return c.backDone }
+
+// SetValue is for providers: it keeps value with the handle under key, a type of the
+// provider's own, as context.WithValue does (the local provider's pods directory and host
+// programs).
+func (c *Cluster) SetValue(key, value any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.values == nil {
+		c.values = map[any]any{}
+	}
+	c.values[key] = value
+}
+
+// Value is what SetValue kept under key, nil when nothing.
+func (c *Cluster) Value(key any) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.values[key]
+}
+
 // CreateOptions collects the settings of CreateOption values.
 type CreateOptions struct {
-	NodePools    []NodePool
-	ClusterExecs []ClusterExec
-	Stages       []Stage
-	KubeVersion  string
+	NodePools   []NodePool
+	KubeVersion string
 	// PersistentVolumes static volumes of VolumeSize offered through the default StorageClass (local provider).
 	PersistentVolumes int
 	VolumeSize        resource.Quantity
@@ -93,14 +131,10 @@ type CreateOptions struct {
 	Timeout time.Duration
 	// KubeconfigPath, when set, receives a copy of the cluster's kubeconfig.
 	KubeconfigPath string
-	// PodCommands runs the scripts of pods annotated RunAnnotation (local provider).
-	PodCommands bool
-	// Programs run on this machine for the pods of their images (local provider).
-	Programs []Program
-	// ProgramStages prepare the cluster for programs run by another process (RunHostPrograms).
-	ProgramStages []Program
-	// Backends are real servers on this machine behind simulated pods (local provider).
-	Backends []HostBackend
+	// ProviderOptions hold the options of one provider, each under a key type of that
+	// provider, as context values are (the local provider's WithClusterExec, WithStages,
+	// WithPodCommands, WithHostPrograms, ...). Other providers ignore them.
+	ProviderOptions map[any]any
 }
 
 // CreateOption configures Create.
@@ -109,17 +143,6 @@ type CreateOption func(*CreateOptions)
 // WithNodePools replaces the default node pools (DefaultNodePools). No pools means no worker nodes.
 func WithNodePools(pools ...NodePool) CreateOption {
 	return func(o *CreateOptions) { o.NodePools = append([]NodePool{}, pools...) }
-}
-
-// WithClusterExec maps `kubectl exec` on selected pods to local commands (local provider only;
-// on kind exec runs in the real container).
-func WithClusterExec(execs ...ClusterExec) CreateOption {
-	return func(o *CreateOptions) { o.ClusterExecs = append(o.ClusterExecs, execs...) }
-}
-
-// WithStages adds kwok Stage documents on top of kwok's default stages (local provider only).
-func WithStages(stages ...Stage) CreateOption {
-	return func(o *CreateOptions) { o.Stages = append(o.Stages, stages...) }
 }
 
 // WithKubeVersion sets the Kubernetes version ("v1.37.2"). The local provider needs binaries of
@@ -145,7 +168,8 @@ func WithKubeconfigPath(path string) CreateOption {
 	return func(o *CreateOptions) { o.KubeconfigPath = path }
 }
 
-func buildOptions(opts []CreateOption) CreateOptions {
+// BuildOptions is for providers: the defaults, then opts applied in order.
+func BuildOptions(opts []CreateOption) CreateOptions {
 	o := CreateOptions{
 		NodePools:         DefaultNodePools(),
 		PersistentVolumes: 32,
@@ -158,8 +182,9 @@ func buildOptions(opts []CreateOption) CreateOptions {
 	return o
 }
 
-// newCluster loads clients from a kubeconfig file.
-func newCluster(name, provider, kubeconfig string) (*Cluster, error) {
+// FromKubeconfig is for providers: a handle on cluster name of provider, with clients loaded
+// from a kubeconfig file.
+func FromKubeconfig(name, provider, kubeconfig string) (*Cluster, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: load kubeconfig %s: %w", name, kubeconfig, err)
@@ -177,7 +202,8 @@ func newCluster(name, provider, kubeconfig string) (*Cluster, error) {
 	return &Cluster{Name: name, Provider: provider, KubeconfigPath: kubeconfig, RESTConfig: cfg, Clientset: cs}, nil
 }
 
-func copyFile(src, dst string) error {
+// CopyFile copies src to dst (mode 0600), making dst's directory.
+func CopyFile(src, dst string) error {
 	b, err := os.ReadFile(src)
 	if err != nil {
 		return err
@@ -191,3 +217,16 @@ func copyFile(src, dst string) error {
 // CacheDir is ${POLYAXON_DEPLOY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/polyaxon-deploy}, as in
 // build-binaries.sh and install-polyaxon.sh (one definition, polyaxonkeys', for Go).
 func CacheDir() string { return polyaxonkeys.CacheDir() }
+
+// LogTail returns the last n lines of a file, or "" when it cannot be read.
+func LogTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -123,7 +123,7 @@ func TestDefaultNodePools(t *testing.T) {
 }
 
 func TestKwokNode(t *testing.T) {
-	pool := NodePool{Name: "experiments", Labels: map[string]string{"zone": "a"}, Taints: []corev1.Taint{GPUTaint}, Allocatable: resources("4", "8Gi", "50", 2)}
+	pool := NodePool{Name: "experiments", Labels: map[string]string{"zone": "a"}, Taints: []corev1.Taint{GPUTaint}, Allocatable: NodeResources("4", "8Gi", "50", 2)}
 	n := kwokNode("experiments-0", pool)
 	assert.Equal(t, "fake", n.Annotations[KwokNodeAnnotation])
 	assert.Equal(t, "experiments", n.Labels[PoolLabel])

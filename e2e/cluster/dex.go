@@ -45,7 +45,8 @@ type Dex struct {
 // answering the token endpoint's password grant (PasswordGrant). It returns once the issuer's
 // discovery document answers. The process lives until Stop or the cluster's deletion.
 func (c *Cluster) StartDex(ctx context.Context, bin string, opts DexOptions) (*Dex, error) {
-	if c.podsDir == "" {
+	podsDir := podsDirOf(c)
+	if podsDir == "" {
 		return nil, fmt.Errorf("cluster %s: Dex runs beside the local provider only", c.Name)
 	}
 	ports, err := reservePorts(portReservationFile, clusterPorts, 1, time.Now())
@@ -86,7 +87,7 @@ func (c *Cluster) StartDex(ctx context.Context, bin string, opts DexOptions) (*D
 		return nil, err
 	}
 	// Under the pods' directory: a cluster's deletion kills what runs there (killProcessesUnder).
-	dir := filepath.Join(c.podsDir, "dex")
+	dir := filepath.Join(podsDir, "dex")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -101,7 +102,7 @@ func (c *Cluster) StartDex(ctx context.Context, bin string, opts DexOptions) (*D
 	}
 	if err := d.waitServing(ctx); err != nil {
 		d.Stop()
-		return nil, fmt.Errorf("%w (Dex's log: %s)\n%s", err, d.LogPath, logTail(d.LogPath, 20))
+		return nil, fmt.Errorf("%w (Dex's log: %s)\n%s", err, d.LogPath, LogTail(d.LogPath, 20))
 	}
 	return d, nil
 }

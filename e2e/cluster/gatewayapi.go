@@ -66,7 +66,7 @@ type GatewayBuild struct {
 // EnsureGatewayBuild runs e2e/scripts/build-traefik.sh (a build of several minutes the first
 // time, cached under CacheDir; a no-op afterwards). Build progress goes to progress (may be nil).
 func EnsureGatewayBuild(ctx context.Context, progress io.Writer) (GatewayBuild, error) {
-	p, err := runBuildScript(ctx, "build-traefik.sh", 2, progress)
+	p, err := RunBuildScript(ctx, "build-traefik.sh", 2, progress)
 	if err != nil {
 		return GatewayBuild{}, err
 	}
@@ -203,7 +203,8 @@ func (g *Gateway) Done() <-chan struct{} {
 // (InstallGatewayAPICRDs). The process lives until Stop (or the cluster's deletion: its working
 // directory is under the cluster's).
 func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts GatewayOptions) (*Gateway, error) {
-	if c.podsDir == "" {
+	podsDir := podsDirOf(c)
+	if podsDir == "" {
 		return nil, fmt.Errorf("cluster %s: the Gateway runs on the local provider only", c.Name)
 	}
 	proxy, err := c.PodNetworkProxy()
@@ -219,7 +220,7 @@ func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts Gateway
 	g.Address = fmt.Sprintf("127.0.0.1:%d", listenPort)
 
 	// Under the pods' directory: a cluster's deletion kills what runs there (killProcessesUnder).
-	dir := filepath.Join(c.podsDir, "gateway_"+g.Namespace+"_"+g.Name)
+	dir := filepath.Join(podsDir, "gateway_"+g.Namespace+"_"+g.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -244,7 +245,7 @@ func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts Gateway
 	}
 	if err := g.waitProgrammed(ctx, dyn, pingPort); err != nil {
 		g.Stop()
-		return nil, fmt.Errorf("%w (Traefik's log: %s)\n%s", err, g.LogPath, logTail(g.LogPath, 20))
+		return nil, fmt.Errorf("%w (Traefik's log: %s)\n%s", err, g.LogPath, LogTail(g.LogPath, 20))
 	}
 	return g, nil
 }

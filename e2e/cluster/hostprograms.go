@@ -80,28 +80,29 @@ func (c ProgramContainer) Lookup(name string) (string, bool) {
 // is one of theirs (local provider), for as long as the Cluster handle lives: see
 // HostProgramStages and doc.go.
 func WithHostPrograms(programs ...Program) CreateOption {
-	return func(o *CreateOptions) { o.Programs = append(o.Programs, programs...) }
+	return localOption(func(o *localOptions) { o.Programs = append(o.Programs, programs...) })
 }
 
 // WithHostProgramStages prepares a cluster for programs that another process runs later
 // (RunHostPrograms on a handle from Get): kwok leaves their pods to it. `make demo` does this,
 // as the process that creates the cluster ends.
 func WithHostProgramStages(programs ...Program) CreateOption {
-	return func(o *CreateOptions) { o.ProgramStages = append(o.ProgramStages, programs...) }
+	return localOption(func(o *localOptions) { o.ProgramStages = append(o.ProgramStages, programs...) })
 }
 
 // RunHostPrograms runs programs for the pods of a cluster created with WithHostProgramStages
 // of the same programs, until ctx ends (then it stops their processes). ready, when not nil,
 // is called once the runner watches, with the runner's ServiceAddress.
 func (c *Cluster) RunHostPrograms(ctx context.Context, programs []Program, backends []HostBackend, ready func(address func(ns, svc string, port int32) (string, error))) error {
-	if c.podsDir == "" {
+	podsDir := podsDirOf(c)
+	if podsDir == "" {
 		return fmt.Errorf("cluster %s: host programs run on the local provider only", c.Name)
 	}
-	r, err := newHostRunner(c, c.podsDir, programs, backends)
+	r, err := newHostRunner(c, podsDir, programs, backends)
 	if err != nil {
 		return err
 	}
-	c.hosts = r
+	c.SetValue(hostsKey{}, r)
 	if ready != nil {
 		ready(r.proxy.Address)
 	}
@@ -113,9 +114,9 @@ func (c *Cluster) RunHostPrograms(ctx context.Context, programs []Program, backe
 // pod in namespace, a simulated pod backed by a real server (the Postgres pod's PostgreSQL):
 // the Services that select the pod forward to it.
 func WithHostBackend(namespace, pod string, containerPort int32, address string) CreateOption {
-	return func(o *CreateOptions) {
+	return localOption(func(o *localOptions) {
 		o.Backends = append(o.Backends, HostBackend{namespace, pod, containerPort, address})
-	}
+	})
 }
 
 // HostBackend is one WithHostBackend.
@@ -222,6 +223,26 @@ func imageRepository(image string) string {
 	return image
 }
 
+// podsDirKey keeps with a local cluster's handle the directory of its host programs' pods,
+// <cluster dir>/pods.
+type podsDirKey struct{}
+
+// podsDirOf is the directory of the cluster's host programs' pods, "" for a cluster of another
+// provider.
+func podsDirOf(c *Cluster) string {
+	dir, _ := c.Value(podsDirKey{}).(string)
+	return dir
+}
+
+// hostsKey keeps with a local cluster's handle the runner of its host programs.
+type hostsKey struct{}
+
+// hostsOf is the runner of the cluster's host programs, nil when it runs none.
+func hostsOf(c *Cluster) *hostRunner {
+	r, _ := c.Value(hostsKey{}).(*hostRunner)
+	return r
+}
+
 // hostRunner starts, probes and stops the host programs of a cluster's pods.
 type hostRunner struct {
 	c        *Cluster
@@ -254,10 +275,11 @@ func newHostRunner(c *Cluster, dir string, programs []Program, backends []HostBa
 // ServiceAddress is the loopback address that reaches a Service port from this machine, as
 // the host programs reach it (a test's client, `make demo`'s printed address).
 func (c *Cluster) ServiceAddress(namespace, service string, port int32) (string, error) {
-	if c.hosts == nil {
+	hosts := hostsOf(c)
+	if hosts == nil {
 		return "", fmt.Errorf("cluster %s runs no host programs (WithHostPrograms)", c.Name)
 	}
-	return c.hosts.proxy.Address(namespace, service, port)
+	return hosts.proxy.Address(namespace, service, port)
 }
 
 // run watches pods until ctx ends, then stops every process.

@@ -265,7 +265,7 @@ func (r *hostRunner) runInitContainers(ctx context.Context, hp *hostPod, p *core
 			if err == nil {
 				<-proc.Done()
 				code = proc.ExitCode()
-				msg = strings.TrimRight(criText(logTail(proc.LogPath, 20)), "\n")
+				msg = strings.TrimRight(criText(LogTail(proc.LogPath, 20)), "\n")
 			} else {
 				msg = err.Error()
 			}
@@ -338,7 +338,7 @@ func (r *hostRunner) follow(hp *hostPod, p *corev1.Pod, c *corev1.Container, pro
 	cancel()
 	<-probed // no Ready written after the exit
 	r.backends.removePod(p.Namespace, p.Name)
-	msg := strings.TrimRight(criText(logTail(proc.LogPath, 20)), "\n")
+	msg := strings.TrimRight(criText(LogTail(proc.LogPath, 20)), "\n")
 	if len(msg) > 2048 { // a termination message is capped at 4096 bytes
 		msg = "..." + msg[len(msg)-2048:]
 	}

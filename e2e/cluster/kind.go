@@ -132,7 +132,7 @@ func joinTaintsPatch(taints []corev1.Taint) (string, error) {
 
 // Create implements Provider.
 func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOption) (*Cluster, error) {
-	o := buildOptions(opts)
+	o := BuildOptions(opts)
 	if o.Timeout == 5*time.Minute {
 		o.Timeout = 10 * time.Minute
 	}
@@ -174,7 +174,7 @@ func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOp
 	if err := k.p.Create(name, copts...); err != nil {
 		return nil, fmt.Errorf("kind cluster %q: create: %w", name, err)
 	}
-	c, err := newCluster(name, k.Name(), kc)
+	c, err := FromKubeconfig(name, k.Name(), kc)
 	if err != nil {
 		return nil, err
 	}
@@ -183,11 +183,11 @@ func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOp
 	if err := advertiseExtendedResources(ctx, c, o.NodePools); err != nil {
 		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
 	}
-	if err := waitNodesReady(ctx, c.Clientset, nil); err != nil {
+	if err := WaitNodesReady(ctx, c.Clientset, nil); err != nil {
 		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
 	}
 	if o.KubeconfigPath != "" {
-		if err := copyFile(kc, o.KubeconfigPath); err != nil {
+		if err := CopyFile(kc, o.KubeconfigPath); err != nil {
 			return nil, fmt.Errorf("kind cluster %q: copy kubeconfig: %w", name, err)
 		}
 	}
@@ -246,7 +246,7 @@ func advertiseExtendedResources(ctx context.Context, c *Cluster, pools []NodePoo
 
 // Get connects to an existing kind cluster created by this provider.
 func (k *KindProvider) Get(_ context.Context, name string) (*Cluster, error) {
-	return newCluster(name, k.Name(), k.kubeconfigPath(name))
+	return FromKubeconfig(name, k.Name(), k.kubeconfigPath(name))
 }
 
 // Delete implements Provider.

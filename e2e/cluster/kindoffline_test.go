@@ -56,13 +56,13 @@ func TestKindOffline(t *testing.T) {
 	if os.Getenv("KIND_RETAIN") != "1" {
 		t.Cleanup(func() { _ = p.Delete(name, kc) })
 	}
-	c, err := newCluster(name, "kind", kc)
+	c, err := FromKubeconfig(name, "kind", kc)
 	require.NoError(t, err)
 	cs := c.Clientset
 
 	ctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
 	defer cancel()
-	require.NoError(t, waitNodesReady(ctx, cs, nil))
+	require.NoError(t, WaitNodesReady(ctx, cs, nil))
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, nodes.Items, 3)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -102,7 +101,8 @@ func (p *LocalProvider) logPath(name string) string {
 
 // Create implements Provider.
 func (p *LocalProvider) Create(ctx context.Context, name string, opts ...CreateOption) (*Cluster, error) {
-	o := buildOptions(opts)
+	o := BuildOptions(opts)
+	lo := localOptionsOf(&o)
 	if !clusterNameRE.MatchString(name) {
 		return nil, fmt.Errorf("local cluster %q: name must match %s", name, clusterNameRE)
 	}
@@ -127,11 +127,11 @@ func (p *LocalProvider) Create(ctx context.Context, name string, opts ...CreateO
 	if err != nil {
 		return nil, fmt.Errorf("local cluster %q: %w", name, err)
 	}
-	stages := append(append(defaults, FailPodStage()), o.Stages...)
-	if o.PodCommands {
+	stages := append(append(defaults, FailPodStage()), lo.Stages...)
+	if lo.PodCommands {
 		stages = append(stages, RunPodStage())
 	}
-	if hosted := append(append([]Program{}, o.Programs...), o.ProgramStages...); len(hosted) > 0 {
+	if hosted := append(append([]Program{}, lo.Programs...), lo.ProgramStages...); len(hosted) > 0 {
 		stages = append(stages, HostProgramStages(hosted)...)
 	}
 	for _, f := range []string{p.configPath(name), p.kubeconfigPath(name), p.logPath(name)} {
@@ -156,7 +156,7 @@ func (p *LocalProvider) Create(ctx context.Context, name string, opts ...CreateO
 		fmt.Fprintf(p.log, "local cluster %s: attempt %d: %v; creating it again\n", name, attempt, err)
 	}
 	if o.KubeconfigPath != "" {
-		if err := copyFile(c.KubeconfigPath, o.KubeconfigPath); err != nil {
+		if err := CopyFile(c.KubeconfigPath, o.KubeconfigPath); err != nil {
 			return nil, fmt.Errorf("local cluster %q: copy kubeconfig: %w", name, err)
 		}
 	}
@@ -184,12 +184,13 @@ func (p *LocalProvider) createOnce(ctx context.Context, name, binDir string, sta
 	if err != nil {
 		return nil, fmt.Errorf("local cluster %q: %w", name, err)
 	}
+	lo := localOptionsOf(&o)
 	kopts := kwokctlOptions{KubeVersion: o.KubeVersion, BinDir: binDir, Ports: newComponentPortSet(ports)}
-	if len(o.Programs)+len(o.ProgramStages) > 0 {
+	if len(lo.Programs)+len(lo.ProgramStages) > 0 {
 		// Host programs' logs are served per pod: Logs objects made at run time.
 		kopts.EnableCRDs = []string{"Logs"}
 	}
-	cfg, err := renderKwokConfig(kopts, stages, o.ClusterExecs)
+	cfg, err := renderKwokConfig(kopts, stages, lo.ClusterExecs)
 	if err != nil {
 		return nil, fmt.Errorf("local cluster %q: %w", name, err)
 	}
@@ -237,7 +238,7 @@ func probeKwokController(ctx context.Context, cs kubernetes.Interface) error {
 	if _, err := cs.CoreV1().Nodes().Create(ctx, kwokNode(probeNodeName, NodePool{Name: "probe"}), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("kwok controller probe: create node %s: %w", probeNodeName, err)
 	}
-	if err := waitNodesReady(ctx, cs, []string{probeNodeName}); err != nil {
+	if err := WaitNodesReady(ctx, cs, []string{probeNodeName}); err != nil {
 		return fmt.Errorf("kwok controller probe: it did not make node %s Ready: %w", probeNodeName, err)
 	}
 	if err := cs.CoreV1().Nodes().Delete(ctx, probeNodeName, metav1.DeleteOptions{}); err != nil {
@@ -259,7 +260,7 @@ func (p *LocalProvider) discard(ctx context.Context, name string) string {
 	} else {
 		// The work dir may be a temp dir removed with the test: say here why it failed.
 		for _, comp := range []string{"kube-apiserver", "etcd", "kwok-controller"} {
-			if tail := logTail(filepath.Join(kept, comp+".log"), 8); tail != "" {
+			if tail := LogTail(filepath.Join(kept, comp+".log"), 8); tail != "" {
 				msg += "\n--- " + comp + " (last lines) ---\n" + tail
 			}
 		}
@@ -268,19 +269,6 @@ func (p *LocalProvider) discard(ctx context.Context, name string) string {
 		msg += "; cleanup: " + err.Error()
 	}
 	return msg
-}
-
-// logTail returns the last n lines of a file, or "" when it cannot be read.
-func logTail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // Get connects to an existing local cluster.
@@ -292,14 +280,14 @@ func (p *LocalProvider) Get(_ context.Context, name string) (*Cluster, error) {
 }
 
 func (p *LocalProvider) connect(name string) (*Cluster, error) {
-	c, err := newCluster(name, p.Name(), p.kubeconfigPath(name))
+	c, err := FromKubeconfig(name, p.Name(), p.kubeconfigPath(name))
 	if err != nil {
 		return nil, err
 	}
-	c.addPool = func(ctx context.Context, pool NodePool) ([]string, error) {
+	c.SetNodePoolAdder(func(ctx context.Context, pool NodePool) ([]string, error) {
 		return createPoolNodes(ctx, c.Clientset, pool)
-	}
-	c.podsDir = filepath.Join(p.ClusterDir(name), "pods")
+	})
+	c.SetValue(podsDirKey{}, filepath.Join(p.ClusterDir(name), "pods"))
 	return c, nil
 }
 
@@ -317,27 +305,28 @@ func (p *LocalProvider) setup(ctx context.Context, c *Cluster, o CreateOptions) 
 		}
 		names = append(names, n...)
 	}
-	if err := waitNodesReady(ctx, c.Clientset, names); err != nil {
+	if err := WaitNodesReady(ctx, c.Clientset, names); err != nil {
 		return err
 	}
+	lo := localOptionsOf(&o)
 	bg, stop := context.WithCancel(context.Background())
-	c.stopBack = stop
 	var wg sync.WaitGroup
 	wg.Go(func() { runReclaimer(bg, c.Clientset) })
-	if o.PodCommands {
+	if lo.PodCommands {
 		wg.Go(func() { runPodCommands(bg, c) })
 	}
-	if len(o.Programs) > 0 {
-		hosts, err := newHostRunner(c, c.podsDir, o.Programs, o.Backends)
+	if len(lo.Programs) > 0 {
+		hosts, err := newHostRunner(c, podsDirOf(c), lo.Programs, lo.Backends)
 		if err != nil {
 			stop()
 			return err
 		}
-		c.hosts = hosts
+		c.SetValue(hostsKey{}, hosts)
 		wg.Go(func() { hosts.run(bg) })
 	}
-	c.backDone = make(chan struct{})
-	go func() { wg.Wait(); close(c.backDone) }()
+	done := make(chan struct{})
+	c.SetBackground(stop, done)
+	go func() { wg.Wait(); close(done) }()
 	p.mu.Lock()
 	p.open[c.Name] = c
 	p.mu.Unlock()

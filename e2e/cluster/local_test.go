@@ -183,7 +183,7 @@ func TestLocalNodePools(t *testing.T) {
 	assert.Equal(t, map[string]int{PoolCore: 2, PoolExperiments: 2, PoolBuilds: 1}, counts)
 
 	// Adding a pool later works the same way and continues the names.
-	added, err := c.AddNodePool(ctx, NodePool{Name: PoolBuilds, Count: 1, Allocatable: resources("4", "8Gi", "110", 0)})
+	added, err := c.AddNodePool(ctx, NodePool{Name: PoolBuilds, Count: 1, Allocatable: NodeResources("4", "8Gi", "110", 0)})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"builds-1"}, added)
 	t.Cleanup(func() {

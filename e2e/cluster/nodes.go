@@ -49,13 +49,15 @@ type NodePool struct {
 // (tainted, with nvidia.com/gpu), 1 builds node.
 func DefaultNodePools() []NodePool {
 	return []NodePool{
-		{Name: PoolCore, Count: 2, Allocatable: resources("8", "32Gi", "110", 0)},
-		{Name: PoolExperiments, Count: 2, Taints: []corev1.Taint{GPUTaint}, Allocatable: resources("16", "64Gi", "110", 4)},
-		{Name: PoolBuilds, Count: 1, Allocatable: resources("8", "16Gi", "110", 0)},
+		{Name: PoolCore, Count: 2, Allocatable: NodeResources("8", "32Gi", "110", 0)},
+		{Name: PoolExperiments, Count: 2, Taints: []corev1.Taint{GPUTaint}, Allocatable: NodeResources("16", "64Gi", "110", 4)},
+		{Name: PoolBuilds, Count: 1, Allocatable: NodeResources("8", "16Gi", "110", 0)},
 	}
 }
 
-func resources(cpu, mem, pods string, gpus int64) corev1.ResourceList {
+// NodeResources is a node's allocatable: cpu, memory and pods, 100Gi of ephemeral storage, and
+// gpus of GPUResource when more than 0.
+func NodeResources(cpu, mem, pods string, gpus int64) corev1.ResourceList {
 	rl := corev1.ResourceList{
 		corev1.ResourceCPU:              resource.MustParse(cpu),
 		corev1.ResourceMemory:           resource.MustParse(mem),
@@ -87,7 +89,7 @@ func kwokNode(name string, pool NodePool) *corev1.Node {
 	maps.Copy(l, pool.NodeLabels())
 	alloc := pool.Allocatable
 	if alloc == nil {
-		alloc = resources("8", "32Gi", "110", 0)
+		alloc = NodeResources("8", "32Gi", "110", 0)
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -139,8 +141,8 @@ func createPoolNodes(ctx context.Context, cs kubernetes.Interface, pool NodePool
 	return names, nil
 }
 
-// waitNodesReady polls until the named nodes (all nodes when names is empty) are Ready.
-func waitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string) error {
+// WaitNodesReady polls until the named nodes (all nodes when names is empty) are Ready.
+func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string) error {
 	var notReady []string
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})

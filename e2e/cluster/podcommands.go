@@ -57,7 +57,7 @@ spec:
 // WithPodCommands runs the script of pods annotated RunAnnotation (local provider only): see
 // RunAnnotation.
 func WithPodCommands() CreateOption {
-	return func(o *CreateOptions) { o.PodCommands = true }
+	return localOption(func(o *localOptions) { o.PodCommands = true })
 }
 
 // podCommandPoll paces the runner's look for new annotated pods.

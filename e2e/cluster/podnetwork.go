@@ -198,7 +198,8 @@ var podNetworks = struct {
 // It serves until the handle's background helpers stop (Close); on a handle of
 // RunHostPrograms, until this process ends.
 func (c *Cluster) PodNetworkProxy() (string, error) {
-	if c.hosts == nil {
+	hosts := hostsOf(c)
+	if hosts == nil {
 		return "", fmt.Errorf("cluster %s runs no host programs (WithHostPrograms)", c.Name)
 	}
 	podNetworks.Lock()
@@ -206,16 +207,17 @@ func (c *Cluster) PodNetworkProxy() (string, error) {
 	if n, ok := podNetworks.m[c]; ok {
 		return n.addr, nil
 	}
-	n, err := newPodNetwork(c.Clientset, c.hosts.backends)
+	n, err := newPodNetwork(c.Clientset, hosts.backends)
 	if err != nil {
 		return "", err
 	}
 	podNetworks.m[c] = n
-	if c.backDone == nil {
+	done := c.BackgroundDone()
+	if done == nil {
 		return n.addr, nil
 	}
 	go func() {
-		<-c.backDone
+		<-done
 		podNetworks.Lock()
 		delete(podNetworks.m, c)
 		podNetworks.Unlock()
