@@ -24,6 +24,7 @@ import (
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 )
 
@@ -83,7 +84,7 @@ func TestProductionOnKind(t *testing.T) {
 
 	name := cluster.UniqueName("e2e-kind")
 	start := time.Now()
-	c, err := p.Create(ctx, name, cluster.WithNodePools(cluster.KindPools()...), cluster.WithTimeout(10*time.Minute))
+	c, err := p.Create(ctx, name, cluster.WithNodePools(kind.Pools()...), cluster.WithTimeout(10*time.Minute))
 	// Deleted once, by whichever cleanup runs first: the one registered now, for a failure
 	// before the share is taken, or the one registered after takeShare, which runs before the
 	// share is given back (cleanups run last registered first). KIND_RETAIN=1 keeps the nodes.
@@ -101,7 +102,7 @@ func TestProductionOnKind(t *testing.T) {
 	}
 	t.Cleanup(deleteCluster)
 	require.NoError(t, err)
-	t.Logf("kind cluster %s: a control plane and %d pool nodes created in %s", name, len(cluster.KindPools()), time.Since(start).Round(time.Second))
+	t.Logf("kind cluster %s: a control plane and %d pool nodes created in %s", name, len(kind.Pools()), time.Since(start).Round(time.Second))
 
 	// The next Polyaxon version's images are this one's programs under its tag: the upgrade
 	// below needs images it cannot pull, and what it proves (backup, migration Job, roll) does
@@ -116,13 +117,13 @@ func TestProductionOnKind(t *testing.T) {
 	// there for the production profile's placement checks).
 	// Prometheus and kube-state-metrics run on the builds node, off the core node's CPU.
 	monitoringImages := []string{imageOf(t, images, "polyaxon-deploy/prometheus"), imageOf(t, images, "polyaxon-deploy/kube-state-metrics")}
-	sets := cluster.KindImagesByPool(slices.DeleteFunc(slices.Clone(images), func(img string) bool { return slices.Contains(monitoringImages, img) }))
+	sets := kind.ImagesByPool(slices.DeleteFunc(slices.Clone(images), func(img string) bool { return slices.Contains(monitoringImages, img) }))
 	for i := range sets {
 		if slices.Contains(sets[i].Pools, cluster.PoolExperiments) {
 			sets[i].Pools = []string{cluster.PoolExperiments}
 		}
 	}
-	sets = append(sets, cluster.KindImages{Images: monitoringImages, Pools: []string{cluster.PoolBuilds}})
+	sets = append(sets, kind.Images{Images: monitoringImages, Pools: []string{cluster.PoolBuilds}})
 	start = time.Now()
 	require.NoError(t, p.LoadImages(ctx, c, sets...))
 	t.Logf("loaded %d images into the nodes in %s", len(images), time.Since(start).Round(time.Second))
@@ -365,12 +366,12 @@ const kindCluster = realPrograms
 // kindScenarioSetup is the offline kind provider and the chart's images, built or reused by
 // build-kind-images.sh; without them the test is skipped, saying why and writing it to the
 // kind report make test prints, unless E2E_PROVIDER=kind makes it an error.
-func kindScenarioSetup(t *testing.T) (*cluster.KindProvider, []string) {
+func kindScenarioSetup(t *testing.T) (*kind.Provider, []string) {
 	t.Helper()
 	// The kind library and the docker CLI read the engine's address from the environment; this
 	// is the package's only test that uses Docker, and it runs in parallel (no t.Setenv).
 	if os.Getenv("DOCKER_HOST") == "" {
-		require.NoError(t, os.Setenv("DOCKER_HOST", cluster.KindOfflineDockerHost))
+		require.NoError(t, os.Setenv("DOCKER_HOST", kind.OfflineDockerHost))
 	}
 	var wanted bool
 	switch v := os.Getenv(kindProviderEnv); v {
@@ -400,8 +401,8 @@ func kindScenarioSetup(t *testing.T) (*cluster.KindProvider, []string) {
 	}
 	shared := t.TempDir()
 	require.NoError(t, os.Chmod(shared, 0o777)) // runs and the gateway write as their own users
-	p, err := cluster.NewKindOfflineProvider(context.Background(), cluster.WithKindDataDir(t.TempDir()),
-		cluster.WithKindNodeMounts(kindv1alpha4.Mount{HostPath: shared, ContainerPath: "/polyaxon-artifacts"}))
+	p, err := kind.NewOfflineProvider(context.Background(), kind.WithDataDir(t.TempDir()),
+		kind.WithNodeMounts(kindv1alpha4.Mount{HostPath: shared, ContainerPath: "/polyaxon-artifacts"}))
 	if err != nil {
 		notTested(err)
 	}

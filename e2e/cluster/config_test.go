@@ -100,28 +100,6 @@ func TestParseStage(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestDefaultNodePools(t *testing.T) {
-	pools := DefaultNodePools()
-	byName := map[string]NodePool{}
-	for _, p := range pools {
-		byName[p.Name] = p
-		assert.Positive(t, p.Count, p.Name)
-		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
-			q := p.Allocatable[r]
-			assert.False(t, q.IsZero(), "%s: %s allocatable", p.Name, r)
-		}
-	}
-	require.Len(t, byName, 3)
-	exp := byName[PoolExperiments]
-	assert.Equal(t, []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}, exp.Taints)
-	gpu := exp.Allocatable[GPUResource]
-	assert.False(t, gpu.IsZero())
-	assert.Empty(t, byName[PoolCore].Taints)
-	assert.Empty(t, byName[PoolBuilds].Taints)
-	_, hasGPU := byName[PoolCore].Allocatable[GPUResource]
-	assert.False(t, hasGPU)
-}
-
 func TestKwokNode(t *testing.T) {
 	pool := NodePool{Name: "experiments", Labels: map[string]string{"zone": "a"}, Taints: []corev1.Taint{GPUTaint}, Allocatable: NodeResources("4", "8Gi", "50", 2)}
 	n := kwokNode("experiments-0", pool)
@@ -133,41 +111,4 @@ func TestKwokNode(t *testing.T) {
 	gpu := n.Status.Allocatable[GPUResource]
 	assert.Equal(t, int64(2), gpu.Value())
 	assert.Equal(t, n.Status.Allocatable, n.Status.Capacity)
-}
-
-func TestKindConfig(t *testing.T) {
-	cfg, err := KindConfig(DefaultNodePools())
-	require.NoError(t, err)
-	require.Len(t, cfg.Nodes, 6, "control plane + 2 core + 2 experiments + 1 builds")
-	assert.Equal(t, "control-plane", string(cfg.Nodes[0].Role))
-	counts := map[string]int{}
-	for _, n := range cfg.Nodes[1:] {
-		assert.Equal(t, "worker", string(n.Role))
-		pool := n.Labels[PoolLabel]
-		counts[pool]++
-		if pool != PoolExperiments {
-			assert.Empty(t, n.KubeadmConfigPatches, pool)
-			continue
-		}
-		require.Len(t, n.KubeadmConfigPatches, 1)
-		var patch struct {
-			Kind             string `json:"kind"`
-			NodeRegistration struct {
-				Taints []corev1.Taint `json:"taints"`
-			} `json:"nodeRegistration"`
-		}
-		require.NoError(t, yaml.Unmarshal([]byte(n.KubeadmConfigPatches[0]), &patch))
-		assert.Equal(t, "JoinConfiguration", patch.Kind)
-		assert.Equal(t, []corev1.Taint{GPUTaint}, patch.NodeRegistration.Taints)
-	}
-	assert.Equal(t, map[string]int{PoolCore: 2, PoolExperiments: 2, PoolBuilds: 1}, counts)
-
-	// The rendered config is what kind reads from a file: it must round-trip through YAML.
-	b, err := yaml.Marshal(cfg)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), "kind.x-k8s.io/v1alpha4")
-	assert.Contains(t, string(b), "polyaxon: experiments")
-
-	_, err = KindConfig([]NodePool{{Count: 1}})
-	require.Error(t, err)
 }

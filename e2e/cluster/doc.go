@@ -6,7 +6,8 @@
 //
 //   - LocalProvider: a real etcd, kube-apiserver, kube-controller-manager and kube-scheduler
 //     plus the kwok controller, run as local processes by `kwokctl --runtime binary`.
-//   - KindProvider: the kind library, used when a Docker engine answers (DockerAvailable).
+//   - kind.Provider (e2e/cluster/kind): the kind library, used when a Docker engine answers
+//     (kind.DockerAvailable; providers.Detect picks it then).
 //
 // Facts about kwok v0.8.0 this package relies on (checked against its source and docs):
 //

@@ -21,6 +21,7 @@ import (
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
 )
 
 // The kind demo (E2E_PROVIDER=kind make demo, docs/kind-offline.md): nodes from the node image
@@ -35,9 +36,9 @@ const kindArtifactsPath = "/polyaxon-artifacts"
 
 // kindProvider is the offline kind provider on the private engine (unless DOCKER_HOST names
 // another), with the demo's artifacts directory in every node.
-func kindProvider(ctx context.Context) (*cluster.KindProvider, error) {
+func kindProvider(ctx context.Context) (*kind.Provider, error) {
 	if os.Getenv("DOCKER_HOST") == "" {
-		if err := os.Setenv("DOCKER_HOST", cluster.KindOfflineDockerHost); err != nil {
+		if err := os.Setenv("DOCKER_HOST", kind.OfflineDockerHost); err != nil {
 			return nil, err
 		}
 	}
@@ -49,14 +50,14 @@ func kindProvider(ctx context.Context) (*cluster.KindProvider, error) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		return nil, err
 	}
-	return cluster.NewKindOfflineProvider(ctx, cluster.WithKindNodeMounts(kindv1alpha4.Mount{HostPath: dir, ContainerPath: kindArtifactsPath}))
+	return kind.NewOfflineProvider(ctx, kind.WithNodeMounts(kindv1alpha4.Mount{HostPath: dir, ContainerPath: kindArtifactsPath}))
 }
 
 // loadKindImages loads images into the nodes: run images into the experiments and builds
 // pools, the rest into the core pool.
-func loadKindImages(ctx context.Context, p *cluster.KindProvider, c *cluster.Cluster, images []string) error {
+func loadKindImages(ctx context.Context, p *kind.Provider, c *cluster.Cluster, images []string) error {
 	start := time.Now()
-	sets := cluster.KindImagesByPool(images)
+	sets := kind.ImagesByPool(images)
 	if err := p.LoadImages(ctx, c, sets...); err != nil {
 		return err
 	}

@@ -36,6 +36,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/providers"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
@@ -113,7 +115,7 @@ func provider(ctx context.Context, name string) (cluster.Provider, error) {
 	local := cluster.WithLogOutput(os.Stderr)
 	switch name {
 	case "auto", "":
-		return cluster.Detect(ctx, local), nil
+		return providers.Detect(ctx, local), nil
 	case "local":
 		return cluster.NewLocalProvider(local), nil
 	case "kind":
@@ -162,7 +164,7 @@ func up(c *cli.Context) error {
 			cluster.WithHostProgramStages(hosts.programs()...))
 	}
 	if p.Name() == "kind" {
-		opts = append(opts, cluster.WithNodePools(cluster.KindPools()...))
+		opts = append(opts, cluster.WithNodePools(kind.Pools()...))
 	}
 	fmt.Fprintf(os.Stderr, "creating %s cluster %s with node pools core, experiments (GPU, tainted), builds\n", p.Name(), name)
 	cl, err := p.Create(ctx, name, opts...)
@@ -172,7 +174,7 @@ func up(c *cli.Context) error {
 		}
 		return err
 	}
-	if kp, ok := p.(*cluster.KindProvider); ok {
+	if kp, ok := p.(*kind.Provider); ok {
 		// A cluster that is not ready is deleted: no state is written for it, so `down` would
 		// not find it and the next `up` would meet its name.
 		err := loadKindImages(ctx, kp, cl, c.StringSlice("load"))

@@ -1,4 +1,4 @@
-package cluster
+package kind
 
 import (
 	"context"
@@ -19,54 +19,57 @@ import (
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/yaml"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
-// KindProvider creates clusters with the kind library (one Docker container per node).
-// ClusterExec and Stages do not apply: kind runs real kubelets and containers.
-type KindProvider struct {
+// Provider creates clusters with the kind library (one Docker container per node).
+// The local provider's own options (WithClusterExec, WithStages, host programs) do not apply:
+// kind runs real kubelets and containers.
+type Provider struct {
 	p       *kindcluster.Provider
 	dataDir string
-	// nodeImage, when set, is every node's image (WithKindNodeImage).
+	// nodeImage, when set, is every node's image (WithNodeImage).
 	nodeImage string
-	// mounts are added to every node (WithKindNodeMounts).
+	// mounts are added to every node (WithNodeMounts).
 	mounts []kindv1alpha4.Mount
-	// snapshotsDir, when set, holds each node's unpacked images (WithKindSnapshotsIn).
+	// snapshotsDir, when set, holds each node's unpacked images (WithSnapshotsIn).
 	snapshotsDir string
 }
 
-// KindOption configures NewKindProvider.
-type KindOption func(*KindProvider)
+// Option configures NewProvider.
+type Option func(*Provider)
 
-// WithKindDataDir sets where kubeconfigs are written (default: <CacheDir>/kind).
-func WithKindDataDir(dir string) KindOption { return func(k *KindProvider) { k.dataDir = dir } }
+// WithDataDir sets where kubeconfigs are written (default: <CacheDir>/kind).
+func WithDataDir(dir string) Option { return func(k *Provider) { k.dataDir = dir } }
 
-// WithKindNodeImage creates every node from image (the offline one: KindOfflineNodeImage).
+// WithNodeImage creates every node from image (the offline one: OfflineNodeImage).
 // Without it, Create uses the offline node image of the Kubernetes version when the engine has
 // it, else kind's published one (which the engine pulls).
-func WithKindNodeImage(image string) KindOption { return func(k *KindProvider) { k.nodeImage = image } }
+func WithNodeImage(image string) Option { return func(k *Provider) { k.nodeImage = image } }
 
-// WithKindNodeMounts mounts host paths into every node (kind's extraMounts): one host
+// WithNodeMounts mounts host paths into every node (kind's extraMounts): one host
 // directory at the same path in every node is a volume all nodes share.
-func WithKindNodeMounts(mounts ...kindv1alpha4.Mount) KindOption {
-	return func(k *KindProvider) { k.mounts = append(k.mounts, mounts...) }
+func WithNodeMounts(mounts ...kindv1alpha4.Mount) Option {
+	return func(k *Provider) { k.mounts = append(k.mounts, mounts...) }
 }
 
-// WithKindSnapshotsIn keeps each node's unpacked images (containerd's overlayfs snapshots) in a
+// WithSnapshotsIn keeps each node's unpacked images (containerd's overlayfs snapshots) in a
 // directory of its own under dir/<cluster>, mounted into the node, rather than in the node's
 // /var volume. On a tmpfs this spares the disk two things: writing gigabytes at every image
 // load, and Docker's removal of the node's volume, file by file, when the cluster is deleted
 // (18 minutes for four nodes on a loaded machine). The node image's preloaded images are kept
 // packed, so the mount hides nothing. LoadImages writes its archives there too.
-func WithKindSnapshotsIn(dir string) KindOption {
-	return func(k *KindProvider) { k.snapshotsDir = dir }
+func WithSnapshotsIn(dir string) Option {
+	return func(k *Provider) { k.snapshotsDir = dir }
 }
 
 // kindSnapshotsPath is where a node's containerd keeps its overlayfs snapshots.
 const kindSnapshotsPath = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
 
-// NewKindProvider returns the kind provider (Docker node runtime).
-func NewKindProvider(opts ...KindOption) *KindProvider {
-	k := &KindProvider{p: kindcluster.NewProvider(kindcluster.ProviderWithDocker()), dataDir: filepath.Join(CacheDir(), "kind")}
+// NewProvider returns the kind provider (Docker node runtime).
+func NewProvider(opts ...Option) *Provider {
+	k := &Provider{p: kindcluster.NewProvider(kindcluster.ProviderWithDocker()), dataDir: filepath.Join(cluster.CacheDir(), "kind")}
 	for _, o := range opts {
 		o(k)
 	}
@@ -74,17 +77,17 @@ func NewKindProvider(opts ...KindOption) *KindProvider {
 }
 
 // Name implements Provider.
-func (k *KindProvider) Name() string { return "kind" }
+func (k *Provider) Name() string { return "kind" }
 
-func (k *KindProvider) kubeconfigPath(name string) string {
+func (k *Provider) kubeconfigPath(name string) string {
 	return filepath.Join(k.dataDir, name+".kubeconfig")
 }
 
-// KindConfig renders the node pools as a kind cluster: one control plane plus one worker per
+// Config renders the node pools as a kind cluster: one control plane plus one worker per
 // pool node, labelled through kind's node labels, tainted through a kubeadm JoinConfiguration
 // patch (taints must be there when the kubelet registers, before anything schedules). Every
 // kubelet accepts a cgroup v1 host (kubeletCgroupV1Patch); on cgroup v2 the setting is moot.
-func KindConfig(pools []NodePool) (*kindv1alpha4.Cluster, error) {
+func Config(pools []cluster.NodePool) (*kindv1alpha4.Cluster, error) {
 	cfg := &kindv1alpha4.Cluster{
 		TypeMeta:             kindv1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
 		Nodes:                []kindv1alpha4.Node{{Role: kindv1alpha4.ControlPlaneRole}},
@@ -131,15 +134,15 @@ func joinTaintsPatch(taints []corev1.Taint) (string, error) {
 }
 
 // Create implements Provider.
-func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOption) (*Cluster, error) {
-	o := BuildOptions(opts)
+func (k *Provider) Create(ctx context.Context, name string, opts ...cluster.CreateOption) (*cluster.Cluster, error) {
+	o := cluster.BuildOptions(opts)
 	if o.Timeout == 5*time.Minute {
 		o.Timeout = 10 * time.Minute
 	}
 	if err := DockerAvailable(ctx); err != nil {
 		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
 	}
-	cfg, err := KindConfig(o.NodePools)
+	cfg, err := Config(o.NodePools)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +177,7 @@ func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOp
 	if err := k.p.Create(name, copts...); err != nil {
 		return nil, fmt.Errorf("kind cluster %q: create: %w", name, err)
 	}
-	c, err := FromKubeconfig(name, k.Name(), kc)
+	c, err := cluster.FromKubeconfig(name, k.Name(), kc)
 	if err != nil {
 		return nil, err
 	}
@@ -183,30 +186,30 @@ func (k *KindProvider) Create(ctx context.Context, name string, opts ...CreateOp
 	if err := advertiseExtendedResources(ctx, c, o.NodePools); err != nil {
 		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
 	}
-	if err := WaitNodesReady(ctx, c.Clientset, nil); err != nil {
+	if err := cluster.WaitNodesReady(ctx, c.Clientset, nil); err != nil {
 		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
 	}
 	if o.KubeconfigPath != "" {
-		if err := CopyFile(kc, o.KubeconfigPath); err != nil {
+		if err := cluster.CopyFile(kc, o.KubeconfigPath); err != nil {
 			return nil, fmt.Errorf("kind cluster %q: copy kubeconfig: %w", name, err)
 		}
 	}
 	return c, nil
 }
 
-// image is the node image: WithKindNodeImage's, else the offline one of the version (the
+// image is the node image: WithNodeImage's, else the offline one of the version (the
 // default version when none is asked) when the engine has it, else kind's published one of the
 // version ("" leaves kind's default).
-func (k *KindProvider) image(ctx context.Context, kubeVersion string) string {
+func (k *Provider) image(ctx context.Context, kubeVersion string) string {
 	if k.nodeImage != "" {
 		return k.nodeImage
 	}
 	v := kubeVersion
 	if v == "" {
-		v = KindOfflineKubeVersion
+		v = OfflineKubeVersion
 	}
-	if DockerImagePresent(ctx, KindOfflineNodeImage(v)) {
-		return KindOfflineNodeImage(v)
+	if DockerImagePresent(ctx, OfflineNodeImage(v)) {
+		return OfflineNodeImage(v)
 	}
 	if kubeVersion != "" {
 		return "kindest/node:" + kubeVersion
@@ -217,7 +220,7 @@ func (k *KindProvider) image(ctx context.Context, kubeVersion string) string {
 // advertiseExtendedResources patches node status with the pools' extended resources
 // (nvidia.com/gpu): kind nodes have no device plugin, and an extended resource is
 // advertised by adding it to the node's status capacity.
-func advertiseExtendedResources(ctx context.Context, c *Cluster, pools []NodePool) error {
+func advertiseExtendedResources(ctx context.Context, c *cluster.Cluster, pools []cluster.NodePool) error {
 	for _, pool := range pools {
 		ext := map[string]string{}
 		for r, q := range pool.Allocatable {
@@ -229,7 +232,7 @@ func advertiseExtendedResources(ctx context.Context, c *Cluster, pools []NodePoo
 			continue
 		}
 		nodes, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{
-			LabelSelector: labels.SelectorFromSet(labels.Set{PoolLabel: pool.Name}).String(),
+			LabelSelector: labels.SelectorFromSet(labels.Set{cluster.PoolLabel: pool.Name}).String(),
 		})
 		if err != nil {
 			return fmt.Errorf("node pool %q: list nodes: %w", pool.Name, err)
@@ -245,12 +248,12 @@ func advertiseExtendedResources(ctx context.Context, c *Cluster, pools []NodePoo
 }
 
 // Get connects to an existing kind cluster created by this provider.
-func (k *KindProvider) Get(_ context.Context, name string) (*Cluster, error) {
-	return FromKubeconfig(name, k.Name(), k.kubeconfigPath(name))
+func (k *Provider) Get(_ context.Context, name string) (*cluster.Cluster, error) {
+	return cluster.FromKubeconfig(name, k.Name(), k.kubeconfigPath(name))
 }
 
 // Delete implements Provider.
-func (k *KindProvider) Delete(_ context.Context, name string) error {
+func (k *Provider) Delete(_ context.Context, name string) error {
 	if err := k.p.Delete(name, k.kubeconfigPath(name)); err != nil {
 		return fmt.Errorf("delete kind cluster %q: %w", name, err)
 	}
@@ -271,7 +274,7 @@ const snapshotsGrace = 30 * time.Minute
 // that no longer exist and image archives no load is using, once older than snapshotsGrace.
 // On a tmpfs they hold memory (a killed run of the kind scenario leaves gigabytes) until the
 // next boot. Nothing is removed when the clusters cannot be listed.
-func (k *KindProvider) sweepSnapshots(now time.Time) {
+func (k *Provider) sweepSnapshots(now time.Time) {
 	live, err := k.p.List()
 	if err != nil {
 		return
@@ -315,12 +318,4 @@ func DockerAvailable(ctx context.Context) error {
 		return fmt.Errorf("no Docker engine answers (docker info: %s)", msg)
 	}
 	return nil
-}
-
-// Detect returns the kind provider when a Docker engine answers, else the local provider.
-func Detect(ctx context.Context, local ...LocalOption) Provider {
-	if DockerAvailable(ctx) == nil {
-		return NewKindProvider()
-	}
-	return NewLocalProvider(local...)
 }

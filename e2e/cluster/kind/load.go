@@ -1,4 +1,4 @@
-package cluster
+package kind
 
 import (
 	"bytes"
@@ -14,10 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
-// KindImages are images of the Docker engine for the nodes of some pools.
-type KindImages struct {
+// Images are images of the Docker engine for the nodes of some pools.
+type Images struct {
 	// Images, as the engine names them (polyaxon/polyaxon-api:2.18.0).
 	Images []string
 	// Pools whose nodes get them; none means every node, the control plane's too.
@@ -28,10 +30,10 @@ type KindImages struct {
 // sidecar, notifier) and the demo run's Python (values/polyaxonfiles/hello-job.yaml).
 var kindRunImages = []string{"polyaxon/polyaxon-init", "polyaxon/polyaxon-sidecar", "polyaxon/polyaxon-events-handlers", "python"}
 
-// KindImagesByPool splits a chart's images by where their pods run: the images of run pods
+// ImagesByPool splits a chart's images by where their pods run: the images of run pods
 // to the run pools' nodes (experiments, builds), every other image (the platform's, Postgres,
 // Redis) to the core pool's.
-func KindImagesByPool(images []string) []KindImages {
+func ImagesByPool(images []string) []Images {
 	var core, runs []string
 	for _, img := range images {
 		repo := img
@@ -44,9 +46,9 @@ func KindImagesByPool(images []string) []KindImages {
 			core = append(core, img)
 		}
 	}
-	return []KindImages{
-		{Images: core, Pools: []string{PoolCore}},
-		{Images: runs, Pools: []string{PoolExperiments, PoolBuilds}},
+	return []Images{
+		{Images: core, Pools: []string{cluster.PoolCore}},
+		{Images: runs, Pools: []string{cluster.PoolExperiments, cluster.PoolBuilds}},
 	}
 }
 
@@ -54,7 +56,7 @@ func KindImagesByPool(images []string) []KindImages {
 // nodes each set chooses, as `kind load docker-image` does: nothing is pulled. Each set is
 // saved once into one archive (layers its images share are in it once); the nodes import
 // theirs side by side, each one archive after another.
-func (k *KindProvider) LoadImages(ctx context.Context, c *Cluster, sets ...KindImages) error {
+func (k *Provider) LoadImages(ctx context.Context, c *cluster.Cluster, sets ...Images) error {
 	all, err := k.p.ListInternalNodes(c.Name)
 	if err != nil {
 		return fmt.Errorf("load images: list nodes of %q: %w", c.Name, err)
@@ -101,11 +103,11 @@ func (k *KindProvider) LoadImages(ctx context.Context, c *Cluster, sets ...KindI
 }
 
 // nodesOfPools are the nodes of all labelled with one of pools (all of them for no pools).
-func (k *KindProvider) nodesOfPools(ctx context.Context, c *Cluster, all []nodes.Node, pools []string) ([]nodes.Node, error) {
+func (k *Provider) nodesOfPools(ctx context.Context, c *cluster.Cluster, all []nodes.Node, pools []string) ([]nodes.Node, error) {
 	if len(pools) == 0 {
 		return all, nil
 	}
-	sel, err := labels.Parse(fmt.Sprintf("%s in (%s)", PoolLabel, strings.Join(pools, ",")))
+	sel, err := labels.Parse(fmt.Sprintf("%s in (%s)", cluster.PoolLabel, strings.Join(pools, ",")))
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package cluster
+package kind
 
 import (
 	"context"
@@ -14,27 +14,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
-// KindOfflineEnv runs TestKindOffline when set to 1. The test needs the private engine and
+// OfflineEnv runs TestKindOffline when set to 1. The test needs the private engine and
 // the images of e2e/scripts/build-kind-images.sh; it is not part of `make test` yet.
-const KindOfflineEnv = "POLYAXON_DEPLOY_KIND_OFFLINE"
+const OfflineEnv = "POLYAXON_DEPLOY_KIND_OFFLINE"
 
 // TestKindOffline: through the kind library, a cluster of one control plane and two workers
 // from the node image built here, on the private engine; every node Ready, CoreDNS running,
 // and a pod of an image built on this machine (loaded into the nodes, never pulled) running.
 func TestKindOffline(t *testing.T) {
-	if os.Getenv(KindOfflineEnv) != "1" {
-		t.Skipf("set %s=1 (after e2e/scripts/build-kind-images.sh) to run", KindOfflineEnv)
+	if os.Getenv(OfflineEnv) != "1" {
+		t.Skipf("set %s=1 (after e2e/scripts/build-kind-images.sh) to run", OfflineEnv)
 	}
-	t.Setenv("DOCKER_HOST", KindOfflineDockerHost)
+	t.Setenv("DOCKER_HOST", OfflineDockerHost)
 	ctx := context.Background()
 	require.NoError(t, DockerAvailable(ctx))
 	kubeVersion := os.Getenv("KUBE_VERSION")
 	if kubeVersion == "" {
 		kubeVersion = "v1.37.2"
 	}
-	image := KindOfflineNodeImage(kubeVersion)
+	image := OfflineNodeImage(kubeVersion)
 	require.NoError(t, exec.Command("docker", "image", "inspect", image).Run(), "node image %s: run e2e/scripts/build-kind-images.sh", image)
 
 	p := kindcluster.NewProvider(kindcluster.ProviderWithDocker())
@@ -43,7 +45,7 @@ func TestKindOffline(t *testing.T) {
 	_ = p.Delete(name, kc)
 	start := time.Now()
 	err := p.Create(name,
-		kindcluster.CreateWithV1Alpha4Config(KindOfflineConfig(2)),
+		kindcluster.CreateWithV1Alpha4Config(OfflineConfig(2)),
 		kindcluster.CreateWithNodeImage(image),
 		kindcluster.CreateWithKubeconfigPath(kc),
 		kindcluster.CreateWithWaitForReady(8*time.Minute),
@@ -56,13 +58,13 @@ func TestKindOffline(t *testing.T) {
 	if os.Getenv("KIND_RETAIN") != "1" {
 		t.Cleanup(func() { _ = p.Delete(name, kc) })
 	}
-	c, err := FromKubeconfig(name, "kind", kc)
+	c, err := cluster.FromKubeconfig(name, "kind", kc)
 	require.NoError(t, err)
 	cs := c.Clientset
 
 	ctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
 	defer cancel()
-	require.NoError(t, WaitNodesReady(ctx, cs, nil))
+	require.NoError(t, cluster.WaitNodesReady(ctx, cs, nil))
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, nodes.Items, 3)
