@@ -24,6 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/dex"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/edge"
 )
 
 // TestEdge (issue 42): the production profile exposed through an Ingress, with the
@@ -41,7 +43,7 @@ func TestEdge(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns := nsInstall
 	bin := oauth2Proxy.get(t)
-	c := polyaxonCluster(t, "edge", ns, cluster.WithHostPrograms(cluster.EdgeProgram(bin)))
+	c := polyaxonCluster(t, "edge", ns, cluster.WithHostPrograms(edge.Program(bin)))
 	venv, _ := polyaxonPrograms(t)
 	createNamespace(t, c, ns)
 
@@ -54,13 +56,13 @@ func TestEdge(t *testing.T) {
 	// lets in.
 	edgeAddr, err := c.ServiceAddress(ns, "polyaxon-edge", 80)
 	require.NoError(t, err)
-	member, outsider := cluster.DexUser{Email: "carol@example.com", Password: "carol's passphrase"},
-		cluster.DexUser{Email: "mallory@elsewhere.example", Password: "mallory's passphrase"}
+	member, outsider := dex.User{Email: "carol@example.com", Password: "carol's passphrase"},
+		dex.User{Email: "mallory@elsewhere.example", Password: "mallory's passphrase"}
 	const clientSecret = "the client's secret at Dex"
-	idp, err := c.StartDex(ctxT(t, time.Minute), dex.get(t), cluster.DexOptions{
+	idp, err := dex.Start(ctxT(t, time.Minute), c.Cluster, dexBuild.get(t), dex.Options{
 		ClientID: "polyaxon", ClientSecret: clientSecret,
 		RedirectURIs: []string{"http://" + edgeAddr + "/oauth2/callback"},
-		Users:        []cluster.DexUser{member, outsider},
+		Users:        []dex.User{member, outsider},
 	})
 	require.NoError(t, err)
 	t.Cleanup(idp.Stop)
@@ -320,7 +322,7 @@ func TestEdge(t *testing.T) {
 // /oauth2/start sends it to the issuer (Dex), whose login form it fills in as user; the issuer
 // sends it back to the edge's callback, and the edge to rd. It returns the status and body of
 // the last answer.
-func oidcLogin(t *testing.T, ctx context.Context, edge, rd string, user cluster.DexUser) (int, string) {
+func oidcLogin(t *testing.T, ctx context.Context, edge, rd string, user dex.User) (int, string) {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/dex"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/edge"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/gatewayapi"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
 	"github.com/stretchr/testify/require"
-
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 // hostBuild is a program built from the Go module proxy by one of e2e/scripts/build-*.sh
@@ -38,8 +40,8 @@ func (b *hostBuild[T]) get(t *testing.T) T {
 }
 
 var (
-	traefik          = &hostBuild[cluster.GatewayBuild]{name: "Traefik and the Gateway API CRDs", build: cluster.EnsureGatewayBuild}
-	oauth2Proxy      = &hostBuild[string]{name: "oauth2-proxy", build: cluster.EnsureOAuth2Proxy}
-	dex              = &hostBuild[string]{name: "Dex", build: cluster.EnsureDex}
-	trainingOperator = &hostBuild[cluster.TrainingOperatorBuild]{name: "the Kubeflow training operator", build: cluster.EnsureTrainingOperator}
+	traefik          = &hostBuild[gatewayapi.Build]{name: "Traefik and the Gateway API CRDs", build: gatewayapi.EnsureBuild}
+	oauth2Proxy      = &hostBuild[string]{name: "oauth2-proxy", build: edge.EnsureOAuth2Proxy}
+	dexBuild         = &hostBuild[string]{name: "Dex", build: dex.EnsureBuild}
+	trainingOperator = &hostBuild[trainingoperator.Build]{name: "the Kubeflow training operator", build: trainingoperator.EnsureBuild}
 )

@@ -24,6 +24,7 @@ import (
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/gatewayapi"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 )
@@ -134,9 +135,9 @@ func TestProductionOnKind(t *testing.T) {
 
 	// The Gateway's data plane, Traefik, in a pod on the core node: the route below goes through
 	// it, and the gateway's NetworkPolicy must admit it for kube-router to let it through.
-	require.NoError(t, c.InstallGatewayAPICRDs(ctx, traefik.get(t).CRDs))
-	gw, err := c.StartGatewayInCluster(ctxT(t, 5*time.Minute), imageOf(t, images, "traefik"),
-		cluster.GatewayOptions{Dir: t.TempDir(), NodeSelector: map[string]string{cluster.PoolLabel: cluster.PoolCore}})
+	require.NoError(t, gatewayapi.InstallCRDs(ctx, c, traefik.get(t).CRDs))
+	gw, err := gatewayapi.StartInCluster(ctxT(t, 5*time.Minute), c, imageOf(t, images, "traefik"),
+		gatewayapi.Options{Dir: t.TempDir(), NodeSelector: map[string]string{cluster.PoolLabel: cluster.PoolCore}})
 	require.NoError(t, err)
 
 	// The Prometheus Operator's CRDs: the release's ServiceMonitor and PrometheusRule go through
@@ -242,14 +243,14 @@ func TestProductionOnKind(t *testing.T) {
 		require.NoError(t, err)
 		var status string
 		waitFor(t, 2*time.Minute, "the route Accepted and ResolvedRefs by Traefik", func(ctx context.Context) (bool, string, error) {
-			r, err := dyn.Resource(cluster.HTTPRoutesGVR).Namespace(ns).Get(ctx, releaseName+"-gateway", metav1.GetOptions{})
+			r, err := dyn.Resource(gatewayapi.HTTPRoutesGVR).Namespace(ns).Get(ctx, releaseName+"-gateway", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error(), nil
 			}
 			ok := true
 			status = ""
 			for _, typ := range []string{"Accepted", "ResolvedRefs"} {
-				cond := cluster.RouteParentCondition(r, cluster.GatewayControllerName, gw.Namespace, gw.Name, typ)
+				cond := gatewayapi.RouteParentCondition(r, gatewayapi.ControllerName, gw.Namespace, gw.Name, typ)
 				status += fmt.Sprintf("%s=%v (%v) ", typ, cond["status"], cond["reason"])
 				ok = ok && cond != nil && cond["status"] == "True"
 			}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
 )
 
 // TestSeed001DistributedRunsThroughTheCLI: seed 001's topology (../shared/fixtures/seeds/
@@ -30,13 +31,13 @@ import (
 // operators.pytorchjob. Each run becomes a KfJob, then a Kubeflow job, whose pods (11: 1 chief,
 // 7 workers, 3 ps; 4: 1 master, 3 workers) the real scheduler binds to the GPU pool
 // (experiments), the GPU replicas with one nvidia.com/gpu each; kwok completes them as a
-// node would when the training ends (cluster.KubeflowPodsCompleteStage), and the run's status
+// node would when the training ends (trainingoperator.KubeflowPodsCompleteStage), and the run's status
 // in Polyaxon's API reaches succeeded.
 func TestSeed001DistributedRunsThroughTheCLI(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns, runsNS := nsInstall, nsRuns
 	op := trainingOperator.get(t)
-	c := polyaxonCluster(t, "seeds", ns, cluster.WithStages(cluster.KubeflowPodsCompleteStage()))
+	c := polyaxonCluster(t, "seeds", ns, cluster.WithStages(trainingoperator.KubeflowPodsCompleteStage()))
 	venv, _ := polyaxonPrograms(t)
 	applyKubeflowCRDs(t, c, op.CRDs, "tfjobs", "pytorchjobs")
 	createNamespace(t, c, ns)

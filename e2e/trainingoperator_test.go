@@ -9,20 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
 	"github.com/stretchr/testify/require"
-
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 // applyKubeflowCRDs creates the operator's CRDs for plurals (e.g. "pytorchjobs") straight from
 // the module cache and waits until the API server serves them.
 func applyKubeflowCRDs(t *testing.T, c *testCluster, crdDir string, plurals ...string) {
 	t.Helper()
-	require.NoError(t, cluster.ApplyKubeflowCRDs(ctxT(t, 2*time.Minute), c.Cluster, crdDir, plurals...))
+	require.NoError(t, trainingoperator.ApplyKubeflowCRDs(ctxT(t, 2*time.Minute), c.Cluster, crdDir, plurals...))
 }
 
 // startTrainingOperator runs the operator's manager as a local process against the cluster
-// (cluster.TrainingOperator, which plays the kubelet's part for its webhook certificate),
+// (trainingoperator.Operator, which plays the kubelet's part for its webhook certificate),
 // watching namespace (the runs'), with the controllers of schemes (default: only
 // pytorchjob). The process is killed when the test ends; its log is printed if the test
 // failed.
@@ -31,7 +30,7 @@ func startTrainingOperator(t *testing.T, c *testCluster, bin, namespace string, 
 	if len(schemes) == 0 {
 		schemes = []string{"pytorchjob"}
 	}
-	op := cluster.TrainingOperator{Bin: bin, Namespace: namespace, Schemes: schemes, Dir: t.TempDir(), Env: subprocessEnv()}
+	op := trainingoperator.Operator{Bin: bin, Namespace: namespace, Schemes: schemes, Dir: t.TempDir(), Env: subprocessEnv()}
 	ctx, cancel := context.WithCancel(context.Background())
 	done, err := op.Run(ctx, c.Cluster)
 	if err != nil {

@@ -40,43 +40,6 @@ func RunBuildScript(ctx context.Context, name string, want int, progress io.Writ
 	return lines, nil
 }
 
-// TrainingOperatorBuild is what build-training-operator.sh made: the Kubeflow training
-// operator's manager and the directory of its CRDs.
-type TrainingOperatorBuild struct {
-	Bin, CRDs string
-}
-
-// EnsureTrainingOperator builds the Kubeflow training operator from the Go module proxy
-// (e2e/scripts/build-training-operator.sh; minutes cold, cached) and returns its manager and
-// CRDs.
-func EnsureTrainingOperator(ctx context.Context, progress io.Writer) (TrainingOperatorBuild, error) {
-	p, err := RunBuildScript(ctx, "build-training-operator.sh", 2, progress)
-	if err != nil {
-		return TrainingOperatorBuild{}, err
-	}
-	return TrainingOperatorBuild{Bin: p[0], CRDs: p[1]}, nil
-}
-
-// EnsureOAuth2Proxy builds oauth2-proxy from the Go module proxy (e2e/scripts/build-oauth2-proxy.sh,
-// cached outside the repository) and returns the binary's path.
-func EnsureOAuth2Proxy(ctx context.Context, progress io.Writer) (string, error) {
-	p, err := RunBuildScript(ctx, "build-oauth2-proxy.sh", 1, progress)
-	if err != nil {
-		return "", err
-	}
-	return p[0], nil
-}
-
-// EnsureDex builds Dex, the OpenID Connect provider of the edge's e2e, from the Go module
-// proxy (e2e/scripts/build-dex.sh, cached) and returns the binary's path.
-func EnsureDex(ctx context.Context, progress io.Writer) (string, error) {
-	p, err := RunBuildScript(ctx, "build-dex.sh", 1, progress)
-	if err != nil {
-		return "", err
-	}
-	return p[0], nil
-}
-
 // EnsureExporters builds the exporters the chart runs beside its stores, postgres_exporter and
 // redis_exporter, from the Go module proxy (e2e/scripts/build-exporters.sh; cached) and returns
 // the directory holding both.

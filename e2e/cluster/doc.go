@@ -91,12 +91,9 @@
 //   - Real servers behind simulated pods (WithHostBackend): the Postgres pod's Service forwards
 //     to a real PostgreSQL on this machine.
 //
-// A Gateway API implementation (StartGateway, local provider, with host programs): Traefik's
-// Kubernetes Gateway provider, built from the Go module proxy (e2e/scripts/build-traefik.sh), runs
-// here as controller and data plane of a Gateway with an HTTPS listener, beside the standard
-// channel's CRDs (InstallGatewayAPICRDs). It routes to EndpointSlice addresses, kwok's pod IPs,
-// through the pod network (PodNetworkProxy): a SOCKS5 proxy given as HTTP_PROXY=socks5://... that
-// takes a connection to <pod IP>:<container port> to that pod's host process.
+// The add-ons that run beside a cluster are packages of e2e/cluster/addons: gatewayapi (a
+// Gateway API implementation), dex (an OpenID Connect issuer), edge (the authenticating edge's
+// program) and trainingoperator (the Kubeflow training operator).
 //
 // PolyaxonPrograms is the table for Polyaxon's images: haupt's API (and its management
 // commands for the migration and admin-user Jobs) and the polyaxon agent from the virtual

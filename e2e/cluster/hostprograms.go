@@ -94,7 +94,7 @@ func WithHostProgramStages(programs ...Program) CreateOption {
 // of the same programs, until ctx ends (then it stops their processes). ready, when not nil,
 // is called once the runner watches, with the runner's ServiceAddress.
 func (c *Cluster) RunHostPrograms(ctx context.Context, programs []Program, backends []HostBackend, ready func(address func(ns, svc string, port int32) (string, error))) error {
-	podsDir := podsDirOf(c)
+	podsDir := PodsDir(c)
 	if podsDir == "" {
 		return fmt.Errorf("cluster %s: host programs run on the local provider only", c.Name)
 	}
@@ -227,9 +227,10 @@ func imageRepository(image string) string {
 // <cluster dir>/pods.
 type podsDirKey struct{}
 
-// podsDirOf is the directory of the cluster's host programs' pods, "" for a cluster of another
-// provider.
-func podsDirOf(c *Cluster) string {
+// PodsDir is the directory of a local cluster's host programs' pods, "" for a cluster of
+// another provider. A cluster's deletion kills what runs under it (killProcessesUnder): the
+// servers that run beside a local cluster (Dex, the Gateway) work there.
+func PodsDir(c *Cluster) string {
 	dir, _ := c.Value(podsDirKey{}).(string)
 	return dir
 }

@@ -316,7 +316,7 @@ func (p *LocalProvider) setup(ctx context.Context, c *Cluster, o CreateOptions) 
 		wg.Go(func() { runPodCommands(bg, c) })
 	}
 	if len(lo.Programs) > 0 {
-		hosts, err := newHostRunner(c, podsDirOf(c), lo.Programs, lo.Backends)
+		hosts, err := newHostRunner(c, PodsDir(c), lo.Programs, lo.Backends)
 		if err != nil {
 			stop()
 			return err

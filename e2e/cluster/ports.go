@@ -90,6 +90,13 @@ func reservePorts(file string, r portRange, n int, now time.Time) ([]uint32, err
 	return ports, nil
 }
 
+// ReservePorts reserves n loopback ports in the machine-wide reservation file, as Create does
+// for a local cluster's components: for the servers that run on this machine beside a local
+// cluster (Dex, the Gateway).
+func ReservePorts(n int) ([]uint32, error) {
+	return reservePorts(portReservationFile, clusterPorts, n, time.Now())
+}
+
 // readReservations parses "port unix-expiry" lines, dropping expired ones.
 func readReservations(f *os.File, now time.Time) (map[uint32]time.Time, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {

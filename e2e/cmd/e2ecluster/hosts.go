@@ -18,6 +18,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/edge"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
 )
 
 // venvEnv names Polyaxon's virtual environment for `up` (default: make deps's, for the
@@ -60,12 +62,12 @@ func prepareHosts(ctx context.Context, venv, ns string) (*hostsState, error) {
 	if err := buildOperator(ctx, root, h.Operator); err != nil {
 		return nil, err
 	}
-	op, err := cluster.EnsureTrainingOperator(ctx, os.Stderr)
+	op, err := trainingoperator.EnsureBuild(ctx, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
 	h.TrainingOperator, h.KubeflowCRDs = op.Bin, op.CRDs
-	h.Edge, err = cluster.EnsureOAuth2Proxy(ctx, os.Stderr)
+	h.Edge, err = edge.EnsureOAuth2Proxy(ctx, os.Stderr)
 	return h, err
 }
 
@@ -264,10 +266,10 @@ func runHosts(c *cli.Context) error {
 	}()
 	if bin := c.String("training-operator"); bin != "" {
 		// Its CRDs before the daemon says it runs: the install's check wants them served.
-		if err := cluster.ApplyKubeflowCRDs(ctx, cl, c.String("kubeflow-crds"), kubeflowPlurals...); err != nil {
+		if err := trainingoperator.ApplyKubeflowCRDs(ctx, cl, c.String("kubeflow-crds"), kubeflowPlurals...); err != nil {
 			return err
 		}
-		go runTrainingOperator(ctx, cl, cluster.TrainingOperator{Bin: bin, Namespace: c.String("runs-namespace"),
+		go runTrainingOperator(ctx, cl, trainingoperator.Operator{Bin: bin, Namespace: c.String("runs-namespace"),
 			Schemes: kubeflowSchemes, Dir: filepath.Join(filepath.Dir(c.String("address-file")), "training-operator")})
 	}
 	programs := (&hostsState{Venv: c.String("venv"), Operator: c.String("operator"), Edge: c.String("edge")}).programs()
@@ -304,7 +306,7 @@ var (
 
 // runTrainingOperator runs the training operator until ctx ends, started again 10 s after it
 // exits.
-func runTrainingOperator(ctx context.Context, cl *cluster.Cluster, op cluster.TrainingOperator) {
+func runTrainingOperator(ctx context.Context, cl *cluster.Cluster, op trainingoperator.Operator) {
 	for ctx.Err() == nil {
 		if err := os.MkdirAll(op.Dir, 0o755); err != nil {
 			logf("the training operator: %v", err)

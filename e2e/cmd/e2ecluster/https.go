@@ -11,10 +11,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/gatewayapi"
 )
 
 // The demo's Gateway (local provider): Traefik, run by the hosts daemon (it needs the pod
-// network proxy of the daemon's host programs: cluster.StartGateway), with the Gateway API
+// network proxy of the daemon's host programs: gatewayapi.Start), with the Gateway API
 // CRDs and an HTTPS listener whose certificate is made when the daemon starts. The daemon
 // writes gatewayFile once the Gateway is Programmed: its URL, the CA's file, the Gateway's
 // namespace, name and listener, a line each.
@@ -25,18 +26,18 @@ func gatewayFile(addressFile string) string {
 // runGateway installs the CRDs, starts Traefik and writes file; Traefik stops with ctx.
 func runGateway(ctx context.Context, cl *cluster.Cluster, file string) {
 	_ = os.Remove(file)
-	build, err := cluster.EnsureGatewayBuild(ctx, os.Stderr)
+	build, err := gatewayapi.EnsureBuild(ctx, os.Stderr)
 	if err != nil {
 		logf("the Gateway: %v", err)
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if err := cl.InstallGatewayAPICRDs(sctx, build.CRDs); err != nil {
+	if err := gatewayapi.InstallCRDs(sctx, cl, build.CRDs); err != nil {
 		logf("the Gateway API CRDs: %v", err)
 		return
 	}
-	gw, err := cl.StartGateway(sctx, build.Traefik, cluster.GatewayOptions{})
+	gw, err := gatewayapi.Start(sctx, cl, build.Traefik, gatewayapi.Options{})
 	if err != nil {
 		logf("the Gateway: %v", err)
 		return

@@ -21,6 +21,7 @@ import (
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/gatewayapi"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
 )
 
@@ -197,15 +198,15 @@ func kindGatewayDir() string      { return filepath.Join(demoDir(), "kind-gatewa
 func kindGatewayInfoFile() string { return filepath.Join(kindGatewayDir(), "gateway.json") }
 
 // startKindGateway runs the demo's Gateway in the cluster: the Gateway API CRDs of crds, and
-// Traefik of image in a pod of the core node (cluster.StartGatewayInCluster), terminating TLS
+// Traefik of image in a pod of the core node (gatewayapi.StartInCluster), terminating TLS
 // with a certificate of a CA made now.
 func startKindGateway(ctx context.Context, cl *cluster.Cluster, image, crds string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := cl.InstallGatewayAPICRDs(ctx, crds); err != nil {
+	if err := gatewayapi.InstallCRDs(ctx, cl, crds); err != nil {
 		return err
 	}
-	gw, err := cl.StartGatewayInCluster(ctx, image, cluster.GatewayOptions{Dir: kindGatewayDir(),
+	gw, err := gatewayapi.StartInCluster(ctx, cl, image, gatewayapi.Options{Dir: kindGatewayDir(),
 		NodeSelector: map[string]string{cluster.PoolLabel: cluster.PoolCore}})
 	if err != nil {
 		return err

@@ -36,6 +36,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/edge"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/providers"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
@@ -78,7 +80,7 @@ type hostsState struct {
 func (h *hostsState) programs() []cluster.Program {
 	programs := cluster.PolyaxonPrograms(oneVenv(h.Venv), h.Operator)
 	if h.Edge != "" {
-		programs = append(programs, cluster.EdgeProgram(h.Edge))
+		programs = append(programs, edge.Program(h.Edge))
 	}
 	return programs
 }
@@ -159,7 +161,7 @@ func up(c *cli.Context) error {
 		}
 		opts = append(opts,
 			// Distributed runs' pods end as their training would (seed 001 reaches succeeded).
-			cluster.WithStages(cluster.KubeflowPodsCompleteStage()),
+			cluster.WithStages(trainingoperator.KubeflowPodsCompleteStage()),
 			cluster.WithClusterExec(cluster.PostgresExec(ns, pg, pg.Database)),
 			cluster.WithHostProgramStages(hosts.programs()...))
 	}

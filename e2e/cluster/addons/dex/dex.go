@@ -1,8 +1,9 @@
-package cluster
+package dex
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,19 +13,21 @@ import (
 	"golang.org/x/oauth2"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
-// DexUser is an account of Dex's password database: it logs in with its e-mail address.
-type DexUser struct {
+// User is an account of Dex's password database: it logs in with its e-mail address.
+type User struct {
 	Email, Password string
 }
 
-// DexOptions configure the one OAuth2 client Dex knows and the accounts it lets log in.
-type DexOptions struct {
+// Options configure the one OAuth2 client Dex knows and the accounts it lets log in.
+type Options struct {
 	ClientID, ClientSecret string
 	// RedirectURIs are the client's callbacks (the edge's http://host:port/oauth2/callback).
 	RedirectURIs []string
-	Users        []DexUser
+	Users        []User
 }
 
 // Dex is an OpenID Connect provider running on this machine (build-dex.sh): the issuer the
@@ -36,20 +39,20 @@ type Dex struct {
 	Issuer  string
 	LogPath string
 
-	opts DexOptions
-	proc *HostProcess
+	opts Options
+	proc *cluster.HostProcess
 }
 
-// StartDex runs Dex for the cluster on a free loopback port, with its memory storage, the
+// Start runs Dex for the cluster on a free loopback port, with its memory storage, the
 // client and the accounts of opts, no consent screen, and its password connector also
 // answering the token endpoint's password grant (PasswordGrant). It returns once the issuer's
 // discovery document answers. The process lives until Stop or the cluster's deletion.
-func (c *Cluster) StartDex(ctx context.Context, bin string, opts DexOptions) (*Dex, error) {
-	podsDir := podsDirOf(c)
+func Start(ctx context.Context, c *cluster.Cluster, bin string, opts Options) (*Dex, error) {
+	podsDir := cluster.PodsDir(c)
 	if podsDir == "" {
 		return nil, fmt.Errorf("cluster %s: Dex runs beside the local provider only", c.Name)
 	}
-	ports, err := reservePorts(portReservationFile, clusterPorts, 1, time.Now())
+	ports, err := cluster.ReservePorts(1)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +89,7 @@ func (c *Cluster) StartDex(ctx context.Context, bin string, opts DexOptions) (*D
 	if err != nil {
 		return nil, err
 	}
-	// Under the pods' directory: a cluster's deletion kills what runs there (killProcessesUnder).
+	// Under the pods' directory (cluster.PodsDir): a cluster's deletion kills what runs there.
 	dir := filepath.Join(podsDir, "dex")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -96,13 +99,13 @@ func (c *Cluster) StartDex(ctx context.Context, bin string, opts DexOptions) (*D
 		return nil, err
 	}
 	d.LogPath = filepath.Join(dir, "dex.log")
-	d.proc = &HostProcess{Path: bin, Args: []string{"serve", configPath}, Env: os.Environ(), Dir: dir, LogPath: d.LogPath}
+	d.proc = &cluster.HostProcess{Path: bin, Args: []string{"serve", configPath}, Env: os.Environ(), Dir: dir, LogPath: d.LogPath}
 	if err := d.proc.Start(); err != nil {
 		return nil, err
 	}
 	if err := d.waitServing(ctx); err != nil {
 		d.Stop()
-		return nil, fmt.Errorf("%w (Dex's log: %s)\n%s", err, d.LogPath, LogTail(d.LogPath, 20))
+		return nil, fmt.Errorf("%w (Dex's log: %s)\n%s", err, d.LogPath, cluster.LogTail(d.LogPath, 20))
 	}
 	return d, nil
 }
@@ -152,4 +155,14 @@ func (d *Dex) PasswordGrant(ctx context.Context, email, password string) (string
 		return "", fmt.Errorf("Dex's password grant for %s returned no ID token", email)
 	}
 	return id, nil
+}
+
+// EnsureBuild builds Dex, the OpenID Connect provider of the edge's e2e, from the Go module
+// proxy (e2e/scripts/build-dex.sh, cached) and returns the binary's path.
+func EnsureBuild(ctx context.Context, progress io.Writer) (string, error) {
+	p, err := cluster.RunBuildScript(ctx, "build-dex.sh", 1, progress)
+	if err != nil {
+		return "", err
+	}
+	return p[0], nil
 }

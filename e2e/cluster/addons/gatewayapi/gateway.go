@@ -1,4 +1,4 @@
-package cluster
+package gatewayapi
 
 import (
 	"bytes"
@@ -30,6 +30,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 // The Gateway API implementation of the local provider: Traefik, built from the Go module proxy
@@ -40,43 +42,43 @@ import (
 // backendRef (a Service port) to the addresses of the Service's EndpointSlices, that is to
 // pod IPs and container ports, as it would on a real cluster. Those IPs are kwok's, answered
 // by nothing; Traefik runs with HTTP_PROXY=socks5://<the cluster's pod network proxy>
-// (PodNetworkProxy), which takes each connection to the loopback port of the pod's host
+// (cluster.PodNetworkProxy), which takes each connection to the loopback port of the pod's host
 // process.
 // Readiness is the EndpointSlice's: a pod that is not Ready is not routed to.
 
-// GatewayControllerName is the controllerName of Traefik's GatewayClass.
-const GatewayControllerName = "traefik.io/gateway-controller"
+// ControllerName is the controllerName of Traefik's GatewayClass.
+const ControllerName = "traefik.io/gateway-controller"
 
-// GatewayAPIGroup is Gateway API's group.
-const GatewayAPIGroup = "gateway.networking.k8s.io"
+// Group is Gateway API's group.
+const Group = "gateway.networking.k8s.io"
 
 // Gateway API resources (v1).
 var (
-	GatewayClassesGVR = schema.GroupVersionResource{Group: GatewayAPIGroup, Version: "v1", Resource: "gatewayclasses"}
-	GatewaysGVR       = schema.GroupVersionResource{Group: GatewayAPIGroup, Version: "v1", Resource: "gateways"}
-	HTTPRoutesGVR     = schema.GroupVersionResource{Group: GatewayAPIGroup, Version: "v1", Resource: "httproutes"}
+	GatewayClassesGVR = schema.GroupVersionResource{Group: Group, Version: "v1", Resource: "gatewayclasses"}
+	GatewaysGVR       = schema.GroupVersionResource{Group: Group, Version: "v1", Resource: "gateways"}
+	HTTPRoutesGVR     = schema.GroupVersionResource{Group: Group, Version: "v1", Resource: "httproutes"}
 )
 
-// GatewayBuild is what build-traefik.sh made: Traefik's binary and the directory of the
+// Build is what build-traefik.sh made: Traefik's binary and the directory of the
 // standard channel's CRDs.
-type GatewayBuild struct {
+type Build struct {
 	Traefik, CRDs string
 }
 
-// EnsureGatewayBuild runs e2e/scripts/build-traefik.sh (a build of several minutes the first
-// time, cached under CacheDir; a no-op afterwards). Build progress goes to progress (may be nil).
-func EnsureGatewayBuild(ctx context.Context, progress io.Writer) (GatewayBuild, error) {
-	p, err := RunBuildScript(ctx, "build-traefik.sh", 2, progress)
+// EnsureBuild runs e2e/scripts/build-traefik.sh (a build of several minutes the first
+// time, cached under cluster.CacheDir; a no-op afterwards). Build progress goes to progress (may be nil).
+func EnsureBuild(ctx context.Context, progress io.Writer) (Build, error) {
+	p, err := cluster.RunBuildScript(ctx, "build-traefik.sh", 2, progress)
 	if err != nil {
-		return GatewayBuild{}, err
+		return Build{}, err
 	}
-	return GatewayBuild{Traefik: p[0], CRDs: p[1]}, nil
+	return Build{Traefik: p[0], CRDs: p[1]}, nil
 }
 
-// InstallGatewayAPICRDs applies every object of the YAML files in dir (the CRDs, and the
+// InstallCRDs applies every object of the YAML files in dir (the CRDs, and the
 // standard channel's ValidatingAdmissionPolicy and its binding) server-side, then waits until
 // the API serves GatewayClasses, Gateways and HTTPRoutes.
-func (c *Cluster) InstallGatewayAPICRDs(ctx context.Context, dir string) error {
+func InstallCRDs(ctx context.Context, c *cluster.Cluster, dir string) error {
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	if err != nil {
 		return err
@@ -135,17 +137,17 @@ func (c *Cluster) InstallGatewayAPICRDs(ctx context.Context, dir string) error {
 	}
 }
 
-// GatewayOptions says which Gateway StartGateway makes.
-type GatewayOptions struct {
+// Options says which Gateway Start makes.
+type Options struct {
 	// Namespace of the Gateway and its certificate's Secret (default gateway-system).
 	Namespace string
 	// Class is the GatewayClass's name (default traefik); Name the Gateway's (default polyaxon).
 	Class, Name string
 	// Hostnames the certificate is for (default localhost); 127.0.0.1 is always in it.
 	Hostnames []string
-	// NodeSelector places Traefik's pod (StartGatewayInCluster).
+	// NodeSelector places Traefik's pod (StartInCluster).
 	NodeSelector map[string]string
-	// Dir is where StartGatewayInCluster writes the CA's certificate (default: a new
+	// Dir is where StartInCluster writes the CA's certificate (default: a new
 	// temporary directory).
 	Dir string
 }
@@ -164,7 +166,7 @@ type Gateway struct {
 	// LogPath is Traefik's log.
 	LogPath string
 
-	proc *HostProcess
+	proc *cluster.HostProcess
 }
 
 // URL is https://localhost:<port>, which the certificate names.
@@ -180,7 +182,7 @@ func (g *Gateway) Client() *http.Client {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
 }
 
-// Stop ends Traefik on this machine (StartGateway); one in the cluster ends with it.
+// Stop ends Traefik on this machine (Start); one in the cluster ends with it.
 func (g *Gateway) Stop() {
 	if g.proc != nil {
 		g.proc.Stop(10 * time.Second)
@@ -195,15 +197,15 @@ func (g *Gateway) Done() <-chan struct{} {
 	return g.proc.Done()
 }
 
-// StartGateway runs Traefik for the cluster (local provider, with host programs): a namespace,
+// Start runs Traefik for the cluster (local provider, with host programs): a namespace,
 // a CA and a certificate for opts.Hostnames in a kubernetes.io/tls Secret, a GatewayClass of
 // Traefik's controller, a Gateway with one HTTPS listener ("https", routes from every
 // namespace) on a free loopback port, and Traefik watching them through the cluster's
 // kubeconfig. It returns once the Gateway is Programmed. The CRDs must be installed
-// (InstallGatewayAPICRDs). The process lives until Stop (or the cluster's deletion: its working
+// (InstallCRDs). The process lives until Stop (or the cluster's deletion: its working
 // directory is under the cluster's).
-func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts GatewayOptions) (*Gateway, error) {
-	podsDir := podsDirOf(c)
+func Start(ctx context.Context, c *cluster.Cluster, traefik string, opts Options) (*Gateway, error) {
+	podsDir := cluster.PodsDir(c)
 	if podsDir == "" {
 		return nil, fmt.Errorf("cluster %s: the Gateway runs on the local provider only", c.Name)
 	}
@@ -211,7 +213,7 @@ func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts Gateway
 	if err != nil {
 		return nil, err
 	}
-	ports, err := reservePorts(portReservationFile, clusterPorts, 2, time.Now())
+	ports, err := cluster.ReservePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -219,18 +221,18 @@ func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts Gateway
 	g := newGateway(opts)
 	g.Address = fmt.Sprintf("127.0.0.1:%d", listenPort)
 
-	// Under the pods' directory: a cluster's deletion kills what runs there (killProcessesUnder).
+	// Under the pods' directory (cluster.PodsDir): a cluster's deletion kills what runs there.
 	dir := filepath.Join(podsDir, "gateway_"+g.Namespace+"_"+g.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	dyn, err := c.applyGateway(ctx, g, opts.Hostnames, int(listenPort), dir)
+	dyn, err := applyGateway(ctx, c, g, opts.Hostnames, int(listenPort), dir)
 	if err != nil {
 		return nil, err
 	}
 
 	g.LogPath = filepath.Join(dir, "traefik.log")
-	g.proc = &HostProcess{
+	g.proc = &cluster.HostProcess{
 		Path: traefik,
 		Args: traefikArgs(g.Listener, fmt.Sprintf("127.0.0.1:%d", listenPort), fmt.Sprintf("127.0.0.1:%d", pingPort), "127.0.0.1"),
 		// KUBECONFIG: Traefik's Gateway provider reads it when it runs out of a cluster.
@@ -245,7 +247,7 @@ func (c *Cluster) StartGateway(ctx context.Context, traefik string, opts Gateway
 	}
 	if err := g.waitProgrammed(ctx, dyn, pingPort); err != nil {
 		g.Stop()
-		return nil, fmt.Errorf("%w (Traefik's log: %s)\n%s", err, g.LogPath, LogTail(g.LogPath, 20))
+		return nil, fmt.Errorf("%w (Traefik's log: %s)\n%s", err, g.LogPath, cluster.LogTail(g.LogPath, 20))
 	}
 	return g, nil
 }
@@ -268,7 +270,7 @@ func traefikArgs(listener, listenAddr, pingAddr, statusIP string) []string {
 }
 
 // newGateway is a Gateway of opts with their defaults.
-func newGateway(opts GatewayOptions) *Gateway {
+func newGateway(opts Options) *Gateway {
 	g := &Gateway{Namespace: opts.Namespace, Name: opts.Name, Class: opts.Class, Listener: "https"}
 	if g.Namespace == "" {
 		g.Namespace = "gateway-system"
@@ -285,7 +287,7 @@ func newGateway(opts GatewayOptions) *Gateway {
 // applyGateway makes g's namespace, a CA (written to dir) and a certificate for hosts
 // (localhost when none) in a kubernetes.io/tls Secret, a GatewayClass of Traefik's controller
 // and the Gateway with one HTTPS listener on port, taking routes from every namespace.
-func (c *Cluster) applyGateway(ctx context.Context, g *Gateway, hosts []string, port int, dir string) (dynamic.Interface, error) {
+func applyGateway(ctx context.Context, c *cluster.Cluster, g *Gateway, hosts []string, port int, dir string) (dynamic.Interface, error) {
 	if len(hosts) == 0 {
 		hosts = []string{"localhost"}
 	}
@@ -327,7 +329,7 @@ func (c *Cluster) applyGateway(ctx context.Context, g *Gateway, hosts []string, 
 kind: GatewayClass
 metadata: {name: %s}
 spec: {controllerName: %s}
-`, g.Class, GatewayControllerName)},
+`, g.Class, ControllerName)},
 		{GatewaysGVR, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: %s, namespace: %s}

@@ -1,4 +1,4 @@
-package cluster
+package gatewayapi
 
 import (
 	"context"
@@ -13,20 +13,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 // gatewayInClusterPort is the HTTPS listener's port in the cluster: the Gateway's listener
 // port, Traefik's entry point and its Service's port (unprivileged: Traefik runs as nobody).
 const gatewayInClusterPort = 8443
 
-// StartGatewayInCluster runs Traefik in the cluster (kind: real pods and a CNI), as platform
-// teams run a Gateway's data plane: the Gateway of StartGateway (a CA and a certificate for
+// StartInCluster runs Traefik in the cluster (kind: real pods and a CNI), as platform
+// teams run a Gateway's data plane: the Gateway of Start (a CA and a certificate for
 // opts.Hostnames, a GatewayClass of Traefik's controller, one HTTPS listener taking routes from
 // every namespace), and Traefik from image as a Deployment in the Gateway's namespace, with the
 // rights its Kubernetes Gateway provider needs and a Service "traefik" on the listener's port.
 // It returns once the Gateway is Programmed. Address is left empty: reach the Service as the
-// cluster allows (a port-forward). The CRDs must be installed (InstallGatewayAPICRDs).
-func (c *Cluster) StartGatewayInCluster(ctx context.Context, image string, opts GatewayOptions) (*Gateway, error) {
+// cluster allows (a port-forward). The CRDs must be installed (InstallCRDs).
+func StartInCluster(ctx context.Context, c *cluster.Cluster, image string, opts Options) (*Gateway, error) {
 	g := newGateway(opts)
 	dir := opts.Dir
 	if dir == "" {
@@ -37,7 +39,7 @@ func (c *Cluster) StartGatewayInCluster(ctx context.Context, image string, opts 
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	dyn, err := c.applyGateway(ctx, g, opts.Hostnames, gatewayInClusterPort, dir)
+	dyn, err := applyGateway(ctx, c, g, opts.Hostnames, gatewayInClusterPort, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +111,7 @@ func (c *Cluster) StartGatewayInCluster(ctx context.Context, image string, opts 
 // createTraefikRBAC gives Traefik's Kubernetes Gateway provider what it reads (Gateway API
 // objects, Services, their EndpointSlices, the listeners' Secrets, namespaces) and the status
 // it writes, cluster-wide: routes may come from every namespace.
-func createTraefikRBAC(ctx context.Context, c *Cluster, ns, name string) error {
+func createTraefikRBAC(ctx context.Context, c *cluster.Cluster, ns, name string) error {
 	read := []string{"get", "list", "watch"}
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},

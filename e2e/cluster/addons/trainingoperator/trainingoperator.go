@@ -1,4 +1,4 @@
-package cluster
+package trainingoperator
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -29,15 +30,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 // The Kubeflow training operator (v1.8.1, e2e/scripts/build-training-operator.sh) as the demo
 // runs it: its manager as a process on this machine against a local cluster, as the e2e
 // scenarios run it (e2e/trainingoperator_test.go, whose facts this follows).
 const (
-	// TrainingOperatorNamespace is the operator's own namespace (its pod's, MY_POD_NAMESPACE),
+	// Namespace is the operator's own namespace (its pod's, MY_POD_NAMESPACE),
 	// where its webhook certificate's Secret is, as Kubeflow installs it.
-	TrainingOperatorNamespace = "kubeflow"
+	Namespace = "kubeflow"
 	// trainingOperatorSecret is the Secret its certificate controller fills.
 	trainingOperatorSecret = "training-operator-webhook-cert"
 	// rotatorCertFile is where the certificate controller looks for the mounted certificate
@@ -48,7 +51,7 @@ const (
 
 // ApplyKubeflowCRDs creates the training operator's CRDs for plurals (e.g. "tfjobs") from
 // crdDir (the module's manifests/base/crds) unless they exist, and waits until they are served.
-func ApplyKubeflowCRDs(ctx context.Context, c *Cluster, crdDir string, plurals ...string) error {
+func ApplyKubeflowCRDs(ctx context.Context, c *cluster.Cluster, crdDir string, plurals ...string) error {
 	ext, err := apiextensionsclient.NewForConfig(c.RESTConfig)
 	if err != nil {
 		return err
@@ -84,8 +87,8 @@ func ApplyKubeflowCRDs(ctx context.Context, c *Cluster, crdDir string, plurals .
 	return nil
 }
 
-// TrainingOperator is the training operator's manager run for a local cluster.
-type TrainingOperator struct {
+// Operator is the training operator's manager run for a local cluster.
+type Operator struct {
 	// Bin is the manager (training-operator.v1).
 	Bin string
 	// Namespace is the namespace it watches (the runs').
@@ -100,19 +103,19 @@ type TrainingOperator struct {
 }
 
 // LogPath is the manager's log.
-func (o TrainingOperator) LogPath() string { return filepath.Join(o.Dir, "training-operator.log") }
+func (o Operator) LogPath() string { return filepath.Join(o.Dir, "training-operator.log") }
 
 // Run starts the manager and plays the kubelet's part for it: the Secret its certificate
 // controller fills exists, and once filled its files are where the manager reads them. No
 // webhook is registered with the API server: nothing calls it. It returns once the
 // controllers run; the process is killed when ctx ends, and done is closed once it has
 // exited (its error, if any, is in the log).
-func (o TrainingOperator) Run(ctx context.Context, c *Cluster) (done <-chan struct{}, err error) {
+func (o Operator) Run(ctx context.Context, c *cluster.Cluster) (done <-chan struct{}, err error) {
 	cs := c.Clientset
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TrainingOperatorNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	if _, err := cs.CoreV1().Secrets(TrainingOperatorNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: trainingOperatorSecret}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := cs.CoreV1().Secrets(Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: trainingOperatorSecret}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
 	certDir := filepath.Join(o.Dir, "tmp", "k8s-webhook-server", "serving-certs")
@@ -120,7 +123,7 @@ func (o TrainingOperator) Run(ctx context.Context, c *Cluster) (done <-chan stru
 		return nil, err
 	}
 	// Its webhook server loads a certificate at start: a self-signed one until the Secret's.
-	crt, key, err := selfSignedCert("training-operator." + TrainingOperatorNamespace + ".svc")
+	crt, key, err := selfSignedCert("training-operator." + Namespace + ".svc")
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +156,7 @@ func (o TrainingOperator) Run(ctx context.Context, c *Cluster) (done <-chan stru
 	if env == nil {
 		env = os.Environ()
 	}
-	cmd.Env = append(slices.Clone(env), "KUBECONFIG="+c.KubeconfigPath, "MY_POD_NAMESPACE="+TrainingOperatorNamespace, "TMPDIR="+filepath.Join(o.Dir, "tmp"))
+	cmd.Env = append(slices.Clone(env), "KUBECONFIG="+c.KubeconfigPath, "MY_POD_NAMESPACE="+Namespace, "TMPDIR="+filepath.Join(o.Dir, "tmp"))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// It goes with whoever started it, even when that one is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -177,7 +180,7 @@ func (o TrainingOperator) Run(ctx context.Context, c *Cluster) (done <-chan stru
 			return false, errors.New("the training operator exited")
 		default:
 		}
-		s, err := cs.CoreV1().Secrets(TrainingOperatorNamespace).Get(ctx, trainingOperatorSecret, metav1.GetOptions{})
+		s, err := cs.CoreV1().Secrets(Namespace).Get(ctx, trainingOperatorSecret, metav1.GetOptions{})
 		if err != nil || len(s.Data["tls.crt"]) == 0 || len(s.Data["tls.key"]) == 0 {
 			return false, nil //nolint:nilerr // not filled yet
 		}
@@ -299,4 +302,21 @@ func tailLines(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// Build is what build-training-operator.sh made: the Kubeflow training
+// operator's manager and the directory of its CRDs.
+type Build struct {
+	Bin, CRDs string
+}
+
+// EnsureBuild builds the Kubeflow training operator from the Go module proxy
+// (e2e/scripts/build-training-operator.sh; minutes cold, cached) and returns its manager and
+// CRDs.
+func EnsureBuild(ctx context.Context, progress io.Writer) (Build, error) {
+	p, err := cluster.RunBuildScript(ctx, "build-training-operator.sh", 2, progress)
+	if err != nil {
+		return Build{}, err
+	}
+	return Build{Bin: p[0], CRDs: p[1]}, nil
 }

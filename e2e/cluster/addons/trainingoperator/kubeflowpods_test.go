@@ -1,12 +1,14 @@
-package cluster
+package trainingoperator
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 func TestKubeflowPodsCompleteStageParses(t *testing.T) {
-	s, err := ParseStage(KubeflowPodsCompleteStage().YAML)
+	s, err := cluster.ParseStage(KubeflowPodsCompleteStage().YAML)
 	if err != nil {
 		t.Fatal(err)
 	}
