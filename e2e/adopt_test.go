@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/adopt"
 )
@@ -51,7 +52,7 @@ func adoptCluster(t *testing.T) *testCluster {
 	for _, db := range []string{oldDB, newDB} {
 		require.NoError(t, pg.CreateDatabase(ctx, db))
 	}
-	c, err := createCluster("adopt", pg, cluster.WithClusterExec(bitnamiExec(pg, oldDB, nsAdopt, nsAdoptBad), cluster.PostgresExec(nsAdopt, pg, newDB)))
+	c, err := createCluster("adopt", pg, local.WithClusterExec(bitnamiExec(pg, oldDB, nsAdopt, nsAdoptBad), local.PostgresExec(nsAdopt, pg, newDB)))
 	if err != nil {
 		_ = pg.Close()
 	}
@@ -68,8 +69,8 @@ func adoptCluster(t *testing.T) *testCluster {
 // postgresql) in namespaces reach database db of pg, with the environment the Bitnami chart
 // puts in that container (a custom user, its password, the database, the port): no PGHOST, the
 // tools reach the server on 127.0.0.1 as in the real container.
-func bitnamiExec(pg *pgtest.Server, db string, namespaces ...string) cluster.ClusterExec {
-	return cluster.ClusterExec{
+func bitnamiExec(pg *pgtest.Server, db string, namespaces ...string) local.ClusterExec {
+	return local.ClusterExec{
 		Name:       "bitnami-postgres",
 		Namespaces: namespaces,
 		Pods:       []string{oldPostgres},

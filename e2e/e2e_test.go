@@ -58,6 +58,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 )
@@ -154,7 +155,7 @@ func sweepStaleRuns() {
 		if err != nil {
 			continue
 		}
-		if pid, err := strconv.Atoi(string(b)); err != nil || cluster.ProcessAlive(pid) {
+		if pid, err := strconv.Atoi(string(b)); err != nil || local.ProcessAlive(pid) {
 			continue
 		}
 		sweepStaleDemo(d)
@@ -163,7 +164,7 @@ func sweepStaleRuns() {
 			if err != nil {
 				continue
 			}
-			p := cluster.NewLocalProvider(cluster.WithBinDir(bin), cluster.WithWorkDir(filepath.Join(d, "kwok")))
+			p := local.NewProvider(local.WithBinDir(bin), local.WithWorkDir(filepath.Join(d, "kwok")))
 			if err := p.DeleteAll(context.Background()); err != nil {
 				fmt.Fprintln(os.Stderr, "e2e: sweep stale clusters:", err)
 				continue
@@ -404,7 +405,7 @@ func kubeBinaries() (string, error) {
 	suite.kubeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 		defer cancel()
-		suite.kubeBin, suite.kubeErr = cluster.EnsureBinaries(ctx, os.Stderr)
+		suite.kubeBin, suite.kubeErr = local.EnsureBinaries(ctx, os.Stderr)
 	})
 	return suite.kubeBin, suite.kubeErr
 }
@@ -413,7 +414,7 @@ func kubeBinaries() (string, error) {
 // Postgres pods when it has one.
 type testCluster struct {
 	*cluster.Cluster
-	provider *cluster.LocalProvider
+	provider *local.Provider
 	pg       *pgtest.Server
 }
 
@@ -436,7 +437,7 @@ func createCluster(prefix string, pg *pgtest.Server, opts ...cluster.CreateOptio
 	if err != nil {
 		return nil, fmt.Errorf("the local provider needs kube-apiserver, kube-scheduler, kube-controller-manager, etcd and kwok: %w", err)
 	}
-	p := cluster.NewLocalProvider(cluster.WithBinDir(bin), cluster.WithWorkDir(suite.workDir))
+	p := local.NewProvider(local.WithBinDir(bin), local.WithWorkDir(suite.workDir))
 	name := cluster.UniqueName(prefix)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -502,7 +503,7 @@ func lifecycleCluster(t *testing.T) *testCluster {
 			suite.lcErr = err
 			return
 		}
-		var execs []cluster.ClusterExec
+		var execs []local.ClusterExec
 		for _, ns := range dbNamespaces {
 			if err := pg.CreateDatabase(ctx, dbName(ns)); err != nil {
 				_ = pg.Close()
@@ -510,16 +511,16 @@ func lifecycleCluster(t *testing.T) *testCluster {
 				return
 			}
 			// The Postgres pod and the migration pods reach the namespace's database.
-			execs = append(execs, cluster.PostgresExec(ns, pg, dbName(ns)), cluster.MigrationExec(ns, cluster.TargetOf(pg, dbName(ns))))
+			execs = append(execs, local.PostgresExec(ns, pg, dbName(ns)), local.MigrationExec(ns, local.TargetOf(pg, dbName(ns))))
 		}
 		if err := pg.CreateDatabase(ctx, dbName(nsNameOverride)); err != nil {
 			_ = pg.Close()
 			suite.lcErr = err
 			return
 		}
-		override := cluster.TargetOf(pg, dbName(nsNameOverride))
-		execs = append(execs, cluster.PostgresPodExec(nsNameOverride, overrideFullname+"-postgresql-0", override), cluster.MigrationExec(nsNameOverride, override))
-		suite.lifecycle, suite.lcErr = createCluster("lifecycle", pg, cluster.WithClusterExec(execs...), cluster.WithPodCommands())
+		override := local.TargetOf(pg, dbName(nsNameOverride))
+		execs = append(execs, local.PostgresPodExec(nsNameOverride, overrideFullname+"-postgresql-0", override), local.MigrationExec(nsNameOverride, override))
+		suite.lifecycle, suite.lcErr = createCluster("lifecycle", pg, local.WithClusterExec(execs...), local.WithPodCommands())
 		if suite.lcErr != nil {
 			_ = pg.Close()
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/dex"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/edge"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
 
 // TestEdge (issue 42): the production profile exposed through an Ingress, with the
@@ -43,7 +44,7 @@ func TestEdge(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns := nsInstall
 	bin := oauth2Proxy.get(t)
-	c := polyaxonCluster(t, "edge", ns, cluster.WithHostPrograms(edge.Program(bin)))
+	c := polyaxonCluster(t, "edge", ns, local.WithHostPrograms(edge.Program(bin)))
 	venv, _ := polyaxonPrograms(t)
 	createNamespace(t, c, ns)
 
@@ -54,7 +55,7 @@ func TestEdge(t *testing.T) {
 	// The OIDC issuer: Dex, on this machine, knowing the edge's callback (the edge Service's
 	// address here is known before the install) and two accounts, one of a domain the edge
 	// lets in.
-	edgeAddr, err := c.ServiceAddress(ns, "polyaxon-edge", 80)
+	edgeAddr, err := local.ServiceAddress(c.Cluster, ns, "polyaxon-edge", 80)
 	require.NoError(t, err)
 	member, outsider := dex.User{Email: "carol@example.com", Password: "carol's passphrase"},
 		dex.User{Email: "mallory@elsewhere.example", Password: "mallory's passphrase"}
@@ -98,7 +99,7 @@ func TestEdge(t *testing.T) {
 	assert.Contains(t, r.Stderr, "every way in goes through the edge", "check-edge-exposure")
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
 
-	gatewayAddr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
+	gatewayAddr, err := local.ServiceAddress(c.Cluster, ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
 	edge, admin := "http://"+edgeAddr, "http://"+gatewayAddr
 	ctx := ctxT(t, 12*time.Minute)

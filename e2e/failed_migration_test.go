@@ -5,17 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 // failMigrationFlag makes the migration pod fail (the local provider's kwok fails pods
-// annotated cluster.FailAnnotation="true"). The annotation key has a dot: escaped for --set.
-var failMigrationFlag = "migrations.podAnnotations." + strings.ReplaceAll(cluster.FailAnnotation, ".", `\.`) + "=true"
+// annotated local.FailAnnotation="true"). The annotation key has a dot: escaped for --set.
+var failMigrationFlag = "migrations.podAnnotations." + strings.ReplaceAll(local.FailAnnotation, ".", `\.`) + "=true"
 
 // failedMigration (TestLifecycleScenarios): the migration Job of the target version fails. The upgrade
 // exits non-zero with a message naming the Job and how to restore; no Deployment changed, the

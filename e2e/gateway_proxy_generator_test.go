@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 // hauptLocation is a location block of the gateway config haupt's own generator writes.
@@ -104,14 +103,14 @@ func TestGatewayProxyFollowsHauptsGenerator(t *testing.T) {
 		require.NoError(t, os.MkdirAll(d, 0o755))
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(confDir, "nginx.conf"), []byte(cms["polyaxon-gateway-proxy"].Data["nginx.conf"]), 0o644))
-	argv, err := cluster.HostNginx(cluster.ProgramContainer{
+	argv, err := local.HostNginx(local.ProgramContainer{
 		Command: []string{"nginx", "-e", "stderr", "-c", "/etc/polyaxon/proxy/nginx.conf"},
 		Ports:   map[int32]int{8000: listen, 8001: upstream("api"), 8002: upstream("streams")},
 		Mounts:  map[string]string{"/etc/polyaxon/proxy": confDir, "/tmp": tmp, "/tmp/plx/archives": filepath.Join(dir, "archives")},
-		Env:     []cluster.EnvVar{{Name: "HOME", Value: filepath.Join(dir, "home")}},
+		Env:     []local.EnvVar{{Name: "HOME", Value: filepath.Join(dir, "home")}},
 	})
 	require.NoError(t, err)
-	proc := &cluster.HostProcess{Path: argv[0], Args: argv[1:], Dir: dir, LogPath: filepath.Join(dir, "nginx.log")}
+	proc := &local.HostProcess{Path: argv[0], Args: argv[1:], Dir: dir, LogPath: filepath.Join(dir, "nginx.log")}
 	require.NoError(t, proc.Start())
 	t.Cleanup(func() { proc.Stop(5 * time.Second) })
 	addr := fmt.Sprintf("127.0.0.1:%d", listen)

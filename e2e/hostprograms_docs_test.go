@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
 
 var update = flag.Bool("update", false, "rewrite generated docs tables from the code")
@@ -28,12 +29,12 @@ func TestReadmeHostProgramTables(t *testing.T) {
 
 	var programs strings.Builder
 	programs.WriteString("| image | containers | runs here | the image sets, and so do we |\n|---|---|---|---|\n")
-	for _, p := range cluster.PolyaxonProgramTable {
+	for _, p := range local.PolyaxonProgramTable {
 		fmt.Fprintf(&programs, "| `%s` | %s | %s | %s |\n", p.Image, p.Containers, p.Runs, orDash(p.ImageSets))
 	}
 	var rewrites strings.Builder
 	rewrites.WriteString("| in the container | on this machine | why |\n|---|---|---|\n")
-	for _, r := range cluster.HostRewrites {
+	for _, r := range local.HostRewrites {
 		fmt.Fprintf(&rewrites, "| %s | %s | %s |\n", r.Container, r.Host, r.Why)
 	}
 	updated := readme

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
@@ -142,7 +143,7 @@ func TestExportersReadTheStoresAsTheChartRunsThem(t *testing.T) {
 
 func freeLoopbackPort(t *testing.T) int {
 	t.Helper()
-	port, err := cluster.FreeLoopbackPort()
+	port, err := local.FreeLoopbackPort()
 	require.NoError(t, err)
 	return port
 }

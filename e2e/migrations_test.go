@@ -9,17 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
-
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
 // Migrations that really write. The chart's migration pod runs Polyaxon's `migrate`, which no
-// local cluster can run; a migration pod given a script (cluster.RunAnnotation, through
+// local cluster can run; a migration pod given a script (local.RunAnnotation, through
 // migrations.podAnnotations) runs it instead, with psql against the namespace's database,
-// through exec as backups do (cluster.MigrationExec), and ends by its exit code.
+// through exec as backups do (local.MigrationExec), and ends by its exit code.
 
 // migrationsSchema holds what the scenarios' migrations record; it is outside the public
 // schema, so the seeded tables' checksums (pgtest.Checksums) do not see it.
@@ -43,7 +42,7 @@ SELECT polyaxon_deploy_no_such_function();`
 func migrationValues(t *testing.T, sql string) string {
 	t.Helper()
 	script := "psql -v ON_ERROR_STOP=1 -q <<'SQL'\n" + sql + "\nSQL\n"
-	b, err := yaml.Marshal(map[string]any{"migrations": map[string]any{"podAnnotations": map[string]any{cluster.RunAnnotation: script}}})
+	b, err := yaml.Marshal(map[string]any{"migrations": map[string]any{"podAnnotations": map[string]any{local.RunAnnotation: script}}})
 	require.NoError(t, err)
 	p := filepath.Join(t.TempDir(), "migration.yaml")
 	require.NoError(t, os.WriteFile(p, b, 0o600))

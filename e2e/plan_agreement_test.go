@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan/plantest"
 )
@@ -50,9 +51,9 @@ func TestPlanAgreesWithKubeScheduler(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
-	binDir, err := cluster.EnsureBinaries(ctx, os.Stderr)
+	binDir, err := local.EnsureBinaries(ctx, os.Stderr)
 	require.NoError(t, err, "the local provider needs kube-apiserver, kube-scheduler, etcd and kwok: run e2e/scripts/build-binaries.sh")
-	provider := cluster.NewLocalProvider(cluster.WithBinDir(binDir), cluster.WithWorkDir(t.TempDir()))
+	provider := local.NewProvider(local.WithBinDir(binDir), local.WithWorkDir(t.TempDir()))
 	name := cluster.UniqueName("plan")
 	c, err := provider.Create(ctx, name, cluster.WithNodePools(), cluster.WithKubeVersion("v1.37.2"))
 	require.NoError(t, err, "local cluster")

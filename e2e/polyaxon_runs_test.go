@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 )
 
@@ -83,7 +84,7 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 	startTrainingOperator(t, c, op.Bin, runsNS, "tfjob")
 	platform := platformPods(t, c, ns)
 
-	addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
+	addr, err := local.ServiceAddress(c.Cluster, ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
 	cli := newPolyaxonCLI(t, venv, "http://"+addr)
 	ctx := ctxT(t, 15*time.Minute)

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
@@ -31,11 +32,11 @@ var polyaxonSuite struct {
 
 // polyaxonPrograms are Polyaxon's programs for the local provider, or a failure that says how
 // to install them (a missing install is a failure, not a skip: make test installs them).
-func polyaxonPrograms(t *testing.T) (venv string, programs []cluster.Program) {
+func polyaxonPrograms(t *testing.T) (venv string, programs []local.Program) {
 	t.Helper()
 	version := installedVersion(t)
 	polyaxonSuite.once.Do(func() {
-		venv := cluster.PolyaxonVenv(version)
+		venv := local.PolyaxonVenv(version)
 		if _, err := os.Stat(filepath.Join(venv, "bin", "haupt")); err != nil {
 			polyaxonSuite.err = fmt.Errorf("Polyaxon's programs are not installed in %s: run make deps (e2e/scripts/install-polyaxon.sh): %w", venv, err)
 			return
@@ -56,7 +57,7 @@ func polyaxonPrograms(t *testing.T) (venv string, programs []cluster.Program) {
 		polyaxonSuite.venv, polyaxonSuite.operator = venv, op
 	})
 	require.NoError(t, polyaxonSuite.err)
-	return polyaxonSuite.venv, cluster.PolyaxonPrograms(cluster.InstalledVenvs, polyaxonSuite.operator)
+	return polyaxonSuite.venv, local.PolyaxonPrograms(local.InstalledVenvs, polyaxonSuite.operator)
 }
 
 // polyaxonCluster is a local cluster whose platform pods run Polyaxon's programs, with a real
@@ -75,9 +76,9 @@ func polyaxonClusterWith(t *testing.T, prefix, ns string, pgOpts []pgtest.Option
 	pg, err := pgtest.Start(ctx, append([]pgtest.Option{pgtest.WithFastUnsafe(), pgtest.WithDatabase("polyaxon")}, pgOpts...)...)
 	require.NoError(t, err)
 	opts = append([]cluster.CreateOption{
-		cluster.WithHostPrograms(programs...),
-		cluster.WithHostBackend(ns, cluster.PostgresPod, 5432, fmt.Sprintf("%s:%d", pg.Host, pg.Port)),
-		cluster.WithClusterExec(cluster.PostgresExec(ns, pg, "polyaxon")),
+		local.WithHostPrograms(programs...),
+		local.WithHostBackend(ns, local.PostgresPod, 5432, fmt.Sprintf("%s:%d", pg.Host, pg.Port)),
+		local.WithClusterExec(local.PostgresExec(ns, pg, "polyaxon")),
 	}, opts...)
 	c, err := createCluster(prefix, pg, opts...)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 )
@@ -39,8 +40,8 @@ func TestPolyaxonVersionUpgrade(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = oldPG.Close() })
 	c := polyaxonClusterWith(t, "pxupgrade", ns, []pgtest.Option{pgtest.WithPassword(oldPG.Password())},
-		cluster.WithHostBackend(ns, oldPostgres, 5432, fmt.Sprintf("%s:%d", oldPG.Host, oldPG.Port)),
-		cluster.WithClusterExec(bitnamiExec(oldPG, "polyaxon", ns)))
+		local.WithHostBackend(ns, oldPostgres, 5432, fmt.Sprintf("%s:%d", oldPG.Host, oldPG.Port)),
+		local.WithClusterExec(bitnamiExec(oldPG, "polyaxon", ns)))
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
 	ctx := ctxT(t, 20*time.Minute)
@@ -55,9 +56,9 @@ func TestPolyaxonVersionUpgrade(t *testing.T) {
 		"username": oldPG.User, "database": "polyaxon", "password": oldPG.Password(), "postgresPassword": oldPG.Password(),
 	}}}, false)
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
-	addr, err := c.ServiceAddress(ns, oldRelease+"-polyaxon-gateway", 80)
+	addr, err := local.ServiceAddress(c.Cluster, ns, oldRelease+"-polyaxon-gateway", 80)
 	require.NoError(t, err)
-	official := newPolyaxonCLI(t, cluster.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
+	official := newPolyaxonCLI(t, local.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
 	require.Equal(t, oldestPolyaxon, apiVersion(t, official), "the official release's gateway runs haupt %s", oldestPolyaxon)
 	timing("official release serving", step)
 
@@ -84,9 +85,9 @@ func TestPolyaxonVersionUpgrade(t *testing.T) {
 	timing("adopt", step)
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
 
-	addr, err = c.ServiceAddress(ns, "polyaxon-gateway", 80)
+	addr, err = local.ServiceAddress(c.Cluster, ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
-	ours := newPolyaxonCLI(t, cluster.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
+	ours := newPolyaxonCLI(t, local.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
 	t.Run("the adopted release serves the official release's data at 2.15.1", func(t *testing.T) {
 		r := res.result(t)
 		require.NotNil(t, r.Release)
@@ -154,9 +155,9 @@ func TestPolyaxonVersionUpgrade(t *testing.T) {
 		assert.Regexp(t, `Operations to perform|No migrations to apply`, logs)
 	})
 
-	addr, err = c.ServiceAddress(ns, "polyaxon-gateway", 80)
+	addr, err = local.ServiceAddress(c.Cluster, ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
-	cur := newPolyaxonCLI(t, cluster.PolyaxonVenv(installedVersion(t)), "http://"+addr)
+	cur := newPolyaxonCLI(t, local.PolyaxonVenv(installedVersion(t)), "http://"+addr)
 	t.Run("the API answers at the new version with the old data", func(t *testing.T) {
 		assert.Equal(t, installedVersion(t), apiVersion(t, cur))
 		var projects struct {
@@ -187,9 +188,9 @@ func TestPolyaxonVersionUpgrade(t *testing.T) {
 		c.deploy(t, "restore", d.BackupDir, "--yes", "-n", ns).requireExit(t, 0)
 		requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
 
-		addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
+		addr, err := local.ServiceAddress(c.Cluster, ns, "polyaxon-gateway", 80)
 		require.NoError(t, err)
-		back := newPolyaxonCLI(t, cluster.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
+		back := newPolyaxonCLI(t, local.PolyaxonVenv(oldestPolyaxon), "http://"+addr)
 		assert.Equal(t, oldestPolyaxon, apiVersion(t, back), "the rollback runs haupt %s again", oldestPolyaxon)
 		st, _, err := back.statuses(ctx, "before-upgrade", uuid)
 		require.NoError(t, err)

@@ -11,15 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 )
 
 const nsPGMajor = "pg-major"
@@ -51,9 +50,9 @@ func TestPostgresMajorUpgrade(t *testing.T) {
 
 	router := &volumeRouter{file: filepath.Join(t.TempDir(), "pg_service.conf"), servers: map[string]*pgtest.Server{"data-pg16": old, "data-pg17": next}}
 	require.NoError(t, router.route("data-pg16"))
-	pgTarget := cluster.PostgresTarget{User: old.User, Password: old.Password(), Database: db, BinDir: old.BinDir, ServiceFile: router.file}
-	c := newCluster(t, "pgmajor", cluster.WithClusterExec(cluster.PostgresTargetExec(nsPGMajor, pgTarget), cluster.MigrationExec(nsPGMajor, pgTarget)),
-		cluster.WithPodCommands())
+	pgTarget := local.PostgresTarget{User: old.User, Password: old.Password(), Database: db, BinDir: old.BinDir, ServiceFile: router.file}
+	c := newCluster(t, "pgmajor", local.WithClusterExec(local.PostgresTargetExec(nsPGMajor, pgTarget), local.MigrationExec(nsPGMajor, pgTarget)),
+		local.WithPodCommands())
 	cs := c.Clientset
 	router.start(t, cs, nsPGMajor)
 
@@ -153,7 +152,7 @@ func (r *volumeRouter) route(volume string) error {
 	if s == nil {
 		return fmt.Errorf("no server for volume %s", volume)
 	}
-	conf := fmt.Sprintf("[%s]\nhost=%s\nport=%d\n", cluster.PostgresService, s.Host, s.Port)
+	conf := fmt.Sprintf("[%s]\nhost=%s\nport=%d\n", local.PostgresService, s.Host, s.Port)
 	tmp := r.file + ".tmp"
 	if err := os.WriteFile(tmp, []byte(conf), 0o644); err != nil {
 		return err
@@ -192,7 +191,7 @@ func (r *volumeRouter) start(t *testing.T, cs kubernetes.Interface, ns string) {
 				return
 			case <-tick.C:
 			}
-			p, err := cs.CoreV1().Pods(ns).Get(ctx, cluster.PostgresPod, metav1.GetOptions{})
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, local.PostgresPod, metav1.GetOptions{})
 			if err != nil || p.DeletionTimestamp != nil {
 				continue
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -13,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 const (
@@ -145,7 +144,7 @@ func limitedKubeconfig(t *testing.T, c *testCluster, ns string) string {
 func setDefaultStorageClass(t *testing.T, c *testCluster, on bool) {
 	t.Helper()
 	ctx := ctxT(t, time.Minute)
-	sc, err := c.Clientset.StorageV1().StorageClasses().Get(ctx, cluster.StorageClassName, metav1.GetOptions{})
+	sc, err := c.Clientset.StorageV1().StorageClasses().Get(ctx, local.StorageClassName, metav1.GetOptions{})
 	require.NoError(t, err)
 	if on {
 		if sc.Annotations == nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
 
@@ -240,7 +241,7 @@ func demoEnv(t *testing.T, home, kubeBin string) []string {
 		env = append(env, kv)
 	}
 	return append(env, "HOME="+home, "GOCACHE="+goenv[0], "GOMODCACHE="+goenv[1], "GOPATH="+goenv[2],
-		cluster.BinDirEnv+"="+kubeBin, "DEMO_BIN="+deployBinary(t), "DEMO_PROVIDER=local",
+		local.BinDirEnv+"="+kubeBin, "DEMO_BIN="+deployBinary(t), "DEMO_PROVIDER=local",
 		"POLYAXON_DEPLOY_TRAEFIK="+traefik.get(t).Traefik) // the demo's Gateway: the suite's Traefik
 }
 
@@ -256,7 +257,7 @@ func demoDown(t *testing.T, root string, env []string, home string) {
 		assert.Empty(t, cmdlinesWith(st.Postgres.DataDir), "no PostgreSQL process of the demo is left")
 	}
 	if st != nil && st.Hosts != nil {
-		assert.Falsef(t, cluster.ProcessAlive(st.Hosts.PID), "demo-down stopped the hosts daemon (pid %d)", st.Hosts.PID)
+		assert.Falsef(t, local.ProcessAlive(st.Hosts.PID), "demo-down stopped the hosts daemon (pid %d)", st.Hosts.PID)
 		assert.Empty(t, processesIn(filepath.Join(home, ".cache", "polyaxon-deploy", "kwok", "clusters", st.Name, "pods")),
 			"no process of Polyaxon's programs is left")
 	}
@@ -310,7 +311,7 @@ func sweepStaleDemo(dir string) {
 	}
 	stopStaleHosts(st, home)
 	if bin, err := kubeBinaries(); err == nil {
-		p := cluster.NewLocalProvider(cluster.WithBinDir(bin), cluster.WithWorkDir(filepath.Join(home, ".cache", "polyaxon-deploy", "kwok")))
+		p := local.NewProvider(local.WithBinDir(bin), local.WithWorkDir(filepath.Join(home, ".cache", "polyaxon-deploy", "kwok")))
 		_ = p.DeleteAll(context.Background())
 	}
 	if st.Postgres != nil {
@@ -331,7 +332,7 @@ func stopStaleHosts(st *demoState, home string) {
 		return
 	}
 	_ = syscall.Kill(st.Hosts.PID, syscall.SIGTERM)
-	for i := 0; i < 300 && cluster.ProcessAlive(st.Hosts.PID); i++ {
+	for i := 0; i < 300 && local.ProcessAlive(st.Hosts.PID); i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
 
 // TestRunsMoveToTheirNamespace (issue 37, existing releases): a release whose runs
@@ -39,7 +40,7 @@ func TestRunsMoveToTheirNamespace(t *testing.T) {
 	// The old layout: runs beside the platform (production refuses it, so its check is ignored).
 	c.deploy(t, append([]string{"install", "--profile", "production", "--set", "runs.namespace=" + ns, "--ignore", "runs-namespace"}, common...)...).requireExit(t, 0)
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
-	addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
+	addr, err := local.ServiceAddress(c.Cluster, ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
 	cli := newPolyaxonCLI(t, venv, "http://"+addr)
 	ctx := ctxT(t, 10*time.Minute)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/admission"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/plan"
 )
@@ -170,7 +171,7 @@ func TestRunsQuota(t *testing.T) {
 	})
 
 	t.Run("a run through Polyaxon's CLI still succeeds, bounded the same way", func(t *testing.T) {
-		addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
+		addr, err := local.ServiceAddress(c.Cluster, ns, "polyaxon-gateway", 80)
 		require.NoError(t, err)
 		cli := newPolyaxonCLI(t, venv, "http://"+addr)
 		ctx := ctxT(t, 10*time.Minute)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
 
 // TestSeed001DistributedRunsThroughTheCLI: seed 001's topology (../shared/fixtures/seeds/
@@ -37,7 +38,7 @@ func TestSeed001DistributedRunsThroughTheCLI(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	ns, runsNS := nsInstall, nsRuns
 	op := trainingOperator.get(t)
-	c := polyaxonCluster(t, "seeds", ns, cluster.WithStages(trainingoperator.KubeflowPodsCompleteStage()))
+	c := polyaxonCluster(t, "seeds", ns, local.WithStages(trainingoperator.KubeflowPodsCompleteStage()))
 	venv, _ := polyaxonPrograms(t)
 	applyKubeflowCRDs(t, c, op.CRDs, "tfjobs", "pytorchjobs")
 	createNamespace(t, c, ns)
@@ -52,7 +53,7 @@ func TestSeed001DistributedRunsThroughTheCLI(t *testing.T) {
 	requireWorkloadsReady(t, c.Clientset, ns, 3*time.Minute)
 	startTrainingOperator(t, c, op.Bin, runsNS, "tfjob", "pytorchjob")
 
-	addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
+	addr, err := local.ServiceAddress(c.Cluster, ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
 	cli := newPolyaxonCLI(t, venv, "http://"+addr)
 	ctx := ctxT(t, 15*time.Minute)

@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 )
 
 // TestUpgradeKeepsServing: an upgrade that changes Polyaxon's version (2.15.1 to the chart's
@@ -39,11 +38,11 @@ func TestUpgradeKeepsServing(t *testing.T) {
 		"--set", "artifactsStore.persistence.sharedVolume.hostPath.path=" + t.TempDir()}
 	c.deploy(t, append([]string{"install", "--set", "polyaxon.version=" + from}, values...)...).requireExit(t, 0)
 	requireWorkloadsReady(t, c.Clientset, ns, 4*time.Minute)
-	addr, err := c.ServiceAddress(ns, "polyaxon-gateway", 80)
+	addr, err := local.ServiceAddress(c.Cluster, ns, "polyaxon-gateway", 80)
 	require.NoError(t, err)
 	migrationJobs := jobNames(t, c, ns, "migrations")
 	oldGateways := gatewayPods(t, c, ns)
-	postgres, err := c.Clientset.CoreV1().Pods(ns).Get(ctxT(t, time.Minute), cluster.PostgresPod, metav1.GetOptions{})
+	postgres, err := c.Clientset.CoreV1().Pods(ns).Get(ctxT(t, time.Minute), local.PostgresPod, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Len(t, oldGateways, 2, "gateway pods before the upgrade")
 
@@ -107,9 +106,9 @@ func TestUpgradeKeepsServing(t *testing.T) {
 		// The API answers from PostgreSQL: a restart of its pod drops every connection, and the
 		// requests in flight fail (the pod template of the chart's StatefulSet must not change
 		// with Polyaxon's version).
-		now, err := c.Clientset.CoreV1().Pods(ns).Get(ctxT(t, time.Minute), cluster.PostgresPod, metav1.GetOptions{})
+		now, err := c.Clientset.CoreV1().Pods(ns).Get(ctxT(t, time.Minute), local.PostgresPod, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equalf(t, postgres.UID, now.UID, "pod %s was replaced by the upgrade to %s; its labels before: %v, after: %v", cluster.PostgresPod, to, postgres.Labels, now.Labels)
+		assert.Equalf(t, postgres.UID, now.UID, "pod %s was replaced by the upgrade to %s; its labels before: %v, after: %v", local.PostgresPod, to, postgres.Labels, now.Labels)
 	})
 	t.Run("no request failed", func(t *testing.T) {
 		assert.Positive(t, s.versions[from], "answers of %s", from)

@@ -7,8 +7,18 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
+
+// RepoRoot is the repository root, found from this source file's location.
+func RepoRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", fmt.Errorf("cannot locate the repository from the binary (built with -trimpath?)")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..")), nil
+}
 
 // RunBuildScript runs e2e/scripts/<name>, one of the scripts that build a program from the Go
 // module proxy into a cache outside the repository (a no-op once cached), with its progress on

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
 
 // The control plane and the polyaxon-deploy binary, made once per run and shared.
@@ -25,7 +26,7 @@ var shared struct {
 	binErr  error
 
 	clusterOnce sync.Once
-	provider    *cluster.LocalProvider
+	provider    *local.Provider
 	cluster     *cluster.Cluster
 	clusterErr  error
 }
@@ -57,12 +58,12 @@ func localCluster(t *testing.T) *cluster.Cluster {
 	shared.clusterOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 		defer cancel()
-		bin, err := cluster.EnsureBinaries(ctx, os.Stderr)
+		bin, err := local.EnsureBinaries(ctx, os.Stderr)
 		if err != nil {
 			shared.clusterErr = err
 			return
 		}
-		shared.provider = cluster.NewLocalProvider(cluster.WithBinDir(bin), cluster.WithWorkDir(filepath.Join(env.dir, "kwok")))
+		shared.provider = local.NewProvider(local.WithBinDir(bin), local.WithWorkDir(filepath.Join(env.dir, "kwok")))
 		start := time.Now()
 		shared.cluster, shared.clusterErr = shared.provider.Create(ctx, cluster.UniqueName("oci"), cluster.WithTimeout(5*time.Minute))
 		if shared.clusterErr == nil {
@@ -82,10 +83,10 @@ func sweepStaleRuns() {
 		if err != nil || d == env.dir {
 			continue
 		}
-		if pid, err := strconv.Atoi(string(b)); err != nil || cluster.ProcessAlive(pid) {
+		if pid, err := strconv.Atoi(string(b)); err != nil || local.ProcessAlive(pid) {
 			continue
 		}
-		p := cluster.NewLocalProvider(cluster.WithBinDir(os.Getenv(cluster.BinDirEnv)), cluster.WithWorkDir(filepath.Join(d, "kwok")))
+		p := local.NewProvider(local.WithBinDir(os.Getenv(local.BinDirEnv)), local.WithWorkDir(filepath.Join(d, "kwok")))
 		if err := p.DeleteAll(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "oci: sweep stale clusters:", err)
 			continue

@@ -25,6 +25,7 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cosigntest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/oci/registrytest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartpkg"
@@ -221,7 +222,7 @@ func pinToolchainAndBinaries() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
-	bin, err := cluster.EnsureBinaries(ctx, os.Stderr)
+	bin, err := local.EnsureBinaries(ctx, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func pinToolchainAndBinaries() error {
 		return err
 	}
 	os.Setenv(cosigntest.BinEnv, cosign)
-	return os.Setenv(cluster.BinDirEnv, bin)
+	return os.Setenv(local.BinDirEnv, bin)
 }
 
 func ref(reg *registrytest.Registry) string { return "oci://" + reg.Host + "/" + repoPath }

@@ -62,7 +62,7 @@ up() {
   "${k[@]}" get nodes -L polyaxon
 
   # On the local provider Polyaxon's own programs run for the platform's pods (haupt's API,
-  # the agent, the operator stand-in: e2e/cluster/doc.go), against the real PostgreSQL behind
+  # the agent, the operator stand-in: e2e/cluster/local/doc.go), against the real PostgreSQL behind
   # the Postgres pod, as the chart's user and database with that server's password. Celery
   # and its broker are not run here: with scheduler.enabled=false Polyaxon runs its tasks
   # inline in the API, so the scheduler, RabbitMQ and Redis are left out.

@@ -28,7 +28,7 @@ VENV="$CACHE/polyaxon-$VERSION"
 REQ="e2e/polyaxon/requirements-$VERSION.txt"
 # The API needs `streams` (uvicorn, the Kubernetes client) and `platform` (psycopg, celery);
 # `sandbox` adds WhiteNoise, with which haupt serves the web UI's static files itself (the
-# image's nginx does it there: e2e/cluster HostRewrites);
+# image's nginx does it there: e2e/cluster/local HostRewrites);
 # the agent needs `k8s_async` (2.18 spells the extra `k8s-async`; haupt's `streams` brings
 # kubernetes_asyncio in either case).
 SPECS=("haupt[streams,platform,sandbox]==$VERSION" "polyaxon[k8s_async]==$VERSION")

@@ -20,18 +20,19 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/charts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/guards"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/profile"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
-// One local cluster of e2e/cluster (a real etcd and kube-apiserver, RBAC on) is shared by the
+// One local cluster of e2e/cluster/local (a real etcd and kube-apiserver, RBAC on) is shared by the
 // tests that compare guards with live objects; each test installs its guards for a release
 // namespace of its own, so their cluster-scoped policies (named after it) do not meet.
 var shared struct {
 	once     sync.Once
-	provider *cluster.LocalProvider
+	provider *local.Provider
 	cluster  *cluster.Cluster
 	workDir  string
 	err      error
@@ -60,7 +61,7 @@ func liveCluster(t *testing.T) *cluster.Cluster {
 	}
 	shared.once.Do(func() {
 		ctx := context.Background()
-		bin, err := cluster.EnsureBinaries(ctx, os.Stderr)
+		bin, err := local.EnsureBinaries(ctx, os.Stderr)
 		if err != nil {
 			shared.err = err
 			return
@@ -74,7 +75,7 @@ func liveCluster(t *testing.T) *cluster.Cluster {
 			shared.err = err
 			return
 		}
-		shared.provider = cluster.NewLocalProvider(cluster.WithBinDir(bin), cluster.WithWorkDir(shared.workDir))
+		shared.provider = local.NewProvider(local.WithBinDir(bin), local.WithWorkDir(shared.workDir))
 		shared.cluster, shared.err = shared.provider.Create(ctx, cluster.UniqueName("guards"), cluster.WithTimeout(5*time.Minute))
 	})
 	require.NoError(t, shared.err, "local cluster")
@@ -89,10 +90,10 @@ func sweep(ctx context.Context, bin string) {
 		if err != nil {
 			continue
 		}
-		if pid, err := strconv.Atoi(string(b)); err != nil || cluster.ProcessAlive(pid) {
+		if pid, err := strconv.Atoi(string(b)); err != nil || local.ProcessAlive(pid) {
 			continue
 		}
-		if err := cluster.NewLocalProvider(cluster.WithBinDir(bin), cluster.WithWorkDir(d)).DeleteAll(ctx); err == nil {
+		if err := local.NewProvider(local.WithBinDir(bin), local.WithWorkDir(d)).DeleteAll(ctx); err == nil {
 			_ = os.RemoveAll(d)
 		}
 	}

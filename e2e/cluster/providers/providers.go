@@ -7,12 +7,14 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
 
-// Detect returns the kind provider when a Docker engine answers, else the local provider.
-func Detect(ctx context.Context, local ...cluster.LocalOption) cluster.Provider {
+// Detect returns the kind provider when a Docker engine answers, else the local provider made
+// with opts.
+func Detect(ctx context.Context, opts ...local.Option) cluster.Provider {
 	if kind.DockerAvailable(ctx) == nil {
 		return kind.NewProvider()
 	}
-	return cluster.NewLocalProvider(local...)
+	return local.NewProvider(opts...)
 }

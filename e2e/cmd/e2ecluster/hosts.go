@@ -20,6 +20,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/edge"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
 
 // venvEnv names Polyaxon's virtual environment for `up` (default: make deps's, for the
@@ -45,7 +46,7 @@ func prepareHosts(ctx context.Context, venv, ns string) (*hostsState, error) {
 		if err != nil {
 			return nil, err
 		}
-		venv = cluster.PolyaxonVenv(v)
+		venv = local.PolyaxonVenv(v)
 	}
 	if _, err := os.Stat(filepath.Join(venv, "bin", "haupt")); err != nil {
 		return nil, fmt.Errorf("Polyaxon's programs are not installed in %s: run `make deps` (e2e/scripts/install-polyaxon.sh): %w", venv, err)
@@ -116,7 +117,7 @@ func ensureHosts(ctx context.Context, s *state) error {
 			return err
 		}
 	}
-	p := cluster.NewLocalProvider()
+	p := local.NewProvider()
 	if n := stopPodProcesses(podsDir(p, s.Name)); n > 0 {
 		fmt.Fprintf(os.Stderr, "stopped %d program processes left by the previous hosts daemon\n", n)
 	}
@@ -175,7 +176,7 @@ func ensureHosts(ctx context.Context, s *state) error {
 
 // hostsAlive reports whether the daemon recorded in h runs (a reused pid is not it).
 func hostsAlive(h *hostsState) bool {
-	if h.PID <= 0 || !cluster.ProcessAlive(h.PID) {
+	if h.PID <= 0 || !local.ProcessAlive(h.PID) {
 		return false
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", h.PID))
@@ -189,17 +190,17 @@ func stopHosts(s *state, p cluster.Provider) error {
 	if hostsAlive(h) {
 		_ = syscall.Kill(h.PID, syscall.SIGTERM)
 		deadline := time.Now().Add(time.Minute)
-		for cluster.ProcessAlive(h.PID) && time.Now().Before(deadline) {
+		for local.ProcessAlive(h.PID) && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
-		if cluster.ProcessAlive(h.PID) {
+		if local.ProcessAlive(h.PID) {
 			fmt.Fprintf(os.Stderr, "the hosts daemon (pid %d) did not stop in 1m: killed\n", h.PID)
 			_ = syscall.Kill(-h.PID, syscall.SIGKILL) // its session's group
 		} else {
 			fmt.Fprintf(os.Stderr, "hosts daemon (pid %d) stopped\n", h.PID)
 		}
 	}
-	if lp, ok := p.(*cluster.LocalProvider); ok {
+	if lp, ok := p.(*local.Provider); ok {
 		if n := stopPodProcesses(podsDir(lp, s.Name)); n > 0 {
 			fmt.Fprintf(os.Stderr, "stopped %d program processes left running\n", n)
 		}
@@ -207,7 +208,7 @@ func stopHosts(s *state, p cluster.Provider) error {
 	return nil
 }
 
-func podsDir(p *cluster.LocalProvider, name string) string {
+func podsDir(p *local.Provider, name string) string {
 	return filepath.Join(p.ClusterDir(name), "pods")
 }
 
@@ -244,7 +245,7 @@ func runHosts(c *cli.Context) error {
 	defer cancel()
 	name, ns, addrFile := c.String("name"), c.String("namespace"), c.String("address-file")
 	logf("hosts daemon (pid %d) for cluster %s", os.Getpid(), name)
-	p := cluster.NewLocalProvider(cluster.WithLogOutput(os.Stderr))
+	p := local.NewProvider(local.WithLogOutput(os.Stderr))
 	cl, err := p.Get(ctx, name)
 	if err != nil {
 		return err
@@ -273,8 +274,8 @@ func runHosts(c *cli.Context) error {
 			Schemes: kubeflowSchemes, Dir: filepath.Join(filepath.Dir(c.String("address-file")), "training-operator")})
 	}
 	programs := (&hostsState{Venv: c.String("venv"), Operator: c.String("operator"), Edge: c.String("edge")}).programs()
-	backends := []cluster.HostBackend{{Namespace: ns, Pod: cluster.PostgresPod, Port: 5432, Address: c.String("postgres")}}
-	err = cl.RunHostPrograms(ctx, programs, backends, func(address func(ns, svc string, port int32) (string, error)) {
+	backends := []local.HostBackend{{Namespace: ns, Pod: local.PostgresPod, Port: 5432, Address: c.String("postgres")}}
+	err = local.RunHostPrograms(ctx, cl, programs, backends, func(address func(ns, svc string, port int32) (string, error)) {
 		addr, err := address(ns, gatewayService, gatewayPort)
 		if err != nil {
 			logf("the gateway's address: %v", err)
@@ -406,6 +407,6 @@ func tail(path string, n int) string {
 
 // oneVenv runs every Polyaxon pod of the demo with the programs of venv (the chart's appVersion
 // by default: the demo installs no other).
-func oneVenv(venv string) cluster.Venvs {
+func oneVenv(venv string) local.Venvs {
 	return func(string) (string, error) { return venv, nil }
 }

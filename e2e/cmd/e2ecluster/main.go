@@ -39,6 +39,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/edge"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/providers"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 )
@@ -77,8 +78,8 @@ type hostsState struct {
 }
 
 // programs are what the hosts run for the platform's pods.
-func (h *hostsState) programs() []cluster.Program {
-	programs := cluster.PolyaxonPrograms(oneVenv(h.Venv), h.Operator)
+func (h *hostsState) programs() []local.Program {
+	programs := local.PolyaxonPrograms(oneVenv(h.Venv), h.Operator)
 	if h.Edge != "" {
 		programs = append(programs, edge.Program(h.Edge))
 	}
@@ -114,12 +115,12 @@ func writeState(s *state) error {
 }
 
 func provider(ctx context.Context, name string) (cluster.Provider, error) {
-	local := cluster.WithLogOutput(os.Stderr)
+	logs := local.WithLogOutput(os.Stderr)
 	switch name {
 	case "auto", "":
-		return providers.Detect(ctx, local), nil
+		return providers.Detect(ctx, logs), nil
 	case "local":
-		return cluster.NewLocalProvider(local), nil
+		return local.NewProvider(logs), nil
 	case "kind":
 		p, err := kindProvider(ctx)
 		if err != nil {
@@ -161,9 +162,9 @@ func up(c *cli.Context) error {
 		}
 		opts = append(opts,
 			// Distributed runs' pods end as their training would (seed 001 reaches succeeded).
-			cluster.WithStages(trainingoperator.KubeflowPodsCompleteStage()),
-			cluster.WithClusterExec(cluster.PostgresExec(ns, pg, pg.Database)),
-			cluster.WithHostProgramStages(hosts.programs()...))
+			local.WithStages(trainingoperator.KubeflowPodsCompleteStage()),
+			local.WithClusterExec(local.PostgresExec(ns, pg, pg.Database)),
+			local.WithHostProgramStages(hosts.programs()...))
 	}
 	if p.Name() == "kind" {
 		opts = append(opts, cluster.WithNodePools(kind.Pools()...))

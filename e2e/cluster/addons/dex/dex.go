@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
 
 // User is an account of Dex's password database: it logs in with its e-mail address.
@@ -40,7 +41,7 @@ type Dex struct {
 	LogPath string
 
 	opts Options
-	proc *cluster.HostProcess
+	proc *local.HostProcess
 }
 
 // Start runs Dex for the cluster on a free loopback port, with its memory storage, the
@@ -48,11 +49,11 @@ type Dex struct {
 // answering the token endpoint's password grant (PasswordGrant). It returns once the issuer's
 // discovery document answers. The process lives until Stop or the cluster's deletion.
 func Start(ctx context.Context, c *cluster.Cluster, bin string, opts Options) (*Dex, error) {
-	podsDir := cluster.PodsDir(c)
+	podsDir := local.PodsDir(c)
 	if podsDir == "" {
 		return nil, fmt.Errorf("cluster %s: Dex runs beside the local provider only", c.Name)
 	}
-	ports, err := cluster.ReservePorts(1)
+	ports, err := local.ReservePorts(1)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func Start(ctx context.Context, c *cluster.Cluster, bin string, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	// Under the pods' directory (cluster.PodsDir): a cluster's deletion kills what runs there.
+	// Under the pods' directory (local.PodsDir): a cluster's deletion kills what runs there.
 	dir := filepath.Join(podsDir, "dex")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -99,7 +100,7 @@ func Start(ctx context.Context, c *cluster.Cluster, bin string, opts Options) (*
 		return nil, err
 	}
 	d.LogPath = filepath.Join(dir, "dex.log")
-	d.proc = &cluster.HostProcess{Path: bin, Args: []string{"serve", configPath}, Env: os.Environ(), Dir: dir, LogPath: d.LogPath}
+	d.proc = &local.HostProcess{Path: bin, Args: []string{"serve", configPath}, Env: os.Environ(), Dir: dir, LogPath: d.LogPath}
 	if err := d.proc.Start(); err != nil {
 		return nil, err
 	}

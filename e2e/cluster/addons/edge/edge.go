@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
 
 // Image is the repository of the chart's authenticating edge (templates/edge/): its pods
@@ -17,11 +18,11 @@ const Image = "quay.io/oauth2-proxy/oauth2-proxy"
 // Program runs oauth2-proxy (bin) for the edge's pods: the container's own flags, with its
 // listening address on the loopback port the runner gives it. The gateway's address and the
 // htpasswd file's path are variables (OAUTH2_PROXY_UPSTREAMS, OAUTH2_PROXY_HTPASSWD_FILE), so
-// the usual rewrites (cluster.HostRewrites) take them to this machine.
-func Program(bin string) cluster.Program {
-	return cluster.Program{
+// the usual rewrites (local.HostRewrites) take them to this machine.
+func Program(bin string) local.Program {
+	return local.Program{
 		Image: Image,
-		Command: func(c cluster.ProgramContainer) ([]string, error) {
+		Command: func(c local.ProgramContainer) ([]string, error) {
 			if len(c.Command) > 0 {
 				return nil, fmt.Errorf("%s: command %q: only the image's entrypoint with flags is known", Image, c.Command)
 			}

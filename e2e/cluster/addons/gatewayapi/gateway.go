@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
 
 // The Gateway API implementation of the local provider: Traefik, built from the Go module proxy
@@ -42,7 +43,7 @@ import (
 // backendRef (a Service port) to the addresses of the Service's EndpointSlices, that is to
 // pod IPs and container ports, as it would on a real cluster. Those IPs are kwok's, answered
 // by nothing; Traefik runs with HTTP_PROXY=socks5://<the cluster's pod network proxy>
-// (cluster.PodNetworkProxy), which takes each connection to the loopback port of the pod's host
+// (local.PodNetworkProxy), which takes each connection to the loopback port of the pod's host
 // process.
 // Readiness is the EndpointSlice's: a pod that is not Ready is not routed to.
 
@@ -166,7 +167,7 @@ type Gateway struct {
 	// LogPath is Traefik's log.
 	LogPath string
 
-	proc *cluster.HostProcess
+	proc *local.HostProcess
 }
 
 // URL is https://localhost:<port>, which the certificate names.
@@ -205,15 +206,15 @@ func (g *Gateway) Done() <-chan struct{} {
 // (InstallCRDs). The process lives until Stop (or the cluster's deletion: its working
 // directory is under the cluster's).
 func Start(ctx context.Context, c *cluster.Cluster, traefik string, opts Options) (*Gateway, error) {
-	podsDir := cluster.PodsDir(c)
+	podsDir := local.PodsDir(c)
 	if podsDir == "" {
 		return nil, fmt.Errorf("cluster %s: the Gateway runs on the local provider only", c.Name)
 	}
-	proxy, err := c.PodNetworkProxy()
+	proxy, err := local.PodNetworkProxy(c)
 	if err != nil {
 		return nil, err
 	}
-	ports, err := cluster.ReservePorts(2)
+	ports, err := local.ReservePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +222,7 @@ func Start(ctx context.Context, c *cluster.Cluster, traefik string, opts Options
 	g := newGateway(opts)
 	g.Address = fmt.Sprintf("127.0.0.1:%d", listenPort)
 
-	// Under the pods' directory (cluster.PodsDir): a cluster's deletion kills what runs there.
+	// Under the pods' directory (local.PodsDir): a cluster's deletion kills what runs there.
 	dir := filepath.Join(podsDir, "gateway_"+g.Namespace+"_"+g.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -232,7 +233,7 @@ func Start(ctx context.Context, c *cluster.Cluster, traefik string, opts Options
 	}
 
 	g.LogPath = filepath.Join(dir, "traefik.log")
-	g.proc = &cluster.HostProcess{
+	g.proc = &local.HostProcess{
 		Path: traefik,
 		Args: traefikArgs(g.Listener, fmt.Sprintf("127.0.0.1:%d", listenPort), fmt.Sprintf("127.0.0.1:%d", pingPort), "127.0.0.1"),
 		// KUBECONFIG: Traefik's Gateway provider reads it when it runs out of a cluster.

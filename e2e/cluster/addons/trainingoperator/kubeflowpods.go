@@ -1,6 +1,8 @@
 package trainingoperator
 
-import "github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+import (
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
+)
 
 // KubeflowKinds are the kinds of the Kubeflow training operator's jobs whose pods
 // KubeflowPodsCompleteStage completes.
@@ -12,12 +14,12 @@ var KubeflowKinds = []string{"TFJob", "PyTorchJob", "MPIJob", "XGBoostJob", "Pad
 // program does on a node once its training ends; the training operator then marks the job
 // Succeeded (a TFJob when its chief succeeded, a PyTorchJob when its master did). Opt-in
 // (WithStages): without it such pods stay Running, as a replica that never ends does.
-func KubeflowPodsCompleteStage() cluster.Stage {
+func KubeflowPodsCompleteStage() local.Stage {
 	kinds := ""
 	for _, k := range KubeflowKinds {
 		kinds += "\n      - " + k
 	}
-	return cluster.Stage{Name: "polyaxon-deploy-kubeflow-pod-complete", YAML: `apiVersion: kwok.x-k8s.io/v1alpha1
+	return local.Stage{Name: "polyaxon-deploy-kubeflow-pod-complete", YAML: `apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
   name: polyaxon-deploy-kubeflow-pod-complete

@@ -1,14 +1,13 @@
 package trainingoperator
 
 import (
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"strings"
 	"testing"
-
-	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
 
 func TestKubeflowPodsCompleteStageParses(t *testing.T) {
-	s, err := cluster.ParseStage(KubeflowPodsCompleteStage().YAML)
+	s, err := local.ParseStage(KubeflowPodsCompleteStage().YAML)
 	if err != nil {
 		t.Fatal(err)
 	}

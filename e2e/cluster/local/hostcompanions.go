@@ -1,0 +1,126 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// A pod of several containers (the gateway: nginx in front of haupt's API and streams) runs
+// one process per container whose image has a program. The first container leads, as before:
+// its exits are the container statuses the runner writes and its restart policy decides. The
+// others are its companions: started with each start of the first, after it, and stopped when
+// it exits, so a pod's processes always come and go together. They share the pod's ports
+// (podPorts), as a pod's containers share one network namespace: each reaches the others on
+// the loopback ports that stand for their container ports.
+
+// runContainers are the names of the pod's containers that run here: the first, and every
+// other whose image has a program.
+func (r *hostRunner) runContainers(p *corev1.Pod) []string {
+	names := []string{p.Spec.Containers[0].Name}
+	for _, c := range p.Spec.Containers[1:] {
+		if _, ok := r.programs[imageRepository(c.Image)]; ok {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// containerNamed is the pod's container of that name (nil for none).
+func containerNamed(p *corev1.Pod, name string) *corev1.Container {
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == name {
+			return &p.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// podPorts chooses a free loopback port for each container port of the pod.
+func podPorts(p *corev1.Pod) (map[int32]int, error) {
+	ports := map[int32]int{}
+	for i := range p.Spec.Containers {
+		for _, port := range p.Spec.Containers[i].Ports {
+			if _, ok := ports[port.ContainerPort]; ok {
+				return nil, fmt.Errorf("pod %s/%s: port %d is declared twice", p.Namespace, p.Name, port.ContainerPort)
+			}
+			hp, err := FreeLoopbackPort()
+			if err != nil {
+				return nil, err
+			}
+			ports[port.ContainerPort] = hp
+		}
+	}
+	return ports, nil
+}
+
+// containerPorts chooses a free loopback port for each of c's own ports (an init container's).
+func containerPorts(c *corev1.Container) (map[int32]int, error) {
+	ports := map[int32]int{}
+	for _, port := range c.Ports {
+		hp, err := FreeLoopbackPort()
+		if err != nil {
+			return nil, err
+		}
+		ports[port.ContainerPort] = hp
+	}
+	return ports, nil
+}
+
+// startCompanions starts the processes of the pod's other run containers on the pod's ports.
+// A companion that cannot start stops those already started: the pod's start failed.
+func (r *hostRunner) startCompanions(hp *hostPod, p *corev1.Pod, ports map[int32]int) error {
+	for _, name := range r.runContainers(p)[1:] {
+		c := containerNamed(p, name)
+		keepPreviousLog(r.containerLog(p, name))
+		proc, _, err := r.prepare(hp.ctx, p, c, r.programs[imageRepository(c.Image)], ports)
+		if err == nil {
+			err = hp.startCompanion(proc)
+		}
+		if err != nil {
+			hp.stopCompanions(0)
+			hp.mu.Lock()
+			first := hp.proc
+			hp.mu.Unlock()
+			first.Stop(0)
+			<-first.Done()
+			return fmt.Errorf("container %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// startCompanion starts proc beside the pod's first process, unless the pod is being stopped.
+func (hp *hostPod) startCompanion(proc *HostProcess) error {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	if hp.halted {
+		return nil
+	}
+	if err := proc.Start(); err != nil {
+		return err
+	}
+	hp.companions = append(hp.companions, proc)
+	return nil
+}
+
+// stopCompanions ends the companions of the current start (SIGTERM, SIGKILL after grace).
+func (hp *hostPod) stopCompanions(grace time.Duration) {
+	hp.mu.Lock()
+	procs := hp.companions
+	hp.companions = nil
+	hp.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, proc := range procs {
+		wg.Go(func() {
+			proc.Stop(grace)
+			if code := proc.ExitCode(); code > 0 && code != 143 {
+				fmt.Fprintf(os.Stderr, "host program companion %s exited %d\n", proc.Path, code)
+			}
+		})
+	}
+	wg.Wait()
+}
