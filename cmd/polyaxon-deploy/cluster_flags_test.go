@@ -21,6 +21,7 @@ func TestEveryCommandTakesTheClusterFlags(t *testing.T) {
 	args := map[string][]string{
 		"render":         {"--values-only"},
 		"backup list":    {"--dir", backups},
+		"backup prune":   {"--dir", backups, "--keep-last", "1"},
 		"backup verify":  {backups + "/no-such-backup"},
 		"restore":        {backups + "/no-such-backup", "--yes"},
 		"completion":     {"bash"},
@@ -39,7 +40,7 @@ func TestEveryCommandTakesTheClusterFlags(t *testing.T) {
 		"adopt":          {"--from-release", "plx"},
 		"exporter":       {"--listen", "127.0.0.1:0"},
 	}
-	clusterFree := map[string]bool{"render": true, "backup list": true, "completion": true, "version": true, "convert-values": true}
+	clusterFree := map[string]bool{"render": true, "backup list": true, "backup prune": true, "completion": true, "version": true, "convert-values": true}
 	cluster := []string{"--kubeconfig", "/nonexistent/kubeconfig", "--context", "no-such-context", "-n", "elsewhere",
 		"--server", "https://127.0.0.1:1", "--as", "alice", "--as-group", "ml-admins", "--as-group", "auditors",
 		"--request-timeout", "5s", "--kube-insecure-skip-tls-verify", "--token", "t", "--user", "u", "--cluster", "c"}

@@ -17,8 +17,8 @@ import (
 func backupCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "backup",
-		Usage:     "back the release's PostgreSQL database up (then verify it); 'backup verify', 'backup list'",
-		UsageText: "polyaxon-deploy backup [--dir DIR] [--local] [-n NS] [--release NAME]\n   polyaxon-deploy backup verify PATH [--full]\n   polyaxon-deploy backup list [--dir DIR]",
+		Usage:     "back the release's PostgreSQL database up (then verify it); 'backup verify', 'backup list', 'backup prune'",
+		UsageText: "polyaxon-deploy backup [--dir DIR] [--local] [-n NS] [--release NAME]\n   polyaxon-deploy backup verify PATH [--full]\n   polyaxon-deploy backup list [--dir DIR]\n   polyaxon-deploy backup prune [--dir DIR] --keep-last N [--keep-within DURATION]",
 		Description: `Dumps the release's database with pg_dump (custom format) in parallel streams, compressed
 (s2 by default) into DIR/<release>-<UTC timestamp>/ with manifest.json and secrets.json (the release's
 Secrets, mode 0600: keep the directory private). The in-cluster database is dumped by exec
@@ -55,6 +55,7 @@ The password never appears on a command line. The backup is verified unless --no
 					&cli.BoolFlag{Name: flagNoVerify, Usage: "do not read the dumps to check their sha256 (faster; the status then says not verified)"}}),
 				Action: runBackupList,
 			},
+			backupPruneCommand(),
 		},
 	}
 }

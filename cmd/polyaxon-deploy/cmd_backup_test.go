@@ -9,6 +9,7 @@ import (
 	"filippo.io/age"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -334,4 +335,61 @@ func TestBackupEncryptedCLI(t *testing.T) {
 	got, err = pgtest.Checksums(ctx, s, s.Database)
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
+}
+
+// backup prune: a dry run names what would go and removes nothing; the run removes only
+// those; a command without a rule is a usage error that touches nothing.
+func TestBackupPruneCLI(t *testing.T) {
+	parent := t.TempDir()
+	var dirs []string
+	for _, daysAgo := range []int{1, 5, 10} {
+		started := time.Now().Add(-time.Duration(daysAgo) * 24 * time.Hour).UTC()
+		dir := fakeBackupDir(t, parent, "polyaxon-"+started.Format(backup.TimestampLayout), "polyaxon", "polyaxon", []byte("PGDMP dump"))
+		m, err := backup.ReadManifest(dir)
+		require.NoError(t, err)
+		m.StartedAt = started
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, backup.ManifestFile), b, 0o600))
+		dirs = append(dirs, dir)
+	}
+	unfinished := filepath.Join(parent, "polyaxon-20200101T000000Z")
+	require.NoError(t, os.Mkdir(unfinished, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(unfinished, backup.SecretsFile), []byte("{}"), 0o600))
+
+	r := runCLI(t, nil, "backup", "prune", "--dir", parent)
+	assert.Equal(t, ExitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "--keep-last N")
+
+	r = runCLI(t, nil, "backup", "prune", "--dir", parent, "--keep-last", "1", "--keep-within", "72h", "--dry-run", "-o", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var res struct {
+		Data struct {
+			DryRun  bool
+			Backups []struct {
+				Path    string
+				Removed bool
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.True(t, res.Data.DryRun)
+	var would []string
+	for _, b := range res.Data.Backups {
+		if b.Removed {
+			would = append(would, b.Path)
+		}
+	}
+	assert.ElementsMatch(t, []string{dirs[1], dirs[2]}, would)
+	for _, d := range dirs {
+		assert.DirExists(t, d, "a dry run removes nothing")
+	}
+
+	r = runCLI(t, nil, "backup", "prune", "--dir", parent, "--keep-last", "1", "--keep-within", "72h")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)`+regexp.QuoteMeta(dirs[2])+` .* removed +no rule keeps it`, r.stdout)
+	assert.DirExists(t, dirs[0])
+	assert.NoDirExists(t, dirs[1])
+	assert.NoDirExists(t, dirs[2])
+	assert.DirExists(t, unfinished, "what is not a finished backup is left alone")
 }

@@ -1,0 +1,92 @@
+package backup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Retention says which backups Prune keeps. A backup is kept when either rule keeps it, and
+// the newest finished backup of each release is always kept: no rule empties a release's
+// history.
+type Retention struct {
+	// KeepLast keeps the newest N finished backups of each release (0: no such rule).
+	KeepLast int
+	// KeepWithin keeps every finished backup started less than this long ago (0: no such
+	// rule).
+	KeepWithin time.Duration
+}
+
+// Validate refuses a rule that would keep nothing but the newest backup by accident.
+func (r Retention) Validate() error {
+	switch {
+	case r.KeepLast < 0:
+		return fmt.Errorf("--keep-last %d: give 1 or more", r.KeepLast)
+	case r.KeepWithin < 0:
+		return fmt.Errorf("--keep-within %s: give a positive duration, e.g. 720h", r.KeepWithin)
+	case r.KeepLast == 0 && r.KeepWithin == 0:
+		return errors.New("a retention rule is needed: --keep-last N and/or --keep-within DURATION (e.g. --keep-last 7 --keep-within 720h)")
+	}
+	return nil
+}
+
+// Pruned is one backup Prune looked at, and what it did with it.
+type Pruned struct {
+	Entry
+	// Removed is true when the backup was removed (or, in a dry run, would be).
+	Removed bool
+	// Why says which rule kept or removed it.
+	Why string
+}
+
+// Prune applies r to the backups directly under dir (List's), removing the finished backups no
+// rule keeps (none when dryRun). Directories that are not finished backups (no readable
+// manifest: an unfinished or foreign directory) are never removed, nor is anything List does
+// not list (files, symbolic links, hidden directories). Backups are grouped by the release
+// and namespace their manifests name.
+func Prune(dir string, r Retention, now time.Time, dryRun bool) ([]Pruned, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	entries, err := List(dir)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]int{} // finished backups seen per release, newest first
+	var out []Pruned
+	for _, e := range entries {
+		p := Pruned{Entry: e}
+		if e.Manifest == nil {
+			p.Why = "not a finished backup: left alone"
+			out = append(out, p)
+			continue
+		}
+		release := e.Manifest.Namespace + "/" + e.Manifest.Release
+		seen[release]++
+		n := seen[release]
+		switch {
+		case n == 1:
+			p.Why = "the release's newest"
+		case r.KeepLast > 0 && n <= r.KeepLast:
+			p.Why = fmt.Sprintf("among the release's newest %d", r.KeepLast)
+		case r.KeepWithin > 0 && now.Sub(e.Time) < r.KeepWithin:
+			p.Why = fmt.Sprintf("younger than %s", r.KeepWithin)
+		default:
+			p.Removed, p.Why = true, "no rule keeps it"
+		}
+		out = append(out, p)
+	}
+	if dryRun {
+		return out, nil
+	}
+	for _, p := range out {
+		if !p.Removed {
+			continue
+		}
+		if err := os.RemoveAll(p.Dir); err != nil {
+			return out, fmt.Errorf("removing backup %s: %w", p.Dir, err)
+		}
+	}
+	return out, nil
+}
