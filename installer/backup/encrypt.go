@@ -216,11 +216,7 @@ func open(ctx context.Context, dir string, m *Manifest, ids []age.Identity) (*op
 		return nil, err
 	}
 	o := &opened{dir: plainDir}
-	for _, s := range m.Encryption.Files {
-		if s.Plain == "" || filepath.Base(s.Plain) != s.Plain || s.Plain == ManifestFile {
-			_ = o.Close()
-			return nil, fmt.Errorf("backup %s: %s: sealed file %q must name a plain file", dir, ManifestFile, s.Plain)
-		}
+	for _, s := range m.Encryption.Files { // names checked by ReadManifest
 		if err := openFile(ctx, filepath.Join(dir, s.File), filepath.Join(plainDir, s.Plain), ids); err != nil {
 			_ = o.Close()
 			return nil, fmt.Errorf("backup %s: opening %s: %w", dir, s.File, err)

@@ -147,3 +147,23 @@ func fileSum(path string) (string, error) {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
 }
+
+// A sealed backup's manifest that names a file outside the backup, or a file under another
+// name, is refused when read: nothing outside the directory is read or written.
+func TestSealedManifestNamesStayInTheBackup(t *testing.T) {
+	for _, f := range []SealedFile{
+		{Plain: "../../escape", File: "../../escape.age"},
+		{Plain: "database.dump.s2", File: "/etc/passwd"},
+		{Plain: ManifestFile, File: ManifestFile + EncryptedExt},
+		{Plain: "database.dump.s2", File: "other.age"},
+	} {
+		dir := t.TempDir()
+		m := Manifest{FormatVersion: FormatVersion, DumpFile: "database.dump.s2", Encryption: &Encryption{Scheme: "age", Files: []SealedFile{f}}}
+		doc, err := json.Marshal(&m)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), doc, 0o600))
+		_, err = ReadManifest(dir)
+		require.Error(t, err, "%+v", f)
+		assert.Contains(t, err.Error(), "must be a plain file name")
+	}
+}

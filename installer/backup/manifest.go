@@ -166,6 +166,13 @@ func ReadManifest(dir string) (*Manifest, error) {
 			return nil, fmt.Errorf("backup %s: %s: dump file %q must be a plain file name", dir, ManifestFile, p.File)
 		}
 	}
+	if m.Encryption != nil {
+		for _, f := range m.Encryption.Files {
+			if f.Plain == "" || filepath.Base(f.Plain) != f.Plain || f.Plain == ManifestFile || f.File != f.Plain+EncryptedExt {
+				return nil, fmt.Errorf("backup %s: %s: sealed file %q (of %q) must be a plain file name with %s", dir, ManifestFile, f.File, f.Plain, EncryptedExt)
+			}
+		}
+	}
 	m.Dir = dir
 	return &m, nil
 }
