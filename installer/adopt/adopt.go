@@ -194,6 +194,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Old == nil || o.Ours == nil || o.Chart == nil || o.Kube == nil || o.Dynamic == nil || o.Execer == nil {
 		return nil, errors.New("adopt: the old and new release clients, the chart, the clients and an execer are required")
 	}
+	if o.runsMigrationJob() && o.Migrator == nil {
+		return nil, errors.New("adopt: a migration Job without a Migrator")
+	}
 	a := newAdoption(o)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -96,7 +96,12 @@ func Encrypt(ctx context.Context, dir string, recipients []age.Recipient, names 
 		return nil, err
 	}
 	if m.Encryption != nil {
-		return nil, fmt.Errorf("backup %s is encrypted already", dir)
+		// Sealed, but an interrupted run may have left plain copies: the sealed files are
+		// whole (checked), so the copies go.
+		if err := checkSealedFiles(ctx, dir, m); err != nil {
+			return nil, err
+		}
+		return m, removePlain(dir, m)
 	}
 	if len(recipients) == 0 {
 		return nil, errors.New("encrypting a backup needs at least one recipient")
@@ -124,12 +129,17 @@ func Encrypt(ctx context.Context, dir string, recipients []age.Recipient, names 
 	if err := writeFileAtomic(dir, ManifestFile, append(doc, '\n'), 0o600); err != nil {
 		return nil, fmt.Errorf("backup: writing %s: %w", filepath.Join(dir, ManifestFile), err)
 	}
-	for _, name := range plain {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil {
-			return nil, fmt.Errorf("removing the plain %s after sealing it: %w", name, err)
+	return m, removePlain(dir, m)
+}
+
+// removePlain removes the plain files of a sealed backup that are still there.
+func removePlain(dir string, m *Manifest) error {
+	for _, f := range m.Encryption.Files {
+		if err := os.Remove(filepath.Join(dir, f.Plain)); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("removing the plain %s after sealing it: %w", f.Plain, err)
 		}
 	}
-	return m, syncDir(dir)
+	return syncDir(dir)
 }
 
 // sealFile writes dir/name sealed to dir/name.age (via a temporary name) and returns its
@@ -182,8 +192,20 @@ func sealFile(ctx context.Context, dir, name string, recipients []age.Recipient)
 	return SealedFile{Plain: name, File: name + EncryptedExt, Size: size, SHA256: hex.EncodeToString(hash.Sum(nil))}, nil
 }
 
-// checkSealed checks each sealed file's size and sha256 against the manifest, without a key.
+// checkSealed checks each sealed file's size and sha256 against the manifest, without a key,
+// and that no plain copy is left beside them (an interrupted sealing).
 func checkSealed(ctx context.Context, dir string, m *Manifest) error {
+	for _, f := range m.Encryption.Files {
+		if _, err := os.Lstat(filepath.Join(dir, f.Plain)); err == nil {
+			return fmt.Errorf("%s: %w: a plain copy of %s is left beside %s (an interrupted sealing): remove %s",
+				dir, ErrIncomplete, f.Plain, f.File, filepath.Join(dir, f.Plain))
+		}
+	}
+	return checkSealedFiles(ctx, dir, m)
+}
+
+// checkSealedFiles checks each sealed file's size and sha256 against the manifest.
+func checkSealedFiles(ctx context.Context, dir string, m *Manifest) error {
 	for _, s := range m.Encryption.Files {
 		p := DumpPart{File: s.File, Size: s.Size, SHA256: s.SHA256}
 		if err := checksumFile(ctx, filepath.Join(dir, s.File), p); err != nil {
@@ -201,9 +223,9 @@ type opened struct {
 func (o *opened) Close() error { return os.RemoveAll(o.dir) }
 
 // open checks each sealed file's sha256 and opens it with the identities into a new private
-// directory inside the backup (mode 0700; its name starts with a dot, so `backup list`
-// passes it by), with the manifest as it was before sealing. The caller reads the plain
-// backup there and closes it, which removes it.
+// directory (mode 0700) under the temporary directory ($TMPDIR), never beside the sealed
+// files: those may be on a shared disk or a bucket's mount. The manifest there is the one
+// before sealing. The caller reads the plain backup there and closes it, which removes it.
 func open(ctx context.Context, dir string, m *Manifest, ids []age.Identity) (*opened, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("backup %s: %w with age (to %s): give the private key (fix: --identity key.txt)", dir, ErrEncrypted, strings.Join(m.Encryption.Recipients, ", "))
@@ -211,7 +233,7 @@ func open(ctx context.Context, dir string, m *Manifest, ids []age.Identity) (*op
 	if err := checkSealed(ctx, dir, m); err != nil {
 		return nil, err
 	}
-	plainDir, err := os.MkdirTemp(dir, ".opened-")
+	plainDir, err := os.MkdirTemp("", "polyaxon-deploy-opened-")
 	if err != nil {
 		return nil, err
 	}

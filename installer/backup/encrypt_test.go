@@ -31,6 +31,13 @@ func TestEncryptedBackupRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	s, want := sharedServer(t)
 	bin, _ := toolWrappers(t, s)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where backups are opened
+	openedLeft := func() []string {
+		left, err := filepath.Glob(filepath.Join(tmp, "polyaxon-deploy-opened-*"))
+		require.NoError(t, err)
+		return left
+	}
 	key, err := age.GenerateX25519Identity()
 	require.NoError(t, err)
 	recipients, names, err := ParseRecipients([]string{"# the team's backup key", key.Recipient().String()})
@@ -81,8 +88,21 @@ func TestEncryptedBackupRoundTrip(t *testing.T) {
 	got, err := pgtest.Checksums(ctx, s, "sealed_restored")
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
-	opened, _ := filepath.Glob(filepath.Join(m.Dir, ".opened-*"))
-	assert.Empty(t, opened, "the opened files are removed")
+	assert.Empty(t, openedLeft(), "the opened files are removed")
+	inBackup, err := os.ReadDir(m.Dir)
+	require.NoError(t, err)
+	assert.Len(t, inBackup, 3, "nothing plain was written beside the sealed files")
+
+	// An interrupted sealing (a plain copy left beside its sealed file) shows in the checksum
+	// check, and sealing again finishes the job.
+	require.NoError(t, os.WriteFile(filepath.Join(m.Dir, SecretsFile), []byte("{}"), 0o600))
+	err = Checksum(ctx, m.Dir)
+	require.ErrorIs(t, err, ErrIncomplete)
+	assert.Contains(t, err.Error(), "a plain copy of secrets.json")
+	_, err = Encrypt(ctx, m.Dir, recipients, names)
+	require.NoError(t, err)
+	require.NoError(t, Checksum(ctx, m.Dir))
+	assert.NoFileExists(t, filepath.Join(m.Dir, SecretsFile))
 	entries, err := List(filepath.Dir(m.Dir))
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
@@ -117,6 +137,8 @@ func TestEncryptedBackupRoundTrip(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(agreeing, ManifestFile), doc, 0o600))
 	_, err = Restore(ctx, untouched, agreeing, WithToolsDir(bin), WithIdentities(key))
 	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrChecksum, "the sha256 agrees: age's authentication refused it")
+	assert.Empty(t, openedLeft(), "a refused open leaves nothing plain behind")
 	out, err := s.Psql(ctx, "sealed_untouched", `SELECT v FROM keep`)
 	require.NoError(t, err)
 	assert.Equal(t, "before", strings.TrimSpace(out), "a refused restore changed nothing")
@@ -156,6 +178,7 @@ func TestSealedManifestNamesStayInTheBackup(t *testing.T) {
 		{Plain: "database.dump.s2", File: "/etc/passwd"},
 		{Plain: ManifestFile, File: ManifestFile + EncryptedExt},
 		{Plain: "database.dump.s2", File: "other.age"},
+		{Plain: "..", File: "...age"},
 	} {
 		dir := t.TempDir()
 		m := Manifest{FormatVersion: FormatVersion, DumpFile: "database.dump.s2", Encryption: &Encryption{Scheme: "age", Files: []SealedFile{f}}}

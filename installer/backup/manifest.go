@@ -168,7 +168,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 	}
 	if m.Encryption != nil {
 		for _, f := range m.Encryption.Files {
-			if f.Plain == "" || filepath.Base(f.Plain) != f.Plain || f.Plain == ManifestFile || f.File != f.Plain+EncryptedExt {
+			if f.Plain == "" || f.Plain == "." || f.Plain == ".." || filepath.Base(f.Plain) != f.Plain || f.Plain == ManifestFile || f.File != f.Plain+EncryptedExt {
 				return nil, fmt.Errorf("backup %s: %s: sealed file %q (of %q) must be a plain file name with %s", dir, ManifestFile, f.File, f.Plain, EncryptedExt)
 			}
 		}
@@ -180,6 +180,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 // writeFileAtomic writes name in dir via a temporary file, fsync and rename.
 func writeFileAtomic(dir, name string, data []byte, mode os.FileMode) error {
 	tmp := filepath.Join(dir, name+partialExt)
+	_ = os.Remove(tmp) // left by a crash; a backup is written under its release's lock
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
 	if err != nil {
 		return err

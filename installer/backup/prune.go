@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -62,6 +63,13 @@ func Prune(dir string, r Retention, now time.Time, dryRun bool) ([]Pruned, error
 			out = append(out, p)
 			continue
 		}
+		// Only a whole backup counts among a release's newest: a damaged one, or one dated in
+		// the future (a forged manifest), would otherwise push the real ones out.
+		if why := notWhole(e, now); why != "" {
+			p.Why = why + ": left alone, not counted"
+			out = append(out, p)
+			continue
+		}
 		release := e.Manifest.Namespace + "/" + e.Manifest.Release
 		seen[release]++
 		n := seen[release]
@@ -89,4 +97,25 @@ func Prune(dir string, r Retention, now time.Time, dryRun bool) ([]Pruned, error
 		}
 	}
 	return out, nil
+}
+
+// notWhole says why a finished backup does not count as a release's backup ("" when it does):
+// its files are not all there at the sizes its manifest recorded, or it started after now.
+func notWhole(e Entry, now time.Time) string {
+	m := e.Manifest
+	if m.StartedAt.After(now) {
+		return "started in the future (" + m.StartedAt.Format(time.RFC3339) + ")"
+	}
+	if m.Encryption != nil {
+		for _, f := range m.Encryption.Files {
+			if st, err := os.Stat(filepath.Join(e.Dir, f.File)); err != nil || st.Size() != f.Size {
+				return "sealed file " + f.File + " missing or not of its recorded size"
+			}
+		}
+		return ""
+	}
+	if _, err := checkDumpFiles(e.Dir, m); err != nil {
+		return "dump files missing or not of their recorded size"
+	}
+	return ""
 }

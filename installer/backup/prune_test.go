@@ -17,7 +17,8 @@ func finishedBackup(t *testing.T, parent, name, namespace, release string, at ti
 	t.Helper()
 	dir := filepath.Join(parent, name)
 	require.NoError(t, os.Mkdir(dir, 0o700))
-	m := Manifest{FormatVersion: FormatVersion, Release: release, Namespace: namespace, DumpFile: DumpBaseName + ".s2", StartedAt: at, FinishedAt: at}
+	m := Manifest{FormatVersion: FormatVersion, Release: release, Namespace: namespace, DumpFile: DumpBaseName + ".s2", DumpSize: int64(len("dump")),
+		StartedAt: at, FinishedAt: at}
 	doc, err := json.Marshal(&m)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), doc, 0o600))
@@ -41,9 +42,17 @@ func TestPruneKeepsByRuleAndReleaseAndNothingElse(t *testing.T) {
 	unfinished := filepath.Join(out, "polyaxon-20240101T000000Z")
 	require.NoError(t, os.Mkdir(unfinished, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(unfinished, DumpBaseName+".s2"+partialExt), []byte("x"), 0o600))
-	elsewhere := t.TempDir()
-	outside := finishedBackup(t, elsewhere, "polyaxon-20200101T000000Z", "prod", "polyaxon", now.Add(-2000*day))
-	require.NoError(t, os.Symlink(elsewhere, filepath.Join(out, "link-to-elsewhere")))
+	// A link straight to an old backup elsewhere, a hidden directory, a file: not backups here.
+	outside := finishedBackup(t, t.TempDir(), "polyaxon-20200101T000000Z", "prod", "polyaxon", now.Add(-2000*day))
+	link := filepath.Join(out, "polyaxon-20200101T000000Z")
+	require.NoError(t, os.Symlink(outside, link))
+	hidden := finishedBackup(t, out, ".polyaxon-20200102T000000Z", "prod", "polyaxon", now.Add(-1900*day))
+	require.NoError(t, os.WriteFile(filepath.Join(out, "notes.txt"), []byte("x"), 0o600))
+	// A forged "newest" (dated in the future) and a damaged one (its dump cut) do not count
+	// among the release's newest, and are not removed.
+	forged := finishedBackup(t, out, "polyaxon-20990101T000000Z", "prod", "polyaxon", now.Add(3650*day))
+	damaged := finishedBackup(t, out, "polyaxon-damaged", "prod", "polyaxon", now.Add(-time.Hour))
+	require.NoError(t, os.Truncate(filepath.Join(damaged, DumpBaseName+".s2"), 1))
 
 	// A dry run says what goes and removes nothing.
 	got, err := Prune(out, Retention{KeepLast: 2, KeepWithin: 5 * day}, now, true)
@@ -63,9 +72,13 @@ func TestPruneKeepsByRuleAndReleaseAndNothingElse(t *testing.T) {
 	got, err = Prune(out, Retention{KeepLast: 2, KeepWithin: 5 * day}, now, false)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{prod[10], prod[20]}, removed(got))
-	for _, kept := range []string{prod[1], prod[2], prod[3], lone, unfinished, outside} {
+	for _, kept := range []string{prod[1], prod[2], prod[3], lone, unfinished, outside, hidden, forged, damaged} {
 		assert.DirExists(t, kept)
 	}
+	st, err := os.Lstat(link)
+	require.NoError(t, err, "the link itself is left alone")
+	assert.NotZero(t, st.Mode()&os.ModeSymlink)
+	assert.FileExists(t, filepath.Join(out, "notes.txt"))
 	assert.NoDirExists(t, prod[10])
 	assert.NoDirExists(t, prod[20])
 	for _, p := range got {

@@ -50,7 +50,9 @@ type Published struct {
 
 // PublishChart pushes the archive with its provenance through Helm's registry client, signs
 // the pushed manifest by its digest, and pushes Artifact Hub's metadata. Everything it reads
-// is read before the first push: a missing file or key changes nothing in the registry.
+// (files, key, the registry's TLS and credentials settings) is read before the first push: a
+// missing file or key changes nothing in the registry. A signing that fails after the push
+// says the chart is published unsigned.
 func PublishChart(ctx context.Context, o PublishOptions) (*Published, error) {
 	if o.Key == nil {
 		return nil, errors.New("publishing the chart needs the signing key (fix: COSIGN_KEY=cosign.key, the password in " + sign.PasswordEnv + ")")
@@ -87,20 +89,23 @@ func PublishChart(ctx context.Context, o PublishOptions) (*Published, error) {
 	if err != nil {
 		return nil, err
 	}
-	pushed, err := client.Push(data, ref, pushOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("pushing %s: %w", ref, err)
-	}
 	repo, err := chartsource.NewRepository(repoRef, o.Registry)
 	if err != nil {
 		return nil, err
 	}
+	pushed, err := client.Push(data, ref, pushOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("pushing %s: %w", ref, err)
+	}
+	unsigned := func(err error) error {
+		return fmt.Errorf("%s was pushed but is not signed: %w (fix: publish again; until then `cosign verify` refuses it)", ref, err)
+	}
 	desc, err := repo.Resolve(ctx, pushed.Manifest.Digest)
 	if err != nil {
-		return nil, fmt.Errorf("reading back %s@%s: %w", repoRef, pushed.Manifest.Digest, err)
+		return nil, unsigned(err)
 	}
 	if _, err := o.Key.SignArtifact(ctx, repo, desc); err != nil {
-		return nil, err
+		return nil, unsigned(err)
 	}
 	if metadata != nil {
 		if err := pushArtifactHubMetadata(ctx, repo, metadata); err != nil {

@@ -1,6 +1,10 @@
 package sign
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"testing"
@@ -91,4 +95,15 @@ func TestLoadKeyRefusals(t *testing.T) {
 	_, err = LoadKey(filepath.Join(dir, "missing.key"), nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "missing.key")
+
+	// A key of the wrong kind: cosign's blob and image signatures here are ECDSA.
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(rsaKey)
+	require.NoError(t, err)
+	rsaPath := filepath.Join(dir, "rsa.key")
+	require.NoError(t, os.WriteFile(rsaPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
+	_, err = LoadKey(rsaPath, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "an ECDSA key is needed")
 }

@@ -509,3 +509,33 @@ func TestPipelinePostgresMajorUpgradeRefusesLeftoverVolume(t *testing.T) {
 	assert.Contains(t, err.Error(), "volume data-pg17-polyaxon-postgresql-0 for Postgres 17 already exists")
 	assert.NotContains(t, s.rec.Events(), "restore /backups/polyaxon-20260101T000000Z")
 }
+
+// Without an Action the checks and the migration are skipped, and say why; a failing pre-check
+// stops the upgrade before anything changes.
+func TestPipelineWithoutActionOrWithFailingChecks(t *testing.T) {
+	s := newSetup(t)
+	s.o.Action, s.o.Migrator = nil, nil
+	res, err := Run(context.Background(), s.o)
+	require.NoError(t, err)
+	status := map[string]phase.PhaseReport{}
+	for _, p := range res.Phases {
+		status[p.Phase] = p
+	}
+	for _, p := range []string{PhaseChecks, PhaseMigrate, PhasePostChecks} {
+		assert.Equal(t, "skipped", status[p].Status, p)
+	}
+	assert.Contains(t, status[PhaseMigrate].Detail, "no installer-run migration Job")
+
+	s = newSetup(t)
+	s.o.Action = failingChecks{}
+	_, err = Run(context.Background(), s.o)
+	require.Error(t, err)
+	assert.Equal(t, map[int]string{1: "deployed"}, s.statuses(t), "nothing was applied")
+}
+
+// failingChecks refuses the release before anything changes.
+type failingChecks struct{ MigrationJobs }
+
+func (failingChecks) Checks(context.Context, bool) error {
+	return errors.New("preflight: no nodes for pool core")
+}
