@@ -86,6 +86,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	log := cfg.logger
 	start := time.Now()
 	clock := &stepClock{last: start}
+	name := dir
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w: %w", ErrIncomplete, err)
@@ -97,7 +98,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 			return nil, fmt.Errorf("restore: %w", err)
 		}
 		defer o.Close()
-		dir = o.dir
+		dir = o.dir // read from here; messages keep naming the backup (name)
 		if m, err = ReadManifest(dir); err != nil {
 			return nil, fmt.Errorf("restore: %w", err)
 		}
@@ -108,10 +109,10 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	}
 	parts := m.Parts()
 	if err := CheckOrigin(m, cfg.targetRelease.Name, cfg.targetRelease.Namespace); err != nil && !cfg.force {
-		return nil, fmt.Errorf("restore %s: %w", dir, err)
+		return nil, fmt.Errorf("restore %s: %w", name, err)
 	}
 	if err := CheckAppVersion(m.AppVersion, cfg.runningApp); err != nil && !cfg.force {
-		return nil, fmt.Errorf("restore %s: %w", dir, err)
+		return nil, fmt.Errorf("restore %s: %w", name, err)
 	}
 	var rep *Report
 	if cfg.full || selectsPart(cfg.restoreArgs) {
@@ -132,7 +133,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 	sw, whyNot := planSwap(ctx, target, cfg)
 	var spoolFile string
 	if sw != nil {
-		log.Info("checking the dump and spooling it for a parallel restore", "dir", dir)
+		log.Info("checking the dump and spooling it for a parallel restore", "dir", name)
 		// A dump in streams spools only its first archive (the schema and the small tables):
 		// the others stream straight into pg_restore.
 		spoolFile, err = spool(ctx, dumps[0], parts[0], m.Compression.Codec)
@@ -140,7 +141,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 		case errors.Is(err, errSpoolSpace):
 			sw, whyNot = nil, err.Error()
 		case err != nil:
-			return nil, fmt.Errorf("restore %s: %w", dir, err)
+			return nil, fmt.Errorf("restore %s: %w", name, err)
 		default:
 			defer os.Remove(spoolFile)
 			clock.done("decode the dump and check its sha256")
@@ -157,20 +158,20 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 			if scaleBack != nil {
 				err = errors.Join(err, scaleBack(context.WithoutCancel(ctx)))
 			}
-			return nil, fmt.Errorf("restore %s: scaling down: %w", dir, err)
+			return nil, fmt.Errorf("restore %s: scaling down: %w", name, err)
 		}
 		defer func() {
 			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 			defer cancel()
 			log.Info("scaling database writers back up")
 			if serr := scaleBack(bctx); serr != nil {
-				err = errors.Join(err, fmt.Errorf("restore %s: scaling back up: %w", dir, serr))
+				err = errors.Join(err, fmt.Errorf("restore %s: scaling back up: %w", name, serr))
 			}
 		}()
 		clock.done("scale the writers down")
 	}
 
-	log.Info("restoring database", "dir", dir, "target", target.String(), "tables", len(rep.Tables))
+	log.Info("restoring database", "dir", name, "target", target.String(), "tables", len(rep.Tables))
 	// check counts the rows of the restored database (the new one, by swap), which must have
 	// every table of the dump.
 	var rows map[string]int64
@@ -203,7 +204,7 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 			checked = err == nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
+			return nil, fmt.Errorf("restore %s into %s: %w", name, target, err)
 		}
 		if len(parts) == 1 {
 			clock.done(fmt.Sprintf("pg_restore --jobs %d into a new database", sw.jobs))
@@ -212,19 +213,19 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 		args := []string{"--clean", "--if-exists", "--single-transaction", "--exit-on-error", "--no-owner", "--no-password"}
 		args = append(args, cfg.restoreArgs...)
 		if err := streamRestore(ctx, target, dumps[0], parts[0], m.Compression.Codec, args); err != nil {
-			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
+			return nil, fmt.Errorf("restore %s into %s: %w", name, target, err)
 		}
 		clock.done("pg_restore in one transaction, checking the sha256")
 	} else {
 		if err := restoreInOneSession(ctx, target, rep.tool, dumps, m, rep.Tables, cfg.restoreArgs); err != nil {
-			return nil, fmt.Errorf("restore %s into %s: %w", dir, target, err)
+			return nil, fmt.Errorf("restore %s into %s: %w", name, target, err)
 		}
 		clock.done(fmt.Sprintf("%d streams' SQL in one transaction, checking the sha256s", len(parts)))
 	}
 
 	if !checked {
 		if err := check(ctx, nil); err != nil {
-			return nil, fmt.Errorf("restore %s: %w", dir, err)
+			return nil, fmt.Errorf("restore %s: %w", name, err)
 		}
 		clock.done("count the rows of every table")
 	}
@@ -233,14 +234,14 @@ func Restore(ctx context.Context, target Target, dir string, opts ...RestoreOpti
 		way = RestoredBySwap
 		log.Info("swapping the restored database in", "database", sw.scratch)
 		if err := sw.swap(ctx); err != nil {
-			return nil, fmt.Errorf("restore %s: %w", dir, err)
+			return nil, fmt.Errorf("restore %s: %w", name, err)
 		}
 		clock.done("wait for the sessions to end, swap the databases")
 		sw.dropRetired(ctx)
 		clock.done("drop the replaced database")
 	}
 	out := &RestoreReport{Verify: rep, Tables: rep.Tables, Rows: rows, Duration: time.Since(start), Way: way, Steps: clock.steps}
-	log.Info("database restored", "dir", dir, "tables", len(out.Tables), "seconds", out.Duration.Seconds())
+	log.Info("database restored", "dir", name, "tables", len(out.Tables), "seconds", out.Duration.Seconds())
 	return out, nil
 }
 
