@@ -257,6 +257,10 @@ metadata:
   namespace: {{ include "polyaxon.serviceAccountNamespace" . }}
   labels:
     {{- include "polyaxon.labels" . | nindent 4 }}
+  {{- with (index .ctx.Values .component).serviceAccount }}{{ with .annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}{{ end }}
 {{- /* Polyaxon gives run pods no pull secret of its own: the service account's reach them all. */}}
 {{- if and (eq .component "runs") .ctx.Values.imagePullSecrets }}
 imagePullSecrets:
