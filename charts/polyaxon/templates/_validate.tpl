@@ -206,15 +206,10 @@ is not looked in: nothing can be in it yet.
 {{- fail (printf "values: artifactsStore.bucket: the %s store needs a bucket URL starting with %q (got %q), e.g. %sbucket-name" $s.kind $prefix (toString $s.bucket) (ternary "wasbs://container@account.blob.core.windows.net/" $prefix (eq $s.kind "wasb"))) -}}
 {{- end -}}
 {{- if not $s.secret.name -}}
-{{- /* Without a Secret, the bucket is reached by the cloud's workload identity: the
-ServiceAccounts of the pods that read and write it (the gateway's streams, the runs) carry it. */ -}}
-{{- $missing := list -}}
-{{- if not .Values.gateway.serviceAccount.annotations }}{{ $missing = append $missing "gateway.serviceAccount.annotations" }}{{ end -}}
-{{- if not .Values.runs.serviceAccount.annotations }}{{ $missing = append $missing "runs.serviceAccount.annotations" }}{{ end -}}
-{{- if not .Values.runs.serviceAccount.create }}{{ $missing = append $missing "runs.serviceAccount.create (true: the runs' ServiceAccount carries the identity)" }}{{ end -}}
-{{- if $missing -}}
-{{- fail (printf "values: artifactsStore.secret.name is empty: the %s bucket needs credentials; create a Secret with them and name it here (see values/artifacts-%s.yaml), or give a workload identity on the ServiceAccounts that reach the bucket (missing: %s)" $s.kind $s.kind (join ", " $missing)) -}}
-{{- end -}}
+{{- /* Runs cannot take a cloud's workload identity: their admission policy refuses a token for
+another audience than the API server's, and their NetworkPolicy keeps them from the metadata
+addresses. */ -}}
+{{- fail (printf "values: artifactsStore.secret.name is empty: the %s bucket needs credentials; create a Secret with them and name it here (see values/artifacts-%s.yaml). A workload identity on the ServiceAccounts (gateway.serviceAccount.annotations, runs.serviceAccount.annotations) does not reach runs: they may not project a token for a cloud's audience nor reach the metadata addresses" $s.kind $s.kind) -}}
 {{- end -}}
 {{- else if eq $s.kind "host_path" -}}
 {{- include "polyaxon.validate.absolutePath" (dict "path" $s.hostPath "at" "artifactsStore.hostPath") -}}
