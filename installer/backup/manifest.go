@@ -151,6 +151,12 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: reading %s: %w", dir, ManifestFile, err)
 	}
+	return ParseManifest(b, dir)
+}
+
+// ParseManifest reads a manifest's bytes of the backup at dir (a directory, or wherever the
+// backup is), checking that every file it names is a plain file name.
+func ParseManifest(b []byte, dir string) (*Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("backup %s: %s is not valid JSON: %w", dir, ManifestFile, err)

@@ -54,6 +54,26 @@ func Prune(dir string, r Retention, now time.Time, dryRun bool) ([]Pruned, error
 	if err != nil {
 		return nil, err
 	}
+	out := Select(entries, r, now, func(e Entry) string { return notWhole(e, now) })
+	if dryRun {
+		return out, nil
+	}
+	for _, p := range out {
+		if !p.Removed {
+			continue
+		}
+		if err := os.RemoveAll(p.Dir); err != nil {
+			return out, fmt.Errorf("removing backup %s: %w", p.Dir, err)
+		}
+	}
+	return out, nil
+}
+
+// Select applies r to entries (newest first, as List gives them) and says which to remove;
+// wherever the backups are. notWhole says why a finished backup does not count among its
+// release's ("" when it does): its files are missing or of another size, or it is dated after
+// now.
+func Select(entries []Entry, r Retention, now time.Time, notWhole func(Entry) string) []Pruned {
 	seen := map[string]int{} // finished backups seen per release, newest first
 	var out []Pruned
 	for _, e := range entries {
@@ -65,7 +85,7 @@ func Prune(dir string, r Retention, now time.Time, dryRun bool) ([]Pruned, error
 		}
 		// Only a whole backup counts among a release's newest: a damaged one, or one dated in
 		// the future (a forged manifest), would otherwise push the real ones out.
-		if why := notWhole(e, now); why != "" {
+		if why := notWhole(e); why != "" {
 			p.Why = why + ": left alone, not counted"
 			out = append(out, p)
 			continue
@@ -85,26 +105,23 @@ func Prune(dir string, r Retention, now time.Time, dryRun bool) ([]Pruned, error
 		}
 		out = append(out, p)
 	}
-	if dryRun {
-		return out, nil
+	return out
+}
+
+// StartedInTheFuture says why a backup dated after now does not count ("" when it is not).
+func StartedInTheFuture(m *Manifest, now time.Time) string {
+	if m.StartedAt.After(now) {
+		return "started in the future (" + m.StartedAt.Format(time.RFC3339) + ")"
 	}
-	for _, p := range out {
-		if !p.Removed {
-			continue
-		}
-		if err := os.RemoveAll(p.Dir); err != nil {
-			return out, fmt.Errorf("removing backup %s: %w", p.Dir, err)
-		}
-	}
-	return out, nil
+	return ""
 }
 
 // notWhole says why a finished backup does not count as a release's backup ("" when it does):
 // its files are not all there at the sizes its manifest recorded, or it started after now.
 func notWhole(e Entry, now time.Time) string {
 	m := e.Manifest
-	if m.StartedAt.After(now) {
-		return "started in the future (" + m.StartedAt.Format(time.RFC3339) + ")"
+	if why := StartedInTheFuture(m, now); why != "" {
+		return why
 	}
 	if m.Encryption != nil {
 		for _, f := range m.Encryption.Files {

@@ -1,0 +1,348 @@
+package bucket
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+)
+
+// Latest, as a backup's name, is the newest finished, whole backup under the location.
+const Latest = "latest"
+
+// maxManifest bounds a manifest read into memory: a real one is a few KiB.
+const maxManifest = 16 << 20
+
+// CheckWritable makes sure the backups can go to l before anything is dumped: the bucket
+// exists, the credentials are accepted, and an object can be written and removed there.
+func (s *Store) CheckWritable(ctx context.Context, l Location) error {
+	if _, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(l.key("")), MaxKeys: aws.Int32(1)}); err != nil {
+		return s.explain(l, err)
+	}
+	probe := l.key(".polyaxon-deploy-write-check-" + rand.Text())
+	if _, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(probe), Body: strings.NewReader("")}); err != nil {
+		return s.explain(l, err)
+	}
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(probe)}); err != nil {
+		return s.explain(l, err)
+	}
+	return nil
+}
+
+// Upload copies the finished backup in dir to l (a backup's location: where the backups are,
+// joined with its name), its stored files first and its manifest last. A finished backup
+// already at l is never overwritten.
+func (s *Store) Upload(ctx context.Context, dir string, l Location) error {
+	m, err := backup.ReadManifest(dir)
+	if err != nil {
+		return err
+	}
+	if _, err := s.readManifest(ctx, l); err == nil {
+		return fmt.Errorf("%s: a finished backup is already there: it is left as it is", s.where(l))
+	} else if !errors.Is(err, errNoManifest) {
+		return err
+	}
+	for _, name := range append(m.StoredFiles(), backup.ManifestFile) {
+		if err := s.uploadFile(ctx, filepath.Join(dir, name), l, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) uploadFile(ctx context.Context, file string, l Location, name string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	_, err = s.transfer.UploadObject(ctx, &transfermanager.UploadObjectInput{
+		Bucket: aws.String(l.Bucket), Key: aws.String(l.key(name)), Body: f, ContentLength: aws.Int64(st.Size()),
+	})
+	if err != nil {
+		return fmt.Errorf("uploading %s: %w", name, s.explain(l, err))
+	}
+	return nil
+}
+
+var errNoManifest = errors.New("no manifest")
+
+// readManifest reads and checks the manifest of the backup at l.
+func (s *Store) readManifest(ctx context.Context, l Location) (*backup.Manifest, error) {
+	b, err := s.manifestBytes(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	return backup.ParseManifest(b, l.String())
+}
+
+// manifestBytes reads the manifest of the backup at l as it is stored.
+func (s *Store) manifestBytes(ctx context.Context, l Location) ([]byte, error) {
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(l.key(backup.ManifestFile))})
+	if err != nil {
+		var nk *types.NoSuchKey
+		if errors.As(err, &nk) {
+			return nil, fmt.Errorf("backup %s: %w: no %s: the backup did not finish (its upload failed or was interrupted), or there is no backup of that name (polyaxon-deploy backup list --dir %s)",
+				l, errNoManifest, backup.ManifestFile, parent(l))
+		}
+		return nil, s.explain(l, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(out.Body, maxManifest+1))
+	if err != nil {
+		return nil, fmt.Errorf("backup %s: reading %s: %w", l, backup.ManifestFile, err)
+	}
+	if len(b) > maxManifest {
+		return nil, fmt.Errorf("backup %s: %s is over %d bytes: not a manifest of ours", l, backup.ManifestFile, maxManifest)
+	}
+	return b, nil
+}
+
+func parent(l Location) Location { p, _ := l.Split(); return p }
+
+// Download copies the backup at l into dir (made private, and empty), the files its manifest
+// names and nothing else, and returns the manifest read from dir. The caller verifies the
+// files (backup.Verify, backup.Restore check each against the manifest).
+func (s *Store) Download(ctx context.Context, l Location, dir string) (*backup.Manifest, error) {
+	doc, err := s.manifestBytes(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	m, err := backup.ParseManifest(doc, l.String())
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	for _, name := range m.StoredFiles() {
+		if err := s.downloadFile(ctx, l, name, filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+	}
+	// The manifest last, the bytes read first: a directory with a manifest is a finished
+	// backup, and it names exactly the files copied.
+	if err := os.WriteFile(filepath.Join(dir, backup.ManifestFile), doc, 0o600); err != nil {
+		return nil, err
+	}
+	return backup.ReadManifest(dir)
+}
+
+func (s *Store) downloadFile(ctx context.Context, l Location, name, file string) error {
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = s.transfer.DownloadObject(ctx, &transfermanager.DownloadObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(l.key(name)), WriterAt: f})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		var nk *types.NoSuchKey
+		if errors.As(err, &nk) {
+			return fmt.Errorf("backup %s: %w: %s is missing from the bucket; %s", l, backup.ErrIncomplete, name, "use another backup (polyaxon-deploy backup list) or take a new one")
+		}
+		return fmt.Errorf("downloading %s: %w", name, s.explain(l, err))
+	}
+	return nil
+}
+
+// Listed is one backup under a location.
+type Listed struct {
+	backup.Entry
+	// Sizes are the sizes of the backup's objects, by file name.
+	Sizes map[string]int64
+}
+
+// List returns the backups under l, newest first, as backup.List does for a directory: one
+// without a readable manifest is listed with a Problem. Objects directly under l (not in a
+// backup's folder) are not backups and are left out.
+func (s *Store) List(ctx context.Context, l Location) ([]Listed, error) {
+	byName := map[string]*Listed{}
+	newest := map[string]time.Time{}
+	prefix := l.key("")
+	if prefix != "" {
+		prefix += "/"
+	}
+	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(prefix)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, s.explain(l, err)
+		}
+		for _, o := range page.Contents {
+			name, file, ok := strings.Cut(strings.TrimPrefix(aws.ToString(o.Key), prefix), "/")
+			if !ok || name == "" || strings.HasPrefix(name, ".") || strings.Contains(file, "/") {
+				continue
+			}
+			e := byName[name]
+			if e == nil {
+				e = &Listed{Entry: backup.Entry{Dir: l.Join(name).String()}, Sizes: map[string]int64{}}
+				byName[name] = e
+			}
+			e.Sizes[file] = aws.ToInt64(o.Size)
+			if t := aws.ToTime(o.LastModified); t.After(newest[name]) {
+				newest[name] = t
+			}
+		}
+	}
+	out := make([]Listed, 0, len(byName))
+	for name, e := range byName {
+		if _, ok := e.Sizes[backup.ManifestFile]; !ok {
+			e.Problem = fmt.Sprintf("backup %s: no %s: the backup did not finish (its upload failed or was interrupted)", e.Dir, backup.ManifestFile)
+			e.Time = newest[name].UTC()
+		} else if m, err := s.readManifest(ctx, l.Join(name)); err != nil {
+			e.Problem, e.Time = err.Error(), newest[name].UTC()
+		} else {
+			e.Manifest, e.Time = m, m.StartedAt
+		}
+		out = append(out, *e)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].Time.Equal(out[j].Time) {
+			return out[i].Time.After(out[j].Time)
+		}
+		return out[i].Dir > out[j].Dir
+	})
+	return out, nil
+}
+
+// NotWhole says why a listed finished backup does not count as one ("" when it does): a file
+// its manifest names is missing or of another size, or it is dated after now.
+func (e Listed) NotWhole(now time.Time) string {
+	if why := backup.StartedInTheFuture(e.Manifest, now); why != "" {
+		return why
+	}
+	for _, name := range e.Manifest.StoredFiles() {
+		if _, ok := e.Sizes[name]; !ok {
+			return name + " missing"
+		}
+	}
+	for _, p := range e.Manifest.CheckedFiles() {
+		if e.Sizes[p.File] != p.Size {
+			return fmt.Sprintf("%s is %d bytes, its manifest recorded %d", p.File, e.Sizes[p.File], p.Size)
+		}
+	}
+	return ""
+}
+
+// Checksum reads each file of a listed finished backup whose sha256 its manifest records and
+// compares it, without copying the backup anywhere.
+func (s *Store) Checksum(ctx context.Context, e Listed) error {
+	l, err := ParseLocation(e.Dir)
+	if err != nil {
+		return err
+	}
+	if why := e.NotWhole(time.Now()); why != "" {
+		return fmt.Errorf("%s: %w: %s", e.Dir, backup.ErrIncomplete, why)
+	}
+	for _, p := range e.Manifest.CheckedFiles() {
+		out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(l.key(p.File))})
+		if err != nil {
+			return s.explain(l, err)
+		}
+		err = backup.CheckStored(ctx, out.Body, p)
+		out.Body.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.Dir, err)
+		}
+	}
+	return nil
+}
+
+// Resolve is the location of a backup named by l: l itself, or for .../latest the newest
+// finished, whole backup there.
+func (s *Store) Resolve(ctx context.Context, l Location) (Location, error) {
+	where, name := l.Split()
+	if name != Latest {
+		return l, nil
+	}
+	if _, err := s.readManifest(ctx, l); err == nil {
+		return l, nil // a backup named "latest"
+	}
+	listed, err := s.List(ctx, where)
+	if err != nil {
+		return Location{}, err
+	}
+	now := time.Now()
+	for _, e := range listed {
+		if e.Manifest != nil && e.NotWhole(now) == "" {
+			return ParseLocation(e.Dir)
+		}
+	}
+	return Location{}, fmt.Errorf("%s: no finished backup under %s (polyaxon-deploy backup list --dir %s)", l, where, where)
+}
+
+// Remove deletes the backup at l: its manifest first, so that a removal that stops half way
+// leaves an unfinished backup, never a finished one with files missing.
+func (s *Store) Remove(ctx context.Context, l Location) error {
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(l.key(backup.ManifestFile))}); err != nil {
+		return s.explain(l, err)
+	}
+	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(l.key("") + "/")})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return s.explain(l, err)
+		}
+		for _, o := range page.Contents {
+			if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(l.Bucket), Key: o.Key}); err != nil {
+				return s.explain(l, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Prune applies r to the backups under l as backup.Prune does to a directory.
+func (s *Store) Prune(ctx context.Context, l Location, r backup.Retention, now time.Time, dryRun bool) ([]backup.Pruned, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	listed, err := s.List(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]backup.Entry, len(listed))
+	whole := map[string]string{}
+	for i, e := range listed {
+		entries[i] = e.Entry
+		if e.Manifest != nil {
+			whole[e.Dir] = e.NotWhole(now)
+		}
+	}
+	out := backup.Select(entries, r, now, func(e backup.Entry) string { return whole[e.Dir] })
+	if dryRun {
+		return out, nil
+	}
+	for _, p := range out {
+		if !p.Removed {
+			continue
+		}
+		pl, err := ParseLocation(p.Dir)
+		if err == nil {
+			err = s.Remove(ctx, pl)
+		}
+		if err != nil {
+			return out, fmt.Errorf("removing backup %s: %w", p.Dir, err)
+		}
+	}
+	return out, nil
+}
