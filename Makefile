@@ -19,7 +19,7 @@ TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 # Polyaxon's programs); -parallel only has to let them all wait.
 E2E_PARALLEL ?= 16
 
-.PHONY: all build image release test unit lint scan mutate package deps demo-deps binaries gateway promtool cosign demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
+.PHONY: all build image release test unit lint scan mutate package deps demo-deps binaries gateway promtool cosign s3store demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
 
 all: build
 
@@ -76,6 +76,11 @@ promtool:
 cosign:
 	@bash e2e/scripts/build-cosign.sh >/dev/null
 
+# versitygw (Versity S3 Gateway: the real S3 store e2e/s3test starts for the tests), from the Go
+# module proxy, cached outside the repo.
+s3store:
+	@bash e2e/scripts/build-s3store.sh >/dev/null
+
 # Traefik (the Gateway API controller and data plane of the e2e and the demo) and the Gateway
 # API CRDs, from the Go module proxy, cached outside the repo.
 gateway:
@@ -90,7 +95,7 @@ gateway:
 # (TestProductionOnKind) writes whether kind was tested to a file printed at the end (go test
 # shows nothing of a passing package): on a machine that cannot run kind's nodes it is not, and
 # the line says why; E2E_PROVIDER=kind makes that an error.
-test: deps binaries gateway promtool cosign kind-images-if-possible
+test: deps binaries gateway promtool cosign s3store kind-images-if-possible
 	$(GO) vet ./...
 	@report=$$(mktemp); oci=$$(mktemp); pkgs=$$($(GO) list ./... | grep -v '/e2e$$'); code=0; \
 	  echo "cd e2e/oci && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./... (beside the next command)"; \
@@ -103,7 +108,8 @@ test: deps binaries gateway promtool cosign kind-images-if-possible
 	  if [ -s $$report ]; then cat $$report; else echo "e2e: kind: TestProductionOnKind did not report"; fi; \
 	  rm -f $$report; exit $$code
 
-# Quick loop without the control plane (e2e) and PostgreSQL suites (pgtest skips under -short).
+# Quick loop without the control plane (e2e), PostgreSQL and S3 suites (pgtest and s3test skip
+# under -short).
 unit:
 	$(GO) test -count=1 -short $$($(GO) list ./... | grep -v /e2e)
 
