@@ -103,6 +103,9 @@ func runAdopt(c *cli.Context) error {
 	case c.Bool(flagPurgeOldData) && !c.Bool(flagRemoveOld):
 		return usageErrorf("--%s needs --%s", flagPurgeOldData, flagRemoveOld)
 	}
+	if err := localBackupDir(c, "adopt"); err != nil {
+		return err
+	}
 	fromNS := c.String(flagFromNamespace)
 	if fromNS == "" {
 		fromNS = c.String(flagNamespace)

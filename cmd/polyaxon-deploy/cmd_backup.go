@@ -24,7 +24,10 @@ func backupCommand() *cli.Command {
 Secrets, mode 0600: keep the directory private). The in-cluster database is dumped by exec
 into its pod; an external one from a short-lived pod in the cluster; --local runs pg_dump here.
 The password never appears on a command line. The backup is verified unless --no-verify.
---encrypt-to seals the verified backup with age: verify and restore it with --identity.`,
+--encrypt-to seals the verified backup with age: verify and restore it with --identity.
+--dir s3://BUCKET/PREFIX keeps it in a bucket: written and verified here, then uploaded (manifest
+last), with the AWS SDK's credentials (AWS_ACCESS_KEY_ID..., AWS_ENDPOINT_URL for an S3-compatible
+store); list, verify, restore and prune take the same location (restore s3://.../latest).`,
 		Flags: joinFlags(clusterFlags(), outputFlags(), []cli.Flag{
 			backupDirFlag(),
 			&cli.StringFlag{Name: flagCodec, Value: backup.DefaultCodec, Usage: "compression applied here: s2 (fastest), zstd (smallest files), or none (pg_dump's own gzip)", Category: "Backup"},
@@ -32,6 +35,7 @@ The password never appears on a command line. The backup is verified unless --no
 			&cli.IntFlag{Name: flagStreams, Usage: "parallel pg_dump streams (default: one per core of the database server, at most 4, fewer for a small database); 1 writes one archive, which older polyaxon-deploy read too", Category: "Backup"},
 			&cli.BoolFlag{Name: flagNoVerify, Usage: "do not verify the backup after writing it", Category: "Backup"},
 			&cli.StringSliceFlag{Name: flagEncryptTo, Usage: "seal the verified backup (dump and secrets.json) with age to this public key (age1...; repeat for several); open it with --identity", Category: "Backup"},
+			&cli.BoolFlag{Name: flagNoEncrypt, Usage: "with --dir s3://...: upload the backup without --encrypt-to (its Secrets in plain text)", Category: "Backup"},
 		}, dbAccessFlags()),
 		Action: runBackupCreate,
 		Subcommands: []*cli.Command{
@@ -128,14 +132,14 @@ func runBackupCreate(c *cli.Context) error {
 		return err
 	}
 	a := &action.Backup{Env: actionEnv(c), Database: db, Codec: c.String(flagCodec), Level: c.Int(flagLevel), Streams: c.Int(flagStreams),
-		NoVerify: c.Bool(flagNoVerify), EncryptTo: c.StringSlice(flagEncryptTo)}
+		NoVerify: c.Bool(flagNoVerify), EncryptTo: c.StringSlice(flagEncryptTo), NoEncrypt: c.Bool(flagNoEncrypt)}
 	return runAction(c, func(ctx context.Context) (*output.Result, error) {
 		res, err := a.Run(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return output.NewResult("backup", output.StatusOK).WithData(BackupData{
-			Manifest: res.Manifest, Path: res.Manifest.Dir, Verified: res.Verified, Tables: res.Tables}), nil
+			Manifest: res.Manifest, Path: res.Location, Verified: res.Verified, Tables: res.Tables}), nil
 	})
 }
 
@@ -149,21 +153,27 @@ func runBackupVerify(c *cli.Context) error {
 		opts = append(opts, backup.WithFullCheck())
 	}
 	return runAction(c, func(ctx context.Context) (*output.Result, error) {
-		m, err := backup.ReadManifest(backupPath(arg))
+		env := actionEnv(c)
+		fetched, err := action.FetchBackup(ctx, &env, backupPath(arg))
 		if err != nil {
 			return nil, err
 		}
-		ids, err := action.IdentitiesFor(m, arg, c.String(flagIdentity))
+		defer fetched.Close()
+		m, err := backup.ReadManifest(fetched.Dir)
 		if err != nil {
 			return nil, err
 		}
-		rep, err := backup.Verify(ctx, backupPath(arg), append(opts, backup.WithIdentities(ids...))...)
+		ids, err := action.IdentitiesFor(m, fetched.Name, c.String(flagIdentity))
 		if err != nil {
 			return nil, err
 		}
-		progress(c).OK(fmt.Sprintf("Backup %s is good: %d entries, %d tables", arg, rep.Entries, len(rep.Tables)))
+		rep, err := backup.Verify(ctx, fetched.Dir, append(opts, backup.WithIdentities(ids...))...)
+		if err != nil {
+			return nil, err
+		}
+		progress(c).OK(fmt.Sprintf("Backup %s is good: %d entries, %d tables", fetched.Name, rep.Entries, len(rep.Tables)))
 		return output.NewResult("backup verify", output.StatusOK).WithData(BackupData{
-			Manifest: rep.Manifest, Path: rep.Manifest.Dir, Verified: true, Tables: len(rep.Tables)}), nil
+			Manifest: rep.Manifest, Path: fetched.Name, Verified: true, Tables: len(rep.Tables)}), nil
 	})
 }
 

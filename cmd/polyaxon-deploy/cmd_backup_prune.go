@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 )
@@ -75,8 +76,8 @@ func runBackupPrune(c *cli.Context) error {
 		return usageErrorf("%v", err)
 	}
 	dir, dry := c.String(flagBackupDir), c.Bool(flagDryRun)
-	return runAction(c, func(context.Context) (*output.Result, error) {
-		pruned, err := backup.Prune(dir, r, time.Now(), dry)
+	return runAction(c, func(ctx context.Context) (*output.Result, error) {
+		pruned, err := action.PruneBackups(ctx, dir, r, dry)
 		data := BackupPruneData{Dir: dir, DryRun: dry, Backups: []PrunedEntry{}}
 		removed := 0
 		for _, p := range pruned {

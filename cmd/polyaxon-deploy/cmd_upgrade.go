@@ -63,6 +63,9 @@ func runUpgrade(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := localBackupDir(c, "upgrade"); err != nil {
+		return err
+	}
 	return runAction(c, func(ctx context.Context) (*output.Result, error) {
 		res, err := (&action.Upgrade{Env: actionEnv(c), Release: func() (*release.Client, error) { return releaseClient(c) },
 			Given: givenOf(c, false), ResetValues: c.Bool(flagResetValues), KeepReleaseValues: c.Bool(flagKeepRelease), Checks: checksOf(c),

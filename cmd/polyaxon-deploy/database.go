@@ -10,6 +10,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/action"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/bucket"
 )
 
 // Flag names of backup and restore. The backup directory is --dir, not
@@ -34,6 +35,7 @@ const (
 	flagStreams     = "streams"
 	flagEncryptTo   = "encrypt-to"
 	flagIdentity    = "identity"
+	flagNoEncrypt   = "no-encrypt"
 )
 
 // identityFlag reads a sealed backup (backup --encrypt-to).
@@ -43,7 +45,7 @@ func identityFlag() cli.Flag {
 
 func backupDirFlag() cli.Flag {
 	return &cli.StringFlag{Name: flagBackupDir, Aliases: []string{"backup-dir"}, Value: backup.DefaultDir(), EnvVars: []string{backup.DirEnv},
-		Usage: "directory holding the backups (one sub-directory per backup)", Category: "Backup"}
+		Usage: "directory holding the backups (one sub-directory per backup), or a bucket: s3://BUCKET/PREFIX", Category: "Backup"}
 }
 
 // dbAccessFlags choose how the database is reached (shared by backup and restore).
@@ -80,4 +82,14 @@ func databaseOf(c *cli.Context) (action.Database, error) {
 		return d, usageErrorf("--%s/--%s/--%s/--%s need --%s", flagPGHost, flagPGPort, flagPGUser, flagPGDatabase, flagLocal)
 	}
 	return d, nil
+}
+
+// localBackupDir refuses a bucket as the directory of the backup a command takes before it
+// changes anything: a failed upgrade restores from it, on this machine, at once.
+func localBackupDir(c *cli.Context, command string) error {
+	if dir := c.String(flagBackupDir); bucket.IsLocation(dir) {
+		return usageErrorf("--%s %s: the backup %s takes first stays in a directory here, where a failed %s restores from at once: give a directory, and keep a copy in the bucket with 'polyaxon-deploy backup --dir %s'",
+			flagBackupDir, dir, command, command, dir)
+	}
+	return nil
 }

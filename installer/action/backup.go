@@ -9,6 +9,7 @@ import (
 	"filippo.io/age"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/bucket"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
@@ -28,11 +29,15 @@ type Backup struct {
 	// EncryptTo are age public keys (age1...): the verified backup is then sealed to them
 	// (backup.Encrypt), and only their private keys open it.
 	EncryptTo []string
+	// NoEncrypt sends a backup to a bucket without sealing it (its Secrets in plain text).
+	NoEncrypt bool
 }
 
 // BackupResult is the backup written and what verifying it found.
 type BackupResult struct {
 	Manifest *backup.Manifest
+	// Location is where the backup is kept: its directory, or its s3:// location.
+	Location string
 	Verified bool
 	Tables   int
 }
@@ -47,6 +52,21 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 		if recipients, names, err = backup.ParseRecipients(a.EncryptTo); err != nil {
 			return nil, &UsageError{Err: err}
 		}
+	}
+	// A bucket is checked before the cluster is reached: a backup that cannot be kept is not
+	// taken.
+	outDir := a.Database.Dir
+	var remote *bucketTarget
+	if bucket.IsLocation(a.Database.Dir) {
+		if len(recipients) == 0 && !a.NoEncrypt {
+			return nil, &UsageError{Err: fmt.Errorf("--dir %s: a backup holds the release's Secrets, and a bucket is read by whoever its policy lets: seal it with --encrypt-to age1... (age-keygen makes a key pair), or send it as it is with --no-encrypt", a.Database.Dir)}
+		}
+		var err error
+		if remote, err = prepareBucket(ctx, a.Database.Dir); err != nil {
+			return nil, err
+		}
+		defer remote.close()
+		outDir = remote.staging
 	}
 	lock, err := a.Database.lock(&a.Env)
 	if err != nil {
@@ -66,7 +86,7 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 				return err
 			}
 			m, err := backup.Create(ctx, target,
-				backup.WithOutputDir(a.Database.Dir),
+				backup.WithOutputDir(outDir),
 				backup.WithRelease(rel.Info),
 				backup.WithSecrets(backup.ReleaseSecrets(cs, rel)),
 				backup.WithCompression(a.Codec, a.Level),
@@ -102,10 +122,24 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 				res.Manifest = m
 				a.progress().OK(fmt.Sprintf("Backup sealed with age to %s: open it with --identity", strings.Join(names, ", ")))
 				return nil
+			}},
+		&phase.Func{Name: "upload", SkipIf: func() (bool, string) { return remote == nil, "--dir is a directory" },
+			Do: func(ctx context.Context) error {
+				a.progress().Step(fmt.Sprintf("Uploading the backup to %s", a.Database.Dir))
+				loc, err := remote.upload(ctx, res.Manifest.Dir)
+				if err != nil {
+					return err
+				}
+				res.Location = loc
+				a.progress().OK(fmt.Sprintf("Backup uploaded: %s", loc))
+				return nil
 			}})
+	if err == nil && remote == nil {
+		res.Location = res.Manifest.Dir
+	}
 	if rel != nil {
-		dir := ""
-		if res.Manifest != nil {
+		dir := res.Location
+		if dir == "" && res.Manifest != nil {
 			dir = res.Manifest.Dir
 		}
 		cs, cerr := a.Database.Clients.Clientset()

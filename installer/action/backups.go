@@ -6,9 +6,10 @@ import (
 	"strings"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/bucket"
 )
 
-// ListBackups lists the backups in Dir, newest first, each dump checked against its
+// ListBackups lists the backups in Dir (a directory or s3://BUCKET/PREFIX), newest first, each dump checked against its
 // manifest's size and sha256 unless NoVerify.
 type ListBackups struct {
 	Env
@@ -38,18 +39,24 @@ const (
 
 // Run lists. The warnings name each damaged or incomplete backup.
 func (a *ListBackups) Run(ctx context.Context) (listed []ListedBackup, warnings []string, err error) {
-	entries, err := backup.List(a.Dir)
+	var entries []backup.Entry
+	checksum := func(ctx context.Context, i int) error { return backup.Checksum(ctx, entries[i].Dir) }
+	if bucket.IsLocation(a.Dir) {
+		entries, checksum, err = listBucket(ctx, a.Dir)
+	} else {
+		entries, err = backup.List(a.Dir)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	listed = []ListedBackup{}
-	for _, e := range entries {
+	for i, e := range entries {
 		le := ListedBackup{Path: e.Dir, Problem: e.Problem, Manifest: e.Manifest, Status: BackupNotVerified}
 		switch {
 		case e.Manifest == nil:
 			le.Status = BackupIncomplete
 		case !a.NoVerify:
-			if err := backup.Checksum(ctx, e.Dir); err != nil {
+			if err := checksum(ctx, i); err != nil {
 				if ctx.Err() != nil {
 					return nil, nil, ctx.Err()
 				}

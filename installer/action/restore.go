@@ -14,7 +14,7 @@ import (
 type Restore struct {
 	Env
 	Database Database
-	// Path is the backup directory.
+	// Path is the backup directory, or its s3:// location (FetchBackup).
 	Path string
 	Yes  bool
 	// Force restores a backup of another release or namespace, or of a newer Polyaxon.
@@ -39,23 +39,28 @@ type RestoreResult struct {
 func (a *Restore) Run(ctx context.Context) (*RestoreResult, error) {
 	d := &a.Database
 	// Cheap checks first: a broken path should not need a cluster or a confirmation.
-	m, err := backup.ReadManifest(a.Path)
+	fetched, err := FetchBackup(ctx, &a.Env, a.Path)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := IdentitiesFor(m, a.Path, a.Identity)
+	defer fetched.Close()
+	m, err := backup.ReadManifest(fetched.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := IdentitiesFor(m, fetched.Name, a.Identity)
 	if err != nil {
 		return nil, err
 	}
 	if err := backup.CheckOrigin(m, d.Release, d.Namespace); err != nil {
 		if !a.Force {
-			return nil, fmt.Errorf("restore %s: %w: nothing was changed", a.Path, err)
+			return nil, fmt.Errorf("restore %s: %w: nothing was changed", fetched.Name, err)
 		}
 		a.progress().Warn(fmt.Sprintf("--force: restoring a backup of release %s (namespace %s) into release %s (namespace %s)",
 			m.Release, m.Namespace, d.Release, d.Namespace))
 	}
 	q := fmt.Sprintf("Restore %s (taken %s from release %s, app %s) into release %s in namespace %s? This REPLACES the database contents",
-		a.Path, m.StartedAt.Format(time.RFC3339), m.Release, m.AppVersion, d.Release, d.Namespace)
+		fetched.Name, m.StartedAt.Format(time.RFC3339), m.Release, m.AppVersion, d.Release, d.Namespace)
 	if err := a.confirm(a.Yes, q, "restore"); err != nil {
 		return nil, err
 	}
@@ -93,8 +98,8 @@ func (a *Restore) Run(ctx context.Context) (*RestoreResult, error) {
 				opts = append(opts, backup.WithScaler(&backup.ReleaseScaler{Client: cs, Namespace: rel.Info.Namespace, Names: rel.Names,
 					Say: func(line string) { fmt.Fprintln(a.progress().Writer(), line) }}))
 			}
-			a.progress().Step(fmt.Sprintf("Restoring %s into %s", a.Path, target))
-			rep, err := backup.Restore(ctx, target, a.Path, opts...)
+			a.progress().Step(fmt.Sprintf("Restoring %s into %s", fetched.Name, target))
+			rep, err := backup.Restore(ctx, target, fetched.Dir, opts...)
 			if err != nil {
 				return err
 			}

@@ -159,6 +159,11 @@ func (s *Store) downloadFile(ctx context.Context, l Location, name, file string)
 		if errors.As(err, &nk) {
 			return fmt.Errorf("backup %s: %w: %s is missing from the bucket; %s", l, backup.ErrIncomplete, name, "use another backup (polyaxon-deploy backup list) or take a new one")
 		}
+		if strings.Contains(err.Error(), "checksum did not match") {
+			// The store's own checksum of the object (recorded at upload) no longer matches.
+			return fmt.Errorf("backup %s: %w: %s changed in the bucket after it was uploaded (%v); use another backup (polyaxon-deploy backup list) or take a new one",
+				l, backup.ErrChecksum, name, err)
+		}
 		return fmt.Errorf("downloading %s: %w", name, s.explain(l, err))
 	}
 	return nil
@@ -177,10 +182,7 @@ type Listed struct {
 func (s *Store) List(ctx context.Context, l Location) ([]Listed, error) {
 	byName := map[string]*Listed{}
 	newest := map[string]time.Time{}
-	prefix := l.key("")
-	if prefix != "" {
-		prefix += "/"
-	}
+	prefix := l.key("") // "a/b/", or "" at the bucket's top
 	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(prefix)})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
@@ -296,7 +298,7 @@ func (s *Store) Remove(ctx context.Context, l Location) error {
 	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(l.key(backup.ManifestFile))}); err != nil {
 		return s.explain(l, err)
 	}
-	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(l.key("") + "/")})
+	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(l.key(""))})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
