@@ -55,6 +55,10 @@ func (r rendered) pods(t testing.TB) []podOf {
 			var j batchv1.Job
 			decodeStrict(t, o, &j)
 			tpl = j.Spec.Template
+		case "CronJob":
+			var j batchv1.CronJob
+			decodeStrict(t, o, &j)
+			tpl = j.Spec.JobTemplate.Spec.Template
 		default:
 			continue
 		}
@@ -79,6 +83,8 @@ var everything = map[string]any{
 	"scheduler": map[string]any{"enabled": true}, "worker": map[string]any{"enabled": true}, "beat": map[string]any{"enabled": true},
 	"migrations": map[string]any{"useHelmHooks": true}, "ingress": map[string]any{"enabled": true}, "networkPolicy": map[string]any{"enabled": true},
 	"auth": map[string]any{"enabled": true},
+	"backup": map[string]any{"schedule": "0 3 * * *", "location": "s3://team-backups/polyaxon",
+		"encryptTo": []any{"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}},
 }
 
 func TestEveryComponentRenders(t *testing.T) {
@@ -668,7 +674,7 @@ func TestOperatorWithoutAgent(t *testing.T) {
 // their Deployments restart them when they exit. Nor does the agent's `refusals` container, a
 // watch that serves nothing and starts again by itself when its connection is lost.
 func TestResourcesAndProbes(t *testing.T) {
-	withoutProbes := map[string]bool{"operator": true, "scheduler": true, "worker": true, "beat": true, "migrations": true, "admin-user": true,
+	withoutProbes := map[string]bool{"operator": true, "scheduler": true, "worker": true, "beat": true, "migrations": true, "admin-user": true, "backup": true,
 		"agent/refusals": true}
 	for _, p := range render(t, everything).pods(t) {
 		for _, c := range p.spec.Containers {

@@ -46,7 +46,7 @@ func renderChart(t testing.TB, ch *chart.Chart, layers ...map[string]any) render
 // The hook Jobs take the core category only (they have no scheduling keys of their own); every
 // other core component is a Deployment with its own keys (files/components.yaml).
 var (
-	coreJobs             = []string{"migrations", "admin-user"}
+	coreJobs             = []string{"migrations", "admin-user", "backup"}
 	coreDeployments      = without(components.Core, coreJobs)
 	dependencyComponents = components.Dependencies
 )

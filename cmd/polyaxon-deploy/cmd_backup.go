@@ -35,6 +35,8 @@ store); list, verify, restore and prune take the same location (restore s3://...
 			&cli.IntFlag{Name: flagStreams, Usage: "parallel pg_dump streams (default: one per core of the database server, at most 4, fewer for a small database); 1 writes one archive, which older polyaxon-deploy read too", Category: "Backup"},
 			&cli.BoolFlag{Name: flagNoVerify, Usage: "do not verify the backup after writing it", Category: "Backup"},
 			&cli.StringSliceFlag{Name: flagEncryptTo, Usage: "seal the verified backup (dump and secrets.json) with age to this public key (age1...; repeat for several); open it with --identity", Category: "Backup"},
+			&cli.IntFlag{Name: flagKeepLast, Usage: "once the backup is kept, prune as 'backup prune --keep-last N' does", Category: "Retention"},
+			&cli.DurationFlag{Name: flagKeepWithin, Usage: "once the backup is kept, prune as 'backup prune --keep-within DURATION' does", Category: "Retention"},
 			&cli.BoolFlag{Name: flagNoEncrypt, Usage: "with --dir s3://...: upload the backup without --encrypt-to (its Secrets in plain text)", Category: "Backup"},
 		}, dbAccessFlags()),
 		Action: runBackupCreate,
@@ -132,7 +134,8 @@ func runBackupCreate(c *cli.Context) error {
 		return err
 	}
 	a := &action.Backup{Env: actionEnv(c), Database: db, Codec: c.String(flagCodec), Level: c.Int(flagLevel), Streams: c.Int(flagStreams),
-		NoVerify: c.Bool(flagNoVerify), EncryptTo: c.StringSlice(flagEncryptTo), NoEncrypt: c.Bool(flagNoEncrypt)}
+		NoVerify: c.Bool(flagNoVerify), EncryptTo: c.StringSlice(flagEncryptTo), NoEncrypt: c.Bool(flagNoEncrypt),
+		Retention: backup.Retention{KeepLast: c.Int(flagKeepLast), KeepWithin: c.Duration(flagKeepWithin)}}
 	return runAction(c, func(ctx context.Context) (*output.Result, error) {
 		res, err := a.Run(ctx)
 		if err != nil {

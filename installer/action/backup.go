@@ -31,6 +31,9 @@ type Backup struct {
 	EncryptTo []string
 	// NoEncrypt sends a backup to a bucket without sealing it (its Secrets in plain text).
 	NoEncrypt bool
+	// Retention, when it has a rule, prunes the backups where this one went once it is kept
+	// (a scheduled backup's). A prune that fails is a warning: the new backup is whole.
+	Retention backup.Retention
 }
 
 // BackupResult is the backup written and what verifying it found.
@@ -44,6 +47,11 @@ type BackupResult struct {
 
 // Run takes the backup.
 func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
+	if a.pruning() {
+		if err := a.Retention.Validate(); err != nil {
+			return nil, &UsageError{Err: err}
+		}
+	}
 	// A key that is not one is refused before the cluster is reached.
 	var recipients []age.Recipient
 	var names []string
@@ -134,17 +142,22 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 				a.progress().OK(fmt.Sprintf("Backup uploaded: %s", loc))
 				return nil
 			}})
+	if err == nil && a.pruning() {
+		a.prune(ctx)
+	}
 	if err == nil && remote == nil {
 		res.Location = res.Manifest.Dir
 	}
 	if rel != nil {
-		dir := res.Location
-		if dir == "" && res.Manifest != nil {
-			dir = res.Manifest.Dir
+		// Where the backup went, or was going.
+		where := res.Location
+		if where == "" {
+			where = a.Database.Dir
 		}
+		attempt := backupAttemptOf(where, res.Manifest, err)
 		cs, cerr := a.Database.Clients.Clientset()
 		if cerr == nil {
-			a.recordFacts(ctx, cs, a.Database.Namespace, a.Database.Release, "backup", func(f *facts.Facts) { f.RecordBackup(backupAttempt(dir, err)) })
+			a.recordFacts(ctx, cs, a.Database.Namespace, a.Database.Release, "backup", func(f *facts.Facts) { f.RecordBackup(attempt) })
 		}
 	}
 	if err != nil {
@@ -166,4 +179,23 @@ func IdentitiesFor(m *backup.Manifest, path, identity string) ([]age.Identity, e
 			path, backup.ErrEncrypted, strings.Join(m.Encryption.Recipients, ", "))}
 	}
 	return backup.ReadIdentities(identity)
+}
+
+func (a *Backup) pruning() bool { return a.Retention != (backup.Retention{}) }
+
+// prune applies the retention rule after a backup was kept.
+func (a *Backup) prune(ctx context.Context) {
+	pruned, err := PruneBackups(ctx, a.Database.Dir, a.Retention, false)
+	if err != nil {
+		a.progress().Warn(fmt.Sprintf("The backup is kept, but pruning %s failed: %v", a.Database.Dir, err))
+		return
+	}
+	removed := 0
+	for _, p := range pruned {
+		if p.Removed {
+			removed++
+			a.debugf("pruned backup %s: %s", p.Dir, p.Why)
+		}
+	}
+	a.progress().OK(fmt.Sprintf("Pruned %d of %d backups in %s", removed, len(pruned), a.Database.Dir))
 }

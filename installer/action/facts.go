@@ -77,9 +77,19 @@ func deployedRevisionGuards(ctx context.Context, rc *release.Client) (*guards.Re
 
 // backupAttempt is how a backup into dir ended (err nil: written and verified).
 func backupAttempt(dir string, err error) *facts.Attempt {
+	m, merr := backup.ReadManifest(dir)
+	if dir == "" || merr != nil {
+		m = nil
+	}
+	return backupAttemptOf(dir, m, err)
+}
+
+// backupAttemptOf is a backup's attempt: where it went (a directory, a bucket's location) and,
+// when it was written, its size and revision.
+func backupAttemptOf(location string, m *backup.Manifest, err error) *facts.Attempt {
 	a := facts.NewAttempt(err)
-	a.Location = dir
-	if m, merr := backup.ReadManifest(dir); dir != "" && merr == nil {
+	a.Location = location
+	if m != nil {
 		a.Bytes, a.Revision = m.DumpSize, m.Revision
 	}
 	return a

@@ -597,7 +597,7 @@ func TestPostChecks(t *testing.T) {
 	c.objects = append(c.objects, ready)
 	rep := check.NewRunner(preflight.PostChecks(env(t, c, true, restricted))).Run(context.Background())
 	res := byID(rep)
-	assert.Equal(t, []string{"kube-api", "kube-version", "release-deployed", "release-origin", "run-guards", "gateway-proxy", "gateway-route-status", "edge-secrets", "workloads-ready"}, ids(rep))
+	assert.Equal(t, []string{"kube-api", "kube-version", "release-deployed", "release-origin", "run-guards", "gateway-proxy", "gateway-route-status", "edge-secrets", "scheduled-backups", "workloads-ready"}, ids(rep))
 	assert.Equal(t, check.Passed, res["release-deployed"].Status)
 	assert.Equal(t, check.Passed, res["workloads-ready"].Status, res["workloads-ready"].Detail)
 	assert.Equal(t, check.Skipped, res["run-guards"].Status, res["run-guards"].Detail)

@@ -40,6 +40,30 @@ which every render includes.
 {{- include "polyaxon.validate.pdbs" . -}}
 {{- include "polyaxon.validate.runsBounds" . -}}
 {{- include "polyaxon.validate.metrics" . -}}
+{{- include "polyaxon.validate.backup" . -}}
+{{- end -}}
+
+{{/* Scheduled backups: somewhere to go, sealed, pruned, from the in-cluster database. */}}
+{{- define "polyaxon.validate.backup" -}}
+{{- $b := .Values.backup -}}
+{{- if $b.schedule -}}
+{{- if not .Values.postgresql.enabled -}}
+{{- fail "values: backup.schedule dumps the in-cluster Postgres through its pod, and postgresql.enabled is false: back an external database up with its provider's backups, or run `polyaxon-deploy backup --local` where the PostgreSQL client is; or leave backup.schedule empty" -}}
+{{- end -}}
+{{- if and $b.location $b.persistence.existingClaim -}}
+{{- fail "values: backup.location and backup.persistence.existingClaim are both set: choose one place for the backups" -}}
+{{- end -}}
+{{- if not (or $b.location $b.persistence.existingClaim) -}}
+{{- fail "values: backup.schedule is set but the backups have nowhere to go: set backup.location to s3://BUCKET/PREFIX, or backup.persistence.existingClaim to a PersistentVolumeClaim" -}}
+{{- end -}}
+{{- if not $b.encryptTo -}}
+{{- fail "values: backup.encryptTo is empty: a backup holds the release's Secrets; give the age public keys (age1..., from age-keygen) of those who may restore it" -}}
+{{- end -}}
+{{- if not (or $b.retention.keepLast $b.retention.keepWithin) -}}
+{{- fail "values: backup.retention keeps everything (keepLast 0, keepWithin empty): the backups would fill their store; set backup.retention.keepLast and/or keepWithin (e.g. 7 and 720h)" -}}
+{{- end -}}
+{{- include "polyaxon.validate.secretExists" (dict "ctx" . "name" $b.secret.name "at" "backup.secret.name" "namespaces" (list .Release.Namespace)) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The metrics ports stay closed to every namespace but the scraper's. */}}
