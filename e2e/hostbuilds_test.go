@@ -12,6 +12,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/dex"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/edge"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/gatewayapi"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/s3store"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
 	"github.com/stretchr/testify/require"
 )
@@ -44,4 +45,5 @@ var (
 	oauth2Proxy      = &hostBuild[string]{name: "oauth2-proxy", build: edge.EnsureOAuth2Proxy}
 	dexBuild         = &hostBuild[string]{name: "Dex", build: dex.EnsureBuild}
 	trainingOperator = &hostBuild[trainingoperator.Build]{name: "the Kubeflow training operator", build: trainingoperator.EnsureBuild}
+	s3storeBuild     = &hostBuild[string]{name: "versitygw (the S3 store)", build: s3store.EnsureBuild}
 )

@@ -3,6 +3,9 @@ package local
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 )
@@ -59,4 +62,15 @@ func ServiceAddress(c *cluster.Cluster, namespace, service string, port int32) (
 		return "", fmt.Errorf("cluster %s runs no host programs (WithHostPrograms)", c.Name)
 	}
 	return hosts.proxy.Address(namespace, service, port)
+}
+
+// PodVolumeDir is the directory on this machine of a volume of a pod that runs a host program
+// (its files as the process sees them: an emptyDir's contents), "" for a cluster of another
+// provider.
+func PodVolumeDir(c *cluster.Cluster, p *corev1.Pod, volume string) string {
+	dir := PodsDir(c)
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(podDir(dir, p), "volumes", volume)
 }

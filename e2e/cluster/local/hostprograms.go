@@ -319,8 +319,10 @@ func (r *hostRunner) stop(p *corev1.Pod) {
 }
 
 // podDir is the directory of a pod's files on this machine: its volumes, home and logs.
-func (r *hostRunner) podDir(p *corev1.Pod) string {
-	return filepath.Join(r.dir, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, string(p.UID)[:8]))
+func (r *hostRunner) podDir(p *corev1.Pod) string { return podDir(r.dir, p) }
+
+func podDir(podsDir string, p *corev1.Pod) string {
+	return filepath.Join(podsDir, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, string(p.UID)[:8]))
 }
 
 // containerLog is the file a container's process writes its output to, in the CRI log format.

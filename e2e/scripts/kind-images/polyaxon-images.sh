@@ -176,6 +176,16 @@ build_traefik_image() {
   echo "$img"
 }
 
+# The S3 store of the e2e (e2e/cluster/addons/s3store): build-s3store.sh's static versitygw
+# (the binary the local provider runs) alone, run as nobody (monitoring-images.sh's binary_image).
+build_s3store_image() {
+  local bin v
+  bin="$("$REPO/e2e/scripts/build-s3store.sh")"
+  v="$(basename "$(dirname "$bin")")"; v="${v#versitygw-}"
+  binary_image "polyaxon-deploy/s3store:$v" "$bin" /versitygw \
+    "polyaxon-deploy/s3store:$v (versitygw $v, an S3 store, e2e/scripts/build-s3store.sh, from the Go module proxy)"
+}
+
 # The images a kind cluster needs for the chart, one per line (Polyaxon's at the chart's
 # appVersion; Postgres and Redis as tagged above).
 build_polyaxon_images() {
@@ -191,5 +201,6 @@ build_polyaxon_images() {
   step "redis (Debian's redis-server)" build_redis_image | tr ' ' '\n'
   step "python (Debian's python3, the demo run's image)" build_python_image | tr ' ' '\n'
   step "traefik (build-traefik.sh's)" build_traefik_image
+  step "s3store (build-s3store.sh's versitygw)" build_s3store_image
   step "exporters, Prometheus and kube-state-metrics" build_monitoring_images
 }
