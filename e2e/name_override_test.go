@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,13 +16,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/s3test"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 )
 
 // releaseWithNameOverride (TestLifecycleScenarios): a release named ml, installed with nameOverride and
 // fullnameOverride and a platform Secret of the user's own (secrets.existingSecret). Every
 // command that acts on the release's objects finds them by the chart's names: `check` sees its
-// workloads, `backup` dumps through ml-core-postgresql-0 and saves the user's Secret, a killed
+// workloads, `backup` dumps through ml-core-postgresql-0 and saves the user's Secret, the
+// scheduled backup's CronJob (its command, its rights) keeps one in a bucket, a killed
 // `restore` is reported by `check` and undone by `recover`, `restore` puts the data back with
 // the writers down, and `uninstall --purge-data` deletes the release's volumes and Secrets and
 // the runs' namespace it created.
@@ -37,8 +40,21 @@ func releaseWithNameOverride(t *testing.T) {
 	_, err = cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ml-keys", Namespace: ns},
 		StringData: map[string]string{"POLYAXON_SECRET_KEY": "k-15", "POLYAXON_SECRET_INTERNAL_TOKEN": "t-15"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// Scheduled backups to a bucket of a real S3 store (scheduled_backup_test.go).
+	store := s3test.New(t)
+	require.NoError(t, store.CreateUser(ctx, scheduledAccess, scheduledSecret))
+	require.NoError(t, store.CreateBucket(ctx, scheduledBucket, scheduledAccess))
+	s3keys := map[string]string{}
+	for _, kv := range store.Env(scheduledAccess, scheduledSecret) {
+		k, v, _ := strings.Cut(kv, "=")
+		s3keys[k] = v
+	}
+	_, err = cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ml-backup-s3", Namespace: ns},
+		StringData: s3keys}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	vals := filepath.Join(t.TempDir(), "names.yaml")
-	require.NoError(t, os.WriteFile(vals, []byte("nameOverride: platform\nfullnameOverride: "+overrideFullname+"\nsecrets:\n  existingSecret: ml-keys\n"), 0o644))
+	require.NoError(t, os.WriteFile(vals, []byte("nameOverride: platform\nfullnameOverride: "+overrideFullname+"\nsecrets:\n  existingSecret: ml-keys\n"+
+		scheduledBackupValues("ml-backup-s3")), 0o644))
 	rel := []string{"-n", ns, "--release", overrideRelease}
 	args := func(cmd string, more ...string) []string { return append(append([]string{cmd}, rel...), more...) }
 
@@ -81,6 +97,8 @@ func releaseWithNameOverride(t *testing.T) {
 		assert.Contains(t, d.SecretNames, overrideFullname+"-postgresql")
 		assert.Contains(t, d.SecretNames, "ml-keys", "secrets.existingSecret is saved with the dump")
 	})
+
+	scheduledBackupRuns(t, c, store, ns, "kube-system")
 
 	t.Run("a killed restore is reported by check and undone by recover", func(t *testing.T) {
 		require.NotEmpty(t, backupDir, "no backup to restore: the backup step failed (above)")

@@ -2,6 +2,7 @@ package action
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -71,6 +72,12 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 		}
 		var err error
 		if remote, err = prepareBucket(ctx, a.Database.Dir); err != nil {
+			// A bucket that is not there or refuses the keys is a failed backup (a scheduled
+			// one's, in status and check); a location that is not one is only a usage error.
+			var usage *UsageError
+			if !errors.As(err, &usage) {
+				a.recordAttempt(ctx, backupAttemptOf(a.Database.Dir, nil, err))
+			}
 			return nil, err
 		}
 		defer remote.close()
@@ -154,11 +161,7 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 		if where == "" {
 			where = a.Database.Dir
 		}
-		attempt := backupAttemptOf(where, res.Manifest, err)
-		cs, cerr := a.Database.Clients.Clientset()
-		if cerr == nil {
-			a.recordFacts(ctx, cs, a.Database.Namespace, a.Database.Release, "backup", func(f *facts.Facts) { f.RecordBackup(attempt) })
-		}
+		a.recordAttempt(ctx, backupAttemptOf(where, res.Manifest, err))
 	}
 	if err != nil {
 		return nil, err
@@ -198,4 +201,11 @@ func (a *Backup) prune(ctx context.Context) {
 		}
 	}
 	a.progress().OK(fmt.Sprintf("Pruned %d of %d backups in %s", removed, len(pruned), a.Database.Dir))
+}
+
+// recordAttempt keeps how the backup ended beside the release's facts.
+func (a *Backup) recordAttempt(ctx context.Context, attempt *facts.Attempt) {
+	if cs, err := a.Database.Clients.Clientset(); err == nil {
+		a.recordFacts(ctx, cs, a.Database.Namespace, a.Database.Release, "backup", func(f *facts.Facts) { f.RecordBackup(attempt) })
+	}
 }

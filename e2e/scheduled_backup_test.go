@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/s3test"
+)
+
+// The scheduled backup of the name-override scenario: a bucket of a real S3 store (versitygw, a
+// process here) owned by the team's account, its keys in the Secret backup.secret.name names.
+const (
+	scheduledBucket   = "ml-backups"
+	scheduledAccess   = "ml-team"
+	scheduledSecret   = "ml-team-secret-key"
+	scheduledKeyValue = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"
+)
+
+// scheduledBackupValues are the values of the scenario's scheduled backups: suspended, so that
+// the CronJob never starts one on its own during the test; the test runs its command.
+func scheduledBackupValues(secret string) string {
+	return "backup:\n  schedule: \"0 3 * * *\"\n  suspend: true\n  location: s3://" + scheduledBucket + "/ml\n  encryptTo: [" + scheduledKeyValue + "]\n  secret: {name: " + secret + "}\n"
+}
+
+// deployWithEnv runs the binary with more environment (the Secret's keys a pod would get).
+func deployWithEnv(t *testing.T, env []string, args ...string) cmdResult {
+	t.Helper()
+	p := &running{args: args, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = deployCmd(t, args, p.stdout, p.stderr)
+	p.cmd.Env = append(p.cmd.Env, env...)
+	p.start = time.Now()
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p.wait(t, commandTimeout)
+}
+
+// scheduledBackupRuns: the release's CronJob's own command, run with its ServiceAccount's
+// rights (impersonated against the cluster's real API server and RBAC) and its Secret's keys as
+// environment, keeps a sealed backup in the bucket and records it: `status` shows it and
+// `check-scheduled-backups` passes. Keys the store refuses fail the backup, and `status` and
+// `check` say so; the same rights cannot back up another namespace's release.
+func scheduledBackupRuns(t *testing.T, c *testCluster, store *s3test.Store, ns, otherNS string) {
+	ctx := ctxT(t, 10*time.Minute)
+	cs := c.Clientset
+	cron, err := cs.BatchV1().CronJobs(ns).Get(ctx, overrideFullname+"-backup", metav1.GetOptions{})
+	require.NoError(t, err, "backup.schedule renders the CronJob, named by fullnameOverride")
+	require.True(t, *cron.Spec.Suspend)
+	pod := cron.Spec.JobTemplate.Spec.Template.Spec
+	require.Len(t, pod.Containers, 1)
+	cmd := pod.Containers[0].Args
+	require.Contains(t, cmd, "--dir=s3://"+scheduledBucket+"/ml")
+	as := []string{"--kubeconfig", c.KubeconfigPath, "--as", "system:serviceaccount:" + ns + ":" + pod.ServiceAccountName}
+	secret, err := cs.CoreV1().Secrets(ns).Get(ctx, pod.Containers[0].EnvFrom[0].SecretRef.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	var env []string
+	for k, v := range secret.Data {
+		env = append(env, k+"="+string(v))
+	}
+	status := func(t *testing.T) (last struct {
+		Succeeded bool
+		Error     string
+		Location  string
+	}) {
+		var d struct {
+			LastBackup *struct {
+				Succeeded bool
+				Error     string
+				Location  string
+			} `json:"lastBackup"`
+		}
+		c.deploy(t, "status", "-n", ns, "--release", overrideRelease, "-o", "json").requireExit(t, 0).data(t, &d)
+		require.NotNil(t, d.LastBackup, "status shows the last backup")
+		return *d.LastBackup
+	}
+	backupCheck := func(t *testing.T, code int) string {
+		res := c.deploy(t, "check", "-n", ns, "--release", overrideRelease, "-o", "json").requireExit(t, code)
+		return checkDetail(res.result(t), "scheduled-backups")
+	}
+
+	t.Run("the CronJob's command with its rights keeps a sealed backup in the bucket", func(t *testing.T) {
+		res := deployWithEnv(t, env, append(append([]string{}, cmd...), as...)...).requireExit(t, 0)
+		var d struct{ Path string }
+		res.data(t, &d)
+		require.True(t, strings.HasPrefix(d.Path, "s3://"+scheduledBucket+"/ml/ml-"), d.Path)
+		out, err := store.RootClient().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(scheduledBucket),
+			Prefix: aws.String(strings.TrimPrefix(d.Path, "s3://"+scheduledBucket+"/") + "/")})
+		require.NoError(t, err)
+		var names []string
+		for _, o := range out.Contents {
+			names = append(names, aws.ToString(o.Key)[strings.LastIndex(aws.ToString(o.Key), "/")+1:])
+		}
+		assert.Contains(t, names, "manifest.json")
+		assert.Contains(t, names, "secrets.json.age")
+		assert.NotContains(t, names, "secrets.json", "the release's Secrets leave the cluster sealed only")
+		last := status(t)
+		assert.True(t, last.Succeeded)
+		assert.Equal(t, d.Path, last.Location)
+		assert.Contains(t, backupCheck(t, 0), d.Path)
+	})
+
+	t.Run("its rights do not reach another namespace's release", func(t *testing.T) {
+		other := make([]string, len(cmd))
+		for i, a := range cmd {
+			other[i] = strings.Replace(a, "--namespace="+ns, "--namespace="+otherNS, 1)
+		}
+		res := deployWithEnv(t, env, append(other, as...)...)
+		assert.NotEqual(t, 0, res.Code, "%s", res)
+		assert.Contains(t, res.Stderr, "forbidden", "%s", res)
+	})
+
+	t.Run("a backup the store refuses is a failed backup in status and check", func(t *testing.T) {
+		wrong := append(append([]string{}, env...), "AWS_SECRET_ACCESS_KEY=not-the-key")
+		res := deployWithEnv(t, wrong, append(append([]string{}, cmd...), as...)...)
+		assert.NotEqual(t, 0, res.Code, "%s", res)
+		assert.Contains(t, res.Stderr, "refused the credentials", "%s", res)
+		last := status(t)
+		assert.False(t, last.Succeeded)
+		assert.Contains(t, last.Error, "refused the credentials")
+		assert.Contains(t, backupCheck(t, 3), "refused the credentials")
+		// The next good one puts the release back to healthy (the scenario's later checks).
+		deployWithEnv(t, env, append(append([]string{}, cmd...), as...)...).requireExit(t, 0)
+		backupCheck(t, 0)
+	})
+}
