@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -26,8 +27,9 @@ import (
 // workloads, `backup` dumps through ml-core-postgresql-0 and saves the user's Secret, the
 // scheduled backup's CronJob (its command, its rights) keeps one in a bucket, a killed
 // `restore` is reported by `check` and undone by `recover`, `restore` puts the data back with
-// the writers down, and `uninstall --purge-data` deletes the release's volumes and Secrets and
-// the runs' namespace it created.
+// the writers down, `uninstall --purge-data` deletes the release's volumes and Secrets and
+// the runs' namespace it created, and a release installed anew on an empty database is restored
+// from the bucket's latest backup.
 func releaseWithNameOverride(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
@@ -40,7 +42,12 @@ func releaseWithNameOverride(t *testing.T) {
 	_, err = cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ml-keys", Namespace: ns},
 		StringData: map[string]string{"POLYAXON_SECRET_KEY": "k-15", "POLYAXON_SECRET_INTERNAL_TOKEN": "t-15"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	// Scheduled backups to a bucket of a real S3 store (scheduled_backup_test.go).
+	// Scheduled backups to a bucket of a real S3 store (scheduled_backup_test.go), sealed to a
+	// key made here.
+	key, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	identity := filepath.Join(t.TempDir(), "backup-key.txt")
+	require.NoError(t, os.WriteFile(identity, []byte(key.String()+"\n"), 0o600))
 	store := s3test.New(t)
 	require.NoError(t, store.CreateUser(ctx, scheduledAccess, scheduledSecret))
 	require.NoError(t, store.CreateBucket(ctx, scheduledBucket, scheduledAccess))
@@ -54,7 +61,7 @@ func releaseWithNameOverride(t *testing.T) {
 	require.NoError(t, err)
 	vals := filepath.Join(t.TempDir(), "names.yaml")
 	require.NoError(t, os.WriteFile(vals, []byte("nameOverride: platform\nfullnameOverride: "+overrideFullname+"\nsecrets:\n  existingSecret: ml-keys\n"+
-		scheduledBackupValues("ml-backup-s3")), 0o644))
+		scheduledBackupValues("ml-backup-s3", key.Recipient().String())), 0o644))
 	rel := []string{"-n", ns, "--release", overrideRelease}
 	args := func(cmd string, more ...string) []string { return append(append([]string{cmd}, rel...), more...) }
 
@@ -98,7 +105,7 @@ func releaseWithNameOverride(t *testing.T) {
 		assert.Contains(t, d.SecretNames, "ml-keys", "secrets.existingSecret is saved with the dump")
 	})
 
-	scheduledBackupRuns(t, c, store, ns, "kube-system")
+	atLastBackup := scheduledBackupRuns(t, c, store, ns, "kube-system")
 
 	t.Run("a killed restore is reported by check and undone by recover", func(t *testing.T) {
 		require.NotEmpty(t, backupDir, "no backup to restore: the backup step failed (above)")
@@ -188,4 +195,6 @@ func releaseWithNameOverride(t *testing.T) {
 			return false, string(n.Status.Phase), nil
 		})
 	})
+
+	disasterRestore(t, c, ns, args("install", "--profile", "production", "-f", vals), store.Env(scheduledAccess, scheduledSecret), identity, atLastBackup)
 }

@@ -11,22 +11,22 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/s3test"
 )
 
 // The scheduled backup of the name-override scenario: a bucket of a real S3 store (versitygw, a
 // process here) owned by the team's account, its keys in the Secret backup.secret.name names.
 const (
-	scheduledBucket   = "ml-backups"
-	scheduledAccess   = "ml-team"
-	scheduledSecret   = "ml-team-secret-key"
-	scheduledKeyValue = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"
+	scheduledBucket = "ml-backups"
+	scheduledAccess = "ml-team"
+	scheduledSecret = "ml-team-secret-key"
 )
 
 // scheduledBackupValues are the values of the scenario's scheduled backups: suspended, so that
 // the CronJob never starts one on its own during the test; the test runs its command.
-func scheduledBackupValues(secret string) string {
-	return "backup:\n  schedule: \"0 3 * * *\"\n  suspend: true\n  location: s3://" + scheduledBucket + "/ml\n  encryptTo: [" + scheduledKeyValue + "]\n  secret: {name: " + secret + "}\n"
+func scheduledBackupValues(secret, recipient string) string {
+	return "backup:\n  schedule: \"0 3 * * *\"\n  suspend: true\n  location: s3://" + scheduledBucket + "/ml\n  encryptTo: [" + recipient + "]\n  secret: {name: " + secret + "}\n"
 }
 
 // deployWithEnv runs the binary with more environment (the Secret's keys a pod would get).
@@ -49,7 +49,7 @@ func deployWithEnv(t *testing.T, env []string, args ...string) cmdResult {
 // environment, keeps a sealed backup in the bucket and records it: `status` shows it and
 // `check-scheduled-backups` passes. Keys the store refuses fail the backup, and `status` and
 // `check` say so; the same rights cannot back up another namespace's release.
-func scheduledBackupRuns(t *testing.T, c *testCluster, store *s3test.Store, ns, otherNS string) {
+func scheduledBackupRuns(t *testing.T, c *testCluster, store *s3test.Store, ns, otherNS string) (atLastBackup map[string]string) {
 	ctx := ctxT(t, 10*time.Minute)
 	cs := c.Clientset
 	cron, err := cs.BatchV1().CronJobs(ns).Get(ctx, overrideFullname+"-backup", metav1.GetOptions{})
@@ -129,6 +129,43 @@ func scheduledBackupRuns(t *testing.T, c *testCluster, store *s3test.Store, ns, 
 		assert.Contains(t, backupCheck(t, 3), "refused the credentials")
 		// The next good one puts the release back to healthy (the scenario's later checks).
 		deployWithEnv(t, env, append(append([]string{}, cmd...), as...)...).requireExit(t, 0)
+		atLastBackup = c.checksums(t, ns)
 		backupCheck(t, 0)
+	})
+	return atLastBackup
+}
+
+// disasterRestore: the release and its data are gone (uninstalled with --purge-data, its
+// database emptied), the chart is installed again, and `restore s3://.../latest` brings back
+// every row of the last backup in the bucket, the row counts compared by the restore itself.
+func disasterRestore(t *testing.T, c *testCluster, ns string, install []string, keys []string, identity string, want map[string]string) {
+	t.Run("a release installed anew is restored from the bucket's latest backup", func(t *testing.T) {
+		require.NotEmpty(t, want, "no backup in the bucket: the scheduled backup steps failed (above)")
+		ctx := ctxT(t, 10*time.Minute)
+		db := dbName(ns)
+		_, err := c.pg.Psql(ctx, "postgres", "DROP DATABASE "+db+" WITH (FORCE)")
+		require.NoError(t, err)
+		require.NoError(t, c.pg.CreateDatabase(ctx, db))
+		started := time.Now()
+		c.deploy(t, install...).requireExit(t, 0)
+		installed := time.Now()
+		empty, err := pgtest.Checksums(ctx, c.pg, db)
+		require.NoError(t, err)
+		require.NotEqual(t, want, empty, "the new release starts without the old data")
+		res := deployWithEnv(t, keys, "restore", "--kubeconfig", c.KubeconfigPath, "-n", ns, "--release", overrideRelease,
+			"s3://"+scheduledBucket+"/ml/latest", "--identity", identity, "--yes", "-o", "json")
+		res.requireExit(t, 0)
+		restored := time.Now()
+		var d struct {
+			Path       string
+			Rows       map[string]int64
+			BackupRows map[string]int64
+		}
+		res.data(t, &d)
+		assert.True(t, strings.HasPrefix(d.Path, "s3://"+scheduledBucket+"/ml/"), d.Path)
+		require.NotEmpty(t, d.BackupRows)
+		assert.Equal(t, d.BackupRows, d.Rows, "every table has the row count the backup recorded")
+		assert.Equal(t, want, c.checksums(t, ns), "every table as it was at the last backup")
+		t.Logf("disaster restore: install %s, restore from the bucket %s; rows %v", installed.Sub(started).Round(time.Second), restored.Sub(installed).Round(time.Second), d.Rows)
 	})
 }
