@@ -153,8 +153,9 @@ func TestProductionOnKind(t *testing.T) {
 	route := []string{"--set", "httpRoute.enabled=true", "--set", "edge.enabled=false",
 		"--set", "httpRoute.parentRefs[0].name=" + gw.Name, "--set", "httpRoute.parentRefs[0].namespace=" + gw.Namespace,
 		"--set", "httpRoute.parentRefs[0].sectionName=" + gw.Listener, "--set", "httpRoute.hostnames[0]=localhost"}
-	// The chart's metrics, scraped by a Prometheus at the end.
+	// The chart's metrics, scraped by a Prometheus at the end; scheduled backups onto a claim.
 	route = append(route, metricsSets...)
+	route = append(route, kindScheduledBackupSets(t, c, ns)...)
 	start = time.Now()
 	res := startDeploy(t, append([]string{"install", "--profile", "production", "--kubeconfig", c.KubeconfigPath, "-n", ns,
 		"-f", values, "--timeout", "20m", "-o", "json"}, route...)...).wait(t, 25*time.Minute)
@@ -299,6 +300,10 @@ func TestProductionOnKind(t *testing.T) {
 		browser := headlessChromiumTrusting(t, resp.TLS.PeerCertificates[0])
 		page := openWebUI(t, browser, url+"/ui/default/demo/runs", 3*time.Minute, []string{"hello", uuid[:8]}, []string{"/ui/default/demo/runs/" + uuid})
 		t.Logf("%s/ui/default/demo/runs in headless Chromium, through Traefik: %q", url, lastLines(page.Text, 6))
+	})
+
+	t.Run("a Job of the backup CronJob keeps a sealed backup on its claim, in polyaxon-deploy's image with its own rights", func(t *testing.T) {
+		kindScheduledBackup(t, c, ns)
 	})
 
 	t.Run("an upgrade backs the database up, migrates once and serves the next version with the run kept", func(t *testing.T) {
