@@ -169,19 +169,40 @@ func (s *Store) where(l Location) string {
 
 // explain turns the store's refusals into what to fix.
 func (s *Store) explain(l Location, err error) error {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "NoSuchBucket", "NotFound":
-			return fmt.Errorf("%s: bucket %q does not exist: create it, or give another bucket: %w", s.where(l), l.Bucket, err)
-		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
-			return fmt.Errorf("%s: the store refused the credentials (%s): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the profile or role in use): %w", s.where(l), ae.ErrorCode(), err)
-		case "AccessDenied", "Forbidden", "AllAccessDisabled":
-			return fmt.Errorf("%s: access denied: the credentials in use may not read and write this bucket and prefix: %w", s.where(l), err)
-		}
+	switch refusal(err) {
+	case "bucket":
+		return fmt.Errorf("%s: bucket %q does not exist: create it, or give another bucket: %w", s.where(l), l.Bucket, err)
+	case "keys":
+		var ae smithy.APIError
+		errors.As(err, &ae)
+		return fmt.Errorf("%s: the store refused the credentials (%s): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the profile or role in use): %w", s.where(l), ae.ErrorCode(), err)
+	case "access":
+		return fmt.Errorf("%s: access denied: the credentials in use may not read and write this bucket and prefix: %w", s.where(l), err)
 	}
 	if strings.Contains(err.Error(), "failed to retrieve credentials") || strings.Contains(err.Error(), "no EC2 IMDS role found") {
 		return fmt.Errorf("%s: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or a workload identity): %w", s.where(l), err)
 	}
 	return fmt.Errorf("%s: %w", s.where(l), err)
+}
+
+// IsRefusal says whether err is the store's definite answer about the bucket or the keys (the
+// bucket is not there, the keys are refused, access is denied), rather than a store that did
+// not answer.
+func IsRefusal(err error) bool { return refusal(err) != "" }
+
+// refusal classifies the store's answer: "bucket", "keys", "access", or "" for anything else.
+func refusal(err error) string {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return ""
+	}
+	switch ae.ErrorCode() {
+	case "NoSuchBucket", "NotFound":
+		return "bucket"
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
+		return "keys"
+	case "AccessDenied", "Forbidden", "AllAccessDisabled":
+		return "access"
+	}
+	return ""
 }

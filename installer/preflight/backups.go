@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/bucket"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 )
@@ -92,4 +94,92 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondit
 		}
 	}
 	return nil
+}
+
+// backupLocationFix is the hint of check-backup-location.
+const backupLocationFix = "create the bucket, or fix backup.location; put keys the store accepts in the Secret backup.secret.name names (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL for an S3-compatible store), with the right to write under the prefix"
+
+// checkBackupLocation tries the bucket the scheduled backups go to, with the keys of the Secret
+// the CronJob reads, before anything is installed: a bucket that is not there, keys the store
+// refuses or a prefix they may not write fail here, naming the value, rather than at the first
+// backup. A store this machine cannot reach (an endpoint inside the cluster), or a workload
+// identity instead of keys, is left to the first backup: a warning says so.
+func (e *Env) checkBackupLocation(ctx context.Context) (string, error) {
+	cron := e.backupCronJob()
+	if cron == nil {
+		return "", check.Skip("no scheduled backups (backup.schedule is empty)")
+	}
+	c := cron.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+	var where string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--dir="); ok {
+			where = v
+		}
+	}
+	if !bucket.IsLocation(where) {
+		return "", check.Skip("the backups go to a claim (backup.persistence.existingClaim)")
+	}
+	loc, err := bucket.ParseLocation(where)
+	if err != nil {
+		return "", fmt.Errorf("backup.location: %w", err)
+	}
+	if len(c.EnvFrom) == 0 || c.EnvFrom[0].SecretRef == nil {
+		return "", check.Warnf("backup.location %s is reached with the ServiceAccount's workload identity, which this machine does not have: the first backup tells whether it works", where)
+	}
+	name := c.EnvFrom[0].SecretRef.Name
+	cs, err := e.clientset()
+	if err != nil {
+		return "", err
+	}
+	s, err := cs.CoreV1().Secrets(e.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if isNotFound(err) {
+		return "", fmt.Errorf("backup.secret.name: Secret %q not found in namespace %q: every backup would fail", name, e.Namespace)
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading Secret %s/%s: %w", e.Namespace, name, err)
+	}
+	env := func(k string) string { return string(s.Data[k]) }
+	if env("AWS_ACCESS_KEY_ID") == "" || env("AWS_SECRET_ACCESS_KEY") == "" {
+		return "", fmt.Errorf("backup.secret.name: Secret %q has no AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY (it has %s): every backup would fail", name, secretKeys(s))
+	}
+	opts := []bucket.Option{bucket.WithStaticCredentials(env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))}
+	if u := firstNonEmpty(env("AWS_ENDPOINT_URL_S3"), env("AWS_ENDPOINT_URL")); u != "" {
+		opts = append(opts, bucket.WithEndpoint(u))
+	}
+	if r := firstNonEmpty(env("AWS_REGION"), env("AWS_DEFAULT_REGION")); r != "" {
+		opts = append(opts, bucket.WithRegion(r))
+	}
+	store, err := bucket.Open(ctx, opts...)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := store.CheckWritable(ctx, loc); err != nil {
+		if bucket.IsRefusal(err) {
+			return "", fmt.Errorf("backup.location %s with the keys of Secret %q: %w", where, name, err)
+		}
+		return "", check.Warnf("backup.location %s: the store did not answer from here (%v): the first backup tells whether it works", where, err)
+	}
+	return fmt.Sprintf("%s is writable with the keys of Secret %s", where, name), nil
+}
+
+// backupCronJob is the rendered backup CronJob, nil without backup.schedule.
+func (e *Env) backupCronJob() *batchv1.CronJob {
+	for _, o := range e.objects() {
+		var cj batchv1.CronJob
+		if asTyped(o, "CronJob", &cj) && cj.Labels["app.kubernetes.io/component"] == "backup" && len(cj.Spec.JobTemplate.Spec.Template.Spec.Containers) > 0 {
+			return &cj
+		}
+	}
+	return nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

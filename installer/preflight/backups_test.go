@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/s3test"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/preflight"
@@ -76,4 +79,75 @@ func TestPostCheckScheduledBackups(t *testing.T) {
 	// A newer success after a failed Job passes.
 	r = run(cron, factsWith(t, ok), backupJob("polyaxon-backup-0", now.Add(-3*time.Hour), true))
 	assert.Equal(t, check.Passed, r.Status, r.Detail)
+}
+
+// check-backup-location, against a real S3 store (versitygw): the bucket the scheduled backups
+// go to is tried with the keys of their Secret before anything is installed. A missing bucket,
+// refused keys, another account's bucket, a missing Secret or one without keys fail naming the
+// value; a store that does not answer from here, or a workload identity, is a warning.
+func TestPreCheckBackupLocation(t *testing.T) {
+	store := s3test.New(t)
+	ctx := context.Background()
+	require.NoError(t, store.CreateUser(ctx, "team", "team-secret-key"))
+	require.NoError(t, store.CreateBucket(ctx, "team-backups", "team"))
+	require.NoError(t, store.CreateBucket(ctx, "platform", ""))
+	keys := func(access, secret, endpoint string) *corev1.Secret {
+		return edgeSecret("backup-s3", map[string]string{"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret, "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1"})
+	}
+	scheduled := func(location string, secret bool) map[string]any {
+		b := map[string]any{"schedule": "0 3 * * *", "location": location, "encryptTo": []any{"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}}
+		if secret {
+			b["secret"] = map[string]any{"name": "backup-s3"}
+		}
+		return map[string]any{"backup": b}
+	}
+	run := func(vals map[string]any, objs ...runtime.Object) check.Result {
+		return edgeCheck(t, "backup-location", vals, objs...)
+	}
+
+	r := run(map[string]any{})
+	assert.Equal(t, check.Skipped, r.Status, r.Detail)
+	r = run(scheduled("s3://team-backups/polyaxon", true), keys("team", "team-secret-key", store.Endpoint))
+	assert.Equal(t, check.Passed, r.Status, r.Detail)
+	assert.Empty(t, bucketKeys(t, store, "team-backups"), "the probe leaves nothing behind")
+
+	for _, tc := range []struct {
+		name     string
+		location string
+		secret   *corev1.Secret
+		want     []string
+	}{
+		{"no such bucket", "s3://no-such-bucket/polyaxon", keys("team", "team-secret-key", store.Endpoint), []string{"backup.location s3://no-such-bucket/polyaxon", "does not exist"}},
+		{"refused keys", "s3://team-backups/polyaxon", keys("team", "wrong", store.Endpoint), []string{`Secret "backup-s3"`, "refused the credentials"}},
+		{"another account's bucket", "s3://platform/polyaxon", keys("team", "team-secret-key", store.Endpoint), []string{"access denied"}},
+		{"no keys in the Secret", "s3://team-backups/polyaxon", edgeSecret("backup-s3", map[string]string{"AWS_REGION": "us-east-1"}), []string{"backup.secret.name", "no AWS_ACCESS_KEY_ID"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(scheduled(tc.location, true), tc.secret)
+			assert.Equal(t, check.Failed, r.Status, r.Detail)
+			for _, w := range tc.want {
+				assert.Contains(t, r.Detail, w)
+			}
+		})
+	}
+	r = run(scheduled("s3://team-backups/polyaxon", true))
+	assert.Equal(t, check.Failed, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, `Secret "backup-s3" not found`)
+
+	r = run(scheduled("s3://team-backups/polyaxon", true), keys("team", "team-secret-key", "http://polyaxon-s3.polyaxon.svc:7070"))
+	assert.Equal(t, check.Warned, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "did not answer from here")
+	r = run(scheduled("s3://team-backups/polyaxon", false))
+	assert.Equal(t, check.Warned, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "workload identity")
+}
+
+func bucketKeys(t *testing.T, store *s3test.Store, bucket string) []string {
+	out, err := store.RootClient().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	require.NoError(t, err)
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	return keys
 }
