@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -95,10 +96,12 @@ func scheduledBackupRuns(t *testing.T, c *testCluster, store *s3test.Store, ns, 
 		out, err := store.RootClient().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(scheduledBucket),
 			Prefix: aws.String(strings.TrimPrefix(d.Path, "s3://"+scheduledBucket+"/") + "/")})
 		require.NoError(t, err)
-		var names []string
+		var names, sizes []string
 		for _, o := range out.Contents {
 			names = append(names, aws.ToString(o.Key)[strings.LastIndex(aws.ToString(o.Key), "/")+1:])
+			sizes = append(sizes, fmt.Sprintf("%s %d", aws.ToString(o.Key), aws.ToInt64(o.Size)))
 		}
+		t.Logf("the scheduled backup's objects in the bucket:\n%s", strings.Join(sizes, "\n"))
 		assert.Contains(t, names, "manifest.json")
 		assert.Contains(t, names, "secrets.json.age")
 		assert.NotContains(t, names, "secrets.json", "the release's Secrets leave the cluster sealed only")
