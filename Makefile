@@ -19,7 +19,7 @@ TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 # Polyaxon's programs); -parallel only has to let them all wait.
 E2E_PARALLEL ?= 16
 
-.PHONY: all build image release test unit lint scan mutate package deps demo-deps binaries gateway promtool cosign s3store demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-adopt clean
+.PHONY: all build image release test unit lint scan mutate package deps demo-deps binaries gateway promtool cosign s3store demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-bucket bench-adopt clean
 
 all: build
 
@@ -167,6 +167,11 @@ bench-plan:
 
 bench-backup: deps
 	$(GO) run ./e2e/bench/backup $(BENCH_ARGS)
+
+# backups kept in a bucket (a real S3 store, versitygw) against the directory target, side by
+# side (BENCH_ARGS="-size 1GiB -runs 3", the defaults).
+bench-bucket: deps s3store
+	$(GO) run ./e2e/bench/bucket $(BENCH_ARGS)
 
 # adopt's backup and restore phases next to plain backup and restore of the same database
 # (BENCH_ARGS="-size 250Mi -runs 3"; default 1Gi, one run).
