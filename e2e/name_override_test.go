@@ -28,8 +28,8 @@ import (
 // scheduled backup's CronJob (its command, its rights) keeps one in a bucket, a killed
 // `restore` is reported by `check` and undone by `recover`, `restore` puts the data back with
 // the writers down, `uninstall --purge-data` deletes the release's volumes and Secrets and
-// the runs' namespace it created, and a release installed anew on an empty database is restored
-// from the bucket's latest backup.
+// the runs' namespace it created, and a new cluster with the chart installed on an empty
+// database is restored from the bucket's latest backup.
 func releaseWithNameOverride(t *testing.T) {
 	c := lifecycleCluster(t)
 	cs := c.Clientset
@@ -196,5 +196,6 @@ func releaseWithNameOverride(t *testing.T) {
 		})
 	})
 
-	disasterRestore(t, c, ns, args("install", "--profile", "production", "-f", vals), store.Env(scheduledAccess, scheduledSecret), identity, atLastBackup)
+	disasterRestore(t, c, ns, args("install", "--profile", "production", "-f", vals), []string{"ml-keys", "ml-backup-s3"},
+		store.Env(scheduledAccess, scheduledSecret), identity, atLastBackup)
 }

@@ -10,8 +10,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/pgtest"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/s3test"
 )
@@ -138,24 +140,36 @@ func scheduledBackupRuns(t *testing.T, c *testCluster, store *s3test.Store, ns, 
 	return atLastBackup
 }
 
-// disasterRestore: the release and its data are gone (uninstalled with --purge-data, its
-// database emptied), the chart is installed again, and `restore s3://.../latest` brings back
-// every row of the last backup in the bucket, the row counts compared by the restore itself.
-func disasterRestore(t *testing.T, c *testCluster, ns string, install []string, keys []string, identity string, want map[string]string) {
-	t.Run("a release installed anew is restored from the bucket's latest backup", func(t *testing.T) {
+// disasterRestore: the cluster is lost. A new one (a control plane of its own, an empty
+// database behind its Postgres pod) gets the user's Secrets and the chart, installed as before,
+// and `restore s3://.../latest` brings back every row of the bucket's last backup, the row
+// counts compared by the restore itself.
+func disasterRestore(t *testing.T, c *testCluster, ns string, install []string, userSecrets []string, keys []string, identity string, want map[string]string) {
+	t.Run("a new cluster with the chart installed is restored from the bucket's latest backup", func(t *testing.T) {
 		require.NotEmpty(t, want, "no backup in the bucket: the scheduled backup steps failed (above)")
 		ctx := ctxT(t, 10*time.Minute)
-		db := dbName(ns)
-		_, err := c.pg.Psql(ctx, "postgres", "DROP DATABASE "+db+" WITH (FORCE)")
-		require.NoError(t, err)
-		require.NoError(t, c.pg.CreateDatabase(ctx, db))
 		started := time.Now()
-		c.deploy(t, install...).requireExit(t, 0)
+		const db = "disaster_restore"
+		require.NoError(t, c.pg.CreateDatabase(ctx, db))
+		target := local.TargetOf(c.pg, db)
+		dc, err := createCluster("disaster", nil, local.WithClusterExec(local.PostgresPodExec(ns, overrideFullname+"-postgresql-0", target),
+			local.MigrationExec(ns, target)), local.WithPodCommands())
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, dc.destroy()) })
+		_, err = dc.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		for _, name := range userSecrets { // the user's own, kept off the cluster
+			s, err := c.Clientset.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+			require.NoError(t, err)
+			_, err = dc.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: s.Data}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		dc.deploy(t, install...).requireExit(t, 0)
 		installed := time.Now()
 		empty, err := pgtest.Checksums(ctx, c.pg, db)
 		require.NoError(t, err)
-		require.NotEqual(t, want, empty, "the new release starts without the old data")
-		res := deployWithEnv(t, keys, "restore", "--kubeconfig", c.KubeconfigPath, "-n", ns, "--release", overrideRelease,
+		require.NotEqual(t, want, empty, "the new cluster starts without the old data")
+		res := deployWithEnv(t, keys, "restore", "--kubeconfig", dc.KubeconfigPath, "-n", ns, "--release", overrideRelease,
 			"s3://"+scheduledBucket+"/ml/latest", "--identity", identity, "--yes", "-o", "json")
 		res.requireExit(t, 0)
 		restored := time.Now()
@@ -168,7 +182,8 @@ func disasterRestore(t *testing.T, c *testCluster, ns string, install []string, 
 		assert.True(t, strings.HasPrefix(d.Path, "s3://"+scheduledBucket+"/ml/"), d.Path)
 		require.NotEmpty(t, d.BackupRows)
 		assert.Equal(t, d.BackupRows, d.Rows, "every table has the row count the backup recorded")
-		assert.Equal(t, want, c.checksums(t, ns), "every table as it was at the last backup")
-		t.Logf("disaster restore: install %s, restore from the bucket %s; rows %v", installed.Sub(started).Round(time.Second), restored.Sub(installed).Round(time.Second), d.Rows)
+		assert.Equal(t, want, c.checksumsOf(t, db), "every table as it was at the last backup")
+		t.Logf("disaster restore: a new cluster with the chart installed in %s, restored from the bucket in %s; rows %v",
+			installed.Sub(started).Round(time.Second), restored.Sub(installed).Round(time.Second), d.Rows)
 	})
 }
