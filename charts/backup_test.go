@@ -74,6 +74,11 @@ func TestScheduledBackupRights(t *testing.T) {
 			case "pods/exec":
 				assert.Equal(t, []string{"polyaxon-postgresql-0"}, rule.ResourceNames, "exec only into Postgres")
 			case "leases":
+				for _, v := range rule.Verbs {
+					if v != "create" {
+						assert.Equal(t, []string{"polyaxon-polyaxon-deploy-lock"}, rule.ResourceNames, "only its release's lock")
+					}
+				}
 			case "configmaps":
 				for _, v := range rule.Verbs {
 					if v != "create" {
@@ -135,6 +140,15 @@ func TestScheduledBackupRefusedAtRender(t *testing.T) {
 			[]string{"both set"}},
 		{"keeps everything", `backup: {` + base + `, retention: {keepLast: 0, keepWithin: ""}}`,
 			[]string{"backup.retention keeps everything", "keepLast"}},
+		{"the artifacts store's Secret", `backup: {` + base + `, secret: {name: polyaxon-s3}}
+artifactsStore: {kind: s3, bucket: s3://artifacts, secret: {name: polyaxon-s3}}`,
+			[]string{"backup.secret.name is \"polyaxon-s3\"", "run pods get"}},
+		{"the artifacts store's bucket", `backup: {schedule: "0 3 * * *", location: s3://artifacts/backups, encryptTo: [` + backupKey + `]}
+artifactsStore: {kind: s3, bucket: s3://artifacts, secret: {name: polyaxon-s3}}`,
+			[]string{"backup.location s3://artifacts/backups is in the artifacts store's bucket"}},
+		{"a CronJob name over 52", `backup: {` + base + `}
+fullnameOverride: a-release-name-that-is-long-enough-to-fail-the-cronjob`,
+			[]string{"over the 52 Kubernetes allows"}},
 		{"an external database", `backup: {` + base + `}
 postgresql: {enabled: false}
 externalServices: {postgresql: {host: db.example.com, password: not-a-secret}}`,
@@ -153,7 +167,8 @@ externalServices: {postgresql: {host: db.example.com, password: not-a-secret}}`,
 	// not Go's, an argument smuggled in a value.
 	for _, bad := range []string{
 		`backup: {location: "/var/backups"}`,
-		`backup: {location: "s3://b/p --no-encrypt"}`,
+		`backup: {location: "s3://team-backups/p --no-encrypt"}`,
+		`backup: {location: "s3://team-backups/p\n--no-encrypt"}`,
 		`backup: {encryptTo: ["ssh-ed25519 AAAA"]}`,
 		`backup: {encryptTo: ["age1abc --no-encrypt"]}`,
 		`backup: {retention: {keepWithin: "30 days"}}`,

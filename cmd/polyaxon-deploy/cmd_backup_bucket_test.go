@@ -209,8 +209,8 @@ func TestBackupToABucketCLI(t *testing.T) {
 	for _, b := range listed.Data.Backups {
 		statuses = append(statuses, b.Path+" "+b.Status)
 	}
-	// The damaged newer backup has its files at their sizes, so it counts as the newest: prune
-	// keeps it and removes the older; only verify tells them apart.
-	assert.ElementsMatch(t, []string{"s3://backups/polyaxon/polyaxon-20991231T000000Z incomplete", newer + " damaged"}, statuses)
-	assert.Empty(t, bucketKeys(t, root, "backups", olderKey+"/"), "prune removes every object of a pruned backup")
+	// Prune reads the newest backup before it counts: the damaged one is left alone and not
+	// counted, so the good one behind it stays.
+	assert.ElementsMatch(t, []string{"s3://backups/polyaxon/polyaxon-20991231T000000Z incomplete", newer + " damaged", older + " ok"}, statuses)
+	assert.NotEmpty(t, bucketKeys(t, root, "backups", olderKey+"/"), "the only good backup is kept")
 }

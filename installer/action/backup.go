@@ -76,12 +76,23 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 			// one's, in status and check); a location that is not one is only a usage error.
 			var usage *UsageError
 			if !errors.As(err, &usage) {
-				a.recordAttempt(ctx, backupAttemptOf(a.Database.Dir, nil, err))
+				a.recordAttempt(ctx, backupAttemptOf(a.Database.Dir, nil, err).At(a.Database.Dir))
 			}
 			return nil, err
 		}
 		defer remote.close()
 		outDir = remote.staging
+	}
+	// A sealed backup kept in a directory (a shared disk, a claim) is written and sealed in a
+	// private one first: its plain Secrets never reach where the backups are kept.
+	var sealedDir *dirTarget
+	if remote == nil && len(recipients) > 0 {
+		var err error
+		if sealedDir, err = prepareDir(a.Database.Dir); err != nil {
+			return nil, err
+		}
+		defer sealedDir.close()
+		outDir = sealedDir.staging
 	}
 	lock, err := a.Database.lock(&a.Env)
 	if err != nil {
@@ -138,6 +149,17 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 				a.progress().OK(fmt.Sprintf("Backup sealed with age to %s: open it with --identity", strings.Join(names, ", ")))
 				return nil
 			}},
+		&phase.Func{Name: "keep", SkipIf: func() (bool, string) { return sealedDir == nil, "written in place" },
+			Do: func(ctx context.Context) error {
+				dir, err := sealedDir.keep(res.Manifest.Dir)
+				if err != nil {
+					return err
+				}
+				res.Location = dir
+				res.Manifest.Dir = dir
+				a.progress().OK(fmt.Sprintf("Backup kept: %s", dir))
+				return nil
+			}},
 		&phase.Func{Name: "upload", SkipIf: func() (bool, string) { return remote == nil, "--dir is a directory" },
 			Do: func(ctx context.Context) error {
 				a.progress().Step(fmt.Sprintf("Uploading the backup to %s", a.Database.Dir))
@@ -152,7 +174,7 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 	if err == nil && a.pruning() {
 		a.prune(ctx)
 	}
-	if err == nil && remote == nil {
+	if err == nil && remote == nil && sealedDir == nil {
 		res.Location = res.Manifest.Dir
 	}
 	if rel != nil {
@@ -161,7 +183,7 @@ func (a *Backup) Run(ctx context.Context) (*BackupResult, error) {
 		if where == "" {
 			where = a.Database.Dir
 		}
-		a.recordAttempt(ctx, backupAttemptOf(where, res.Manifest, err))
+		a.recordAttempt(ctx, backupAttemptOf(where, res.Manifest, err).At(a.Database.Dir))
 	}
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package action
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -105,7 +106,7 @@ func prepareBucket(ctx context.Context, where string) (*bucketTarget, error) {
 func (b *bucketTarget) upload(ctx context.Context, dir string) (string, error) {
 	to := b.loc.Join(filepath.Base(dir))
 	if err := b.store.Upload(ctx, dir, to); err != nil {
-		return "", fmt.Errorf("backup %s: %w (the backup is whole here, in %s, until this command exits)", to, err, dir)
+		return "", fmt.Errorf("backup %s: %w: it was not kept (what was uploaded has no manifest: backup list shows it incomplete, prune leaves it); take it again", to, err)
 	}
 	return to.String(), nil
 }
@@ -141,4 +142,64 @@ func PruneBackups(ctx context.Context, where string, r backup.Retention, dryRun 
 		return nil, err
 	}
 	return store.Prune(ctx, loc, r, now, dryRun)
+}
+
+// dirTarget is where a sealed backup goes when --dir is a directory: written and sealed in a
+// private directory here (staging), then copied in, its manifest last.
+type dirTarget struct {
+	dir, staging string
+}
+
+func prepareDir(dir string) (*dirTarget, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("--dir %s: %w", dir, err)
+	}
+	staging, err := os.MkdirTemp("", "polyaxon-deploy-staging-")
+	if err != nil {
+		return nil, err
+	}
+	return &dirTarget{dir: dir, staging: staging}, nil
+}
+
+// keep copies the sealed backup in staged into the backups' directory: its files, then its
+// manifest, so that a copy that stops half way is an unfinished backup.
+func (d *dirTarget) keep(staged string) (string, error) {
+	m, err := backup.ReadManifest(staged)
+	if err != nil {
+		return "", err
+	}
+	to := filepath.Join(d.dir, filepath.Base(staged))
+	if err := os.Mkdir(to, 0o700); err != nil {
+		return "", fmt.Errorf("backup %s: %w", to, err)
+	}
+	for _, name := range append(m.StoredFiles(), backup.ManifestFile) {
+		if err := copyFile(filepath.Join(staged, name), filepath.Join(to, name)); err != nil {
+			return "", fmt.Errorf("backup %s: copying %s: %w: it was not kept; take it again", to, name, err)
+		}
+	}
+	return to, nil
+}
+
+func (d *dirTarget) close() { _ = os.RemoveAll(d.staging) }
+
+// copyFile copies src to a new dst (mode 0600) and syncs it.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -168,7 +168,7 @@ func ParseManifest(b []byte, dir string) (*Manifest, error) {
 		return nil, fmt.Errorf("backup %s: %s has formatVersion %d and %d streams: a dump in streams is formatVersion %d, and only it", dir, ManifestFile, m.FormatVersion, len(m.Streams), FormatVersionStreams)
 	}
 	for _, p := range m.Parts() {
-		if p.File == "" || filepath.Base(p.File) != p.File || p.File == ManifestFile || p.File == SecretsFile {
+		if p.File == "" || p.File == "." || p.File == ".." || filepath.Base(p.File) != p.File || p.File == ManifestFile || p.File == SecretsFile {
 			return nil, fmt.Errorf("backup %s: %s: dump file %q must be a plain file name", dir, ManifestFile, p.File)
 		}
 	}

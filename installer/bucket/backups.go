@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -20,8 +21,24 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 )
 
-// Latest, as a backup's name, is the newest finished, whole backup under the location.
+// Latest, as a backup's name, is the newest finished, whole backup under the location. It is
+// never a folder's name: a folder called so is not a backup (it would win every restore of
+// .../latest).
 const Latest = "latest"
+
+// backupName is what a backup's folder may be called: polyaxon-deploy names them
+// <release>-<UTC time>. Anything else under the location (an escaped "/", a "..", a
+// percent sign that reads back as another path) is not a backup, and nothing acts on it.
+var backupName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
+
+// IsBackupName says whether name can be a backup's folder.
+func IsBackupName(name string) bool {
+	return backupName.MatchString(name) && name != Latest && !strings.Contains(name, "..")
+}
+
+// clockSkew is how far in the future a backup may be dated and still count: the machine that
+// reads the bucket and the one that wrote it need not agree to the second.
+const clockSkew = 10 * time.Minute
 
 // maxManifest bounds a manifest read into memory: a real one is a few KiB.
 const maxManifest = 16 << 20
@@ -36,7 +53,9 @@ func (s *Store) CheckWritable(ctx context.Context, l Location) error {
 	if _, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(probe), Body: strings.NewReader("")}); err != nil {
 		return s.explain(l, err)
 	}
-	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(probe)}); err != nil {
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(probe)}); err != nil && refusal(err) != "access" {
+		// Keys that may write but not delete (an append-only policy against ransomware) can
+		// keep backups; only prune needs to delete.
 		return s.explain(l, err)
 	}
 	return nil
@@ -94,6 +113,43 @@ func (s *Store) readManifest(ctx context.Context, l Location) (*backup.Manifest,
 }
 
 // manifestBytes reads the manifest of the backup at l as it is stored.
+// maxUnrecorded bounds a stored file whose size the manifest does not record (a plain
+// secrets.json): a few KiB in a real backup.
+const maxUnrecorded = 64 << 20
+
+// checkSizes compares the objects' sizes with what the manifest recorded before anything is
+// copied: an object grown in the bucket would otherwise fill this machine's disk first.
+func (s *Store) checkSizes(ctx context.Context, l Location, m *backup.Manifest) error {
+	sizes := map[string]int64{}
+	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(l.key(""))})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return s.explain(l, err)
+		}
+		for _, o := range page.Contents {
+			sizes[strings.TrimPrefix(aws.ToString(o.Key), l.key(""))] = aws.ToInt64(o.Size)
+		}
+	}
+	recorded := map[string]int64{}
+	for _, p := range m.CheckedFiles() {
+		recorded[p.File] = p.Size
+	}
+	for _, name := range m.StoredFiles() {
+		got, ok := sizes[name]
+		want, known := recorded[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("backup %s: %w: %s is missing from the bucket; use another backup (polyaxon-deploy backup list) or take a new one", l, backup.ErrIncomplete, name)
+		case known && got != want:
+			return fmt.Errorf("backup %s: %w: %s is %d bytes in the bucket but the manifest recorded %d: it changed after the upload; use another backup (polyaxon-deploy backup list)", l, backup.ErrTruncated, name, got, want)
+		case !known && got > maxUnrecorded:
+			return fmt.Errorf("backup %s: %s is %d bytes: not a file of ours (at most %d)", l, name, got, maxUnrecorded)
+		}
+	}
+	return nil
+}
+
 func (s *Store) manifestBytes(ctx context.Context, l Location) ([]byte, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(l.key(backup.ManifestFile))})
 	if err != nil {
@@ -127,6 +183,9 @@ func (s *Store) Download(ctx context.Context, l Location, dir string) (*backup.M
 	}
 	m, err := backup.ParseManifest(doc, l.String())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSizes(ctx, l, m); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -172,6 +231,8 @@ func (s *Store) downloadFile(ctx context.Context, l Location, name, file string)
 // Listed is one backup under a location.
 type Listed struct {
 	backup.Entry
+	// Location is the backup's, as listed (never read back from Entry.Dir).
+	Location Location
 	// Sizes are the sizes of the backup's objects, by file name.
 	Sizes map[string]int64
 }
@@ -191,12 +252,12 @@ func (s *Store) List(ctx context.Context, l Location) ([]Listed, error) {
 		}
 		for _, o := range page.Contents {
 			name, file, ok := strings.Cut(strings.TrimPrefix(aws.ToString(o.Key), prefix), "/")
-			if !ok || name == "" || strings.HasPrefix(name, ".") || strings.Contains(file, "/") {
+			if !ok || !IsBackupName(name) || strings.Contains(file, "/") {
 				continue
 			}
 			e := byName[name]
 			if e == nil {
-				e = &Listed{Entry: backup.Entry{Dir: l.Join(name).String()}, Sizes: map[string]int64{}}
+				e = &Listed{Entry: backup.Entry{Dir: l.Join(name).String()}, Location: l.Join(name), Sizes: map[string]int64{}}
 				byName[name] = e
 			}
 			e.Sizes[file] = aws.ToInt64(o.Size)
@@ -248,11 +309,8 @@ func (e Listed) NotWhole(now time.Time) string {
 // Checksum reads each file of a listed finished backup whose sha256 its manifest records and
 // compares it, without copying the backup anywhere.
 func (s *Store) Checksum(ctx context.Context, e Listed) error {
-	l, err := ParseLocation(e.Dir)
-	if err != nil {
-		return err
-	}
-	if why := e.NotWhole(time.Now()); why != "" {
+	l := e.Location
+	if why := e.NotWhole(time.Now().Add(clockSkew)); why != "" {
 		return fmt.Errorf("%s: %w: %s", e.Dir, backup.ErrIncomplete, why)
 	}
 	for _, p := range e.Manifest.CheckedFiles() {
@@ -274,27 +332,31 @@ func (s *Store) Checksum(ctx context.Context, e Listed) error {
 func (s *Store) Resolve(ctx context.Context, l Location) (Location, error) {
 	where, name := l.Split()
 	if name != Latest {
+		if !IsBackupName(name) {
+			return Location{}, fmt.Errorf("%s: %q is not a backup's name (polyaxon-deploy backup list --dir %s)", l, name, where)
+		}
 		return l, nil
-	}
-	if _, err := s.readManifest(ctx, l); err == nil {
-		return l, nil // a backup named "latest"
 	}
 	listed, err := s.List(ctx, where)
 	if err != nil {
 		return Location{}, err
 	}
-	now := time.Now()
+	now := time.Now().Add(clockSkew)
 	for _, e := range listed {
 		if e.Manifest != nil && e.NotWhole(now) == "" {
-			return ParseLocation(e.Dir)
+			return e.Location, nil
 		}
 	}
 	return Location{}, fmt.Errorf("%s: no finished backup under %s (polyaxon-deploy backup list --dir %s)", l, where, where)
 }
 
 // Remove deletes the backup at l: its manifest first, so that a removal that stops half way
-// leaves an unfinished backup, never a finished one with files missing.
+// leaves an unfinished backup, never a finished one with files missing. Only a backup's folder
+// is removed: never a location whose last element is not a backup's name.
 func (s *Store) Remove(ctx context.Context, l Location) error {
+	if _, name := l.Split(); !IsBackupName(name) {
+		return fmt.Errorf("%s: %q is not a backup's name: nothing removed", l, name)
+	}
 	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(l.key(backup.ManifestFile))}); err != nil {
 		return s.explain(l, err)
 	}
@@ -304,16 +366,28 @@ func (s *Store) Remove(ctx context.Context, l Location) error {
 		if err != nil {
 			return s.explain(l, err)
 		}
+		if len(page.Contents) == 0 {
+			continue
+		}
+		var objects []types.ObjectIdentifier
 		for _, o := range page.Contents {
-			if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(l.Bucket), Key: o.Key}); err != nil {
-				return s.explain(l, err)
-			}
+			objects = append(objects, types.ObjectIdentifier{Key: o.Key})
+		}
+		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(l.Bucket), Delete: &types.Delete{Objects: objects, Quiet: aws.Bool(true)}})
+		if err != nil {
+			return s.explain(l, err)
+		}
+		if len(out.Errors) > 0 {
+			e := out.Errors[0]
+			return fmt.Errorf("%s: removing %s: %s: %s", l, aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message))
 		}
 	}
 	return nil
 }
 
-// Prune applies r to the backups under l as backup.Prune does to a directory.
+// Prune applies r to the backups under l as backup.Prune does to a directory. The backup that
+// counts as a release's newest is read whole first (its sha256 against its manifest): a
+// damaged one is left alone and not counted, so it never pushes a good one out.
 func (s *Store) Prune(ctx context.Context, l Location, r backup.Retention, now time.Time, dryRun bool) ([]backup.Pruned, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
@@ -324,11 +398,26 @@ func (s *Store) Prune(ctx context.Context, l Location, r backup.Retention, now t
 	}
 	entries := make([]backup.Entry, len(listed))
 	whole := map[string]string{}
+	where := map[string]Location{}
+	verified := map[string]bool{} // releases whose newest whole backup was read
 	for i, e := range listed {
-		entries[i] = e.Entry
-		if e.Manifest != nil {
-			whole[e.Dir] = e.NotWhole(now)
+		entries[i], where[e.Dir] = e.Entry, e.Location
+		if e.Manifest == nil {
+			continue
 		}
+		why := e.NotWhole(now.Add(clockSkew))
+		release := e.Manifest.Namespace + "/" + e.Manifest.Release
+		if why == "" && !verified[release] {
+			if err := s.Checksum(ctx, e); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				why = "damaged (" + firstLine(err.Error()) + ")"
+			} else {
+				verified[release] = true
+			}
+		}
+		whole[e.Dir] = why
 	}
 	out := backup.Select(entries, r, now, func(e backup.Entry) string { return whole[e.Dir] })
 	if dryRun {
@@ -338,13 +427,14 @@ func (s *Store) Prune(ctx context.Context, l Location, r backup.Retention, now t
 		if !p.Removed {
 			continue
 		}
-		pl, err := ParseLocation(p.Dir)
-		if err == nil {
-			err = s.Remove(ctx, pl)
-		}
-		if err != nil {
+		if err := s.Remove(ctx, where[p.Dir]); err != nil {
 			return out, fmt.Errorf("removing backup %s: %w", p.Dir, err)
 		}
 	}
 	return out, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

@@ -8,6 +8,7 @@
 package bucket
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,8 +28,8 @@ import (
 // Scheme starts a bucket location.
 const Scheme = "s3://"
 
-// DefaultRegion is used when nothing names one: S3-compatible stores ignore it, and AWS
-// redirects nothing for it.
+// DefaultRegion is used when nothing names one: S3-compatible stores ignore it; a bucket of
+// AWS's in another region answers with a redirect the SDK does not follow, said as such.
 const DefaultRegion = "us-east-1"
 
 // IsLocation says whether s names a bucket (s3://...) rather than a directory.
@@ -110,6 +111,9 @@ type Option func(*settings)
 
 type settings struct {
 	endpoint, region, access, secret string
+	// only: the settings come from this map alone (a pod's environment), never from the
+	// process's environment or ~/.aws.
+	only map[string]string
 }
 
 // WithEndpoint addresses an S3-compatible store at url (path-style) instead of AWS or the
@@ -124,22 +128,32 @@ func WithStaticCredentials(access, secret string) Option {
 	return func(s *settings) { s.access, s.secret = access, secret }
 }
 
+// WithEnvironmentOnly reads the AWS_* settings from env alone, as a pod given exactly these
+// variables would (the keys of a Secret), and nothing from this process's environment or
+// ~/.aws: what is checked here is what the pod will run.
+func WithEnvironmentOnly(env map[string]string) Option { return func(s *settings) { s.only = env } }
+
 // Open makes a client of the store; nothing is sent until a call.
 func Open(ctx context.Context, opts ...Option) (*Store, error) {
 	var st settings
 	for _, o := range opts {
 		o(&st)
 	}
-	loads := []func(*config.LoadOptions) error{config.WithDefaultRegion(DefaultRegion)}
-	if st.region != "" {
-		loads = append(loads, config.WithRegion(st.region))
-	}
-	if st.access != "" {
-		loads = append(loads, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(st.access, st.secret, "")))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, loads...)
-	if err != nil {
-		return nil, fmt.Errorf("reading the S3 client's configuration (AWS_* variables, ~/.aws): %w", err)
+	var cfg aws.Config
+	if st.only != nil {
+		cfg = configOf(st.only)
+	} else {
+		loads := []func(*config.LoadOptions) error{config.WithDefaultRegion(DefaultRegion)}
+		if st.region != "" {
+			loads = append(loads, config.WithRegion(st.region))
+		}
+		if st.access != "" {
+			loads = append(loads, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(st.access, st.secret, "")))
+		}
+		var err error
+		if cfg, err = config.LoadDefaultConfig(ctx, loads...); err != nil {
+			return nil, fmt.Errorf("reading the S3 client's configuration (AWS_* variables, ~/.aws): %w", err)
+		}
 	}
 	s := &Store{}
 	s.client = s3.NewFromConfig(cfg, func(o *s3.Options) {
@@ -155,8 +169,29 @@ func Open(ctx context.Context, opts ...Option) (*Store, error) {
 			s.endpoint = *o.BaseEndpoint
 		}
 	})
-	s.transfer = transfermanager.New(s.client)
+	// The transfer manager has a checksum setting of its own: it follows the client's
+	// (AWS_REQUEST_CHECKSUM_CALCULATION=when_required for stores that refuse CRC32 headers).
+	s.transfer = transfermanager.New(s.client, func(o *transfermanager.Options) {
+		if cfg.RequestChecksumCalculation != 0 {
+			o.RequestChecksumCalculation = cfg.RequestChecksumCalculation
+		}
+	})
 	return s, nil
+}
+
+// configOf is the SDK's configuration from a pod's AWS_* variables alone.
+func configOf(env map[string]string) aws.Config {
+	cfg := aws.Config{Region: cmp.Or(env["AWS_REGION"], env["AWS_DEFAULT_REGION"], DefaultRegion)}
+	if env["AWS_ACCESS_KEY_ID"] != "" {
+		cfg.Credentials = credentials.NewStaticCredentialsProvider(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env["AWS_SESSION_TOKEN"])
+	}
+	if u := cmp.Or(env["AWS_ENDPOINT_URL_S3"], env["AWS_ENDPOINT_URL"]); u != "" {
+		cfg.BaseEndpoint = aws.String(u)
+	}
+	if strings.EqualFold(env["AWS_REQUEST_CHECKSUM_CALCULATION"], "when_required") {
+		cfg.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+	}
+	return cfg
 }
 
 // Client is the S3 client, for callers with needs of their own.
@@ -181,6 +216,8 @@ func (s *Store) explain(l Location, err error) error {
 		return fmt.Errorf("%s: the store refused the credentials (%s): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the profile or role in use): %w", s.where(l), ae.ErrorCode(), err)
 	case "access":
 		return fmt.Errorf("%s: access denied: the credentials in use may not read and write this bucket and prefix: %w", s.where(l), err)
+	case "region":
+		return fmt.Errorf("%s: the bucket is in another region than the one in use: set AWS_REGION to the bucket's: %w", s.where(l), err)
 	}
 	if strings.Contains(err.Error(), "failed to retrieve credentials") || strings.Contains(err.Error(), "no EC2 IMDS role found") {
 		return fmt.Errorf("%s: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or a workload identity): %w", s.where(l), err)
@@ -206,6 +243,8 @@ func refusal(err error) string {
 		return "keys"
 	case "AccessDenied", "Forbidden", "AllAccessDisabled":
 		return "access"
+	case "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException":
+		return "region"
 	}
 	return ""
 }

@@ -33,6 +33,7 @@ const (
 	keyLastBackup           = "lastBackup"
 	keyLastSuccessfulBackup = "lastSuccessfulBackup"
 	keyLastUpgrade          = "lastUpgrade"
+	keyBackupsByPlace       = "backupsByPlace"
 	keyGuards               = "guards"
 )
 
@@ -51,6 +52,8 @@ type Attempt struct {
 	// Bytes and Location: the backup's size and directory (on the machine that took it).
 	Bytes    int64  `json:"bytes,omitempty"`
 	Location string `json:"location,omitempty"`
+	// Place is where backups were asked to go (a backup's --dir), for BackupsByPlace.
+	Place string `json:"place,omitempty"`
 }
 
 // NewAttempt is an attempt that ended now, with err (nil: it succeeded).
@@ -93,6 +96,12 @@ func (g *Guards) Of() guards.Revision {
 	return rev
 }
 
+// At sets the place the backup was asked to go (a backup's --dir) and returns a.
+func (a *Attempt) At(place string) *Attempt {
+	a.Place = place
+	return a
+}
+
 // Facts are a release's, as stored.
 type Facts struct {
 	// Since is when the first of them was stored (the ConfigMap's creation): the age of a
@@ -102,13 +111,36 @@ type Facts struct {
 	LastSuccessfulBackup *Attempt  `json:"lastSuccessfulBackup,omitempty"`
 	LastUpgrade          *Attempt  `json:"lastUpgrade,omitempty"`
 	Guards               *Guards   `json:"guards,omitempty"`
+	// BackupsByPlace is the last backup attempt to each place backups were sent to (the
+	// --dir given: a directory or s3://BUCKET/PREFIX), so that the scheduled backups' own
+	// record is not hidden by a backup taken elsewhere (an upgrade's, a manual one).
+	BackupsByPlace map[string]*Attempt `json:"backupsByPlace,omitempty"`
 }
+
+// maxPlaces bounds BackupsByPlace: the places least recently used are forgotten first.
+const maxPlaces = 10
 
 // RecordBackup keeps a backup's attempt, and it as the last successful one when it is.
 func (f *Facts) RecordBackup(a *Attempt) {
 	f.LastBackup = a
 	if a.Succeeded {
 		f.LastSuccessfulBackup = a
+	}
+	if a.Place == "" {
+		return
+	}
+	if f.BackupsByPlace == nil {
+		f.BackupsByPlace = map[string]*Attempt{}
+	}
+	f.BackupsByPlace[a.Place] = a
+	for len(f.BackupsByPlace) > maxPlaces {
+		oldest := ""
+		for p, b := range f.BackupsByPlace {
+			if oldest == "" || b.Time.Before(f.BackupsByPlace[oldest].Time) {
+				oldest = p
+			}
+		}
+		delete(f.BackupsByPlace, oldest)
 	}
 }
 
@@ -190,7 +222,7 @@ func toolLabels(release string) map[string]string {
 func fields(f *Facts) map[string]any {
 	return map[string]any{
 		keyLastBackup: &f.LastBackup, keyLastSuccessfulBackup: &f.LastSuccessfulBackup,
-		keyLastUpgrade: &f.LastUpgrade, keyGuards: &f.Guards,
+		keyLastUpgrade: &f.LastUpgrade, keyGuards: &f.Guards, keyBackupsByPlace: &f.BackupsByPlace,
 	}
 }
 

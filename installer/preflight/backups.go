@@ -1,12 +1,14 @@
 package preflight
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	cronlib "github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,8 +23,10 @@ import (
 const scheduledBackupsFix = "kubectl -n NAMESPACE logs job/JOB shows the failed backup's messages; fix what they name (the bucket, its credentials in backup.secret.name, the encryption keys), then run one now: kubectl -n NAMESPACE create job --from=cronjob/CRONJOB backup-now"
 
 // checkScheduledBackups fails when the release's scheduled backup (backup.schedule) last
-// failed: the backup recorded its failure in the release's facts, or its Job failed before it
-// could (an image that does not pull, a pod that never ran, a deadline).
+// failed: the backup recorded its failure in the release's facts (under the place the CronJob
+// sends backups to, so a backup taken elsewhere hides nothing), or its Job failed before it
+// could (an image that does not pull, a pod that never ran, a deadline); and when no backup
+// succeeded by the time the schedule wanted the next one (a CronJob that stopped firing).
 func (e *Env) checkScheduledBackups(ctx context.Context) (string, error) {
 	cs, err := e.clientset()
 	if err != nil {
@@ -41,27 +45,87 @@ func (e *Env) checkScheduledBackups(ctx context.Context) (string, error) {
 		return "", check.Skip("no scheduled backups (backup.schedule is empty)")
 	}
 	cron := crons.Items[0]
+	place := cronPlace(&cron)
 	f, _, err := facts.Store{Kube: cs, Namespace: e.Namespace, Release: e.Release}.Read(ctx)
 	if err != nil {
 		return "", err
 	}
-	if b := f.LastBackup; b != nil && !b.Succeeded {
-		return "", fmt.Errorf("the last backup, at %s, failed: %s (CronJob %s)", b.Time.Format(time.RFC3339), b.Error, cron.Name)
-	}
+	rec := f.BackupsByPlace[place]
 	jobs, err := cs.BatchV1().Jobs(e.Namespace).List(ctx, sel)
 	if err != nil {
 		return "", fmt.Errorf("listing Jobs: %w", err)
 	}
 	if job := newestJobOf(jobs.Items, cron.Name); job != nil {
-		if c := jobCondition(job, batchv1.JobFailed); c != nil && !recordedAfter(f.LastBackup, job) {
+		if c := jobCondition(job, batchv1.JobFailed); c != nil && !recordedAfter(rec, job) {
 			return "", fmt.Errorf("the newest backup Job %s failed (%s: %s) before it recorded its outcome", job.Name, c.Reason, c.Message)
 		}
 	}
-	last := f.LastSuccessfulBackup
-	if last == nil {
+	if rec != nil && !rec.Succeeded {
+		return "", fmt.Errorf("the last backup to %s, at %s, failed: %s (CronJob %s)", place, rec.Time.Format(time.RFC3339), rec.Error, cron.Name)
+	}
+	var last time.Time
+	if rec != nil {
+		last = rec.Time
+	}
+	if t := cron.Status.LastSuccessfulTime; t != nil && t.After(last) {
+		last = t.Time
+	}
+	where := place
+	if rec != nil && rec.Succeeded && rec.Location != "" {
+		where = rec.Location
+	}
+	if cron.Spec.Suspend != nil && *cron.Spec.Suspend {
+		return "", check.Warnf("CronJob %s is suspended (backup.suspend): it takes no backup%s", cron.Name, since(last, where))
+	}
+	due, err := nextDue(&cron, cmp.Or(last, cron.CreationTimestamp.Time))
+	if err != nil {
+		return "", err
+	}
+	if time.Now().After(due) {
+		return "", fmt.Errorf("no backup to %s has succeeded since %s: the schedule %q wanted one by %s (is the CronJob %s running its Jobs?)",
+			place, cmp.Or(last, cron.CreationTimestamp.Time).Format(time.RFC3339), cron.Spec.Schedule, due.Format(time.RFC3339), cron.Name)
+	}
+	if last.IsZero() {
 		return "", check.Warnf("CronJob %s (schedule %q) has not made a backup yet", cron.Name, cron.Spec.Schedule)
 	}
-	return fmt.Sprintf("CronJob %s (schedule %q); last backup %s, %s", cron.Name, cron.Spec.Schedule, last.Time.Format(time.RFC3339), last.Location), nil
+	return fmt.Sprintf("CronJob %s (schedule %q); last backup %s, %s", cron.Name, cron.Spec.Schedule, last.Format(time.RFC3339), where), nil
+}
+
+// cronPlace is where the CronJob sends backups: its backup's --dir.
+func cronPlace(cron *batchv1.CronJob) string {
+	for _, c := range cron.Spec.JobTemplate.Spec.Template.Spec.Containers {
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, "--dir="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// nextDue is when the backup after one that succeeded at last should have ended: the
+// schedule's next time after it, plus the Job's time limit and a margin for the Job to start.
+func nextDue(cron *batchv1.CronJob, last time.Time) (time.Time, error) {
+	spec := cron.Spec.Schedule
+	if tz := cron.Spec.TimeZone; tz != nil && *tz != "" && !strings.HasPrefix(spec, "@") {
+		spec = "CRON_TZ=" + *tz + " " + spec
+	}
+	sched, err := cronlib.ParseStandard(spec)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("CronJob %s: schedule %q: %w", cron.Name, cron.Spec.Schedule, err)
+	}
+	limit := time.Hour
+	if d := cron.Spec.JobTemplate.Spec.ActiveDeadlineSeconds; d != nil {
+		limit = time.Duration(*d) * time.Second
+	}
+	return sched.Next(last).Add(limit + 15*time.Minute), nil
+}
+
+func since(t time.Time, where string) string {
+	if t.IsZero() {
+		return ""
+	}
+	return "; the last succeeded at " + t.Format(time.RFC3339) + ", " + where
 }
 
 // newestJobOf is the newest Job the CronJob named made.
@@ -138,18 +202,15 @@ func (e *Env) checkBackupLocation(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading Secret %s/%s: %w", e.Namespace, name, err)
 	}
-	env := func(k string) string { return string(s.Data[k]) }
-	if env("AWS_ACCESS_KEY_ID") == "" || env("AWS_SECRET_ACCESS_KEY") == "" {
+	env := map[string]string{}
+	for k, v := range s.Data {
+		env[k] = string(v)
+	}
+	if env["AWS_ACCESS_KEY_ID"] == "" || env["AWS_SECRET_ACCESS_KEY"] == "" {
 		return "", fmt.Errorf("backup.secret.name: Secret %q has no AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY (it has %s): every backup would fail", name, secretKeys(s))
 	}
-	opts := []bucket.Option{bucket.WithStaticCredentials(env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))}
-	if u := firstNonEmpty(env("AWS_ENDPOINT_URL_S3"), env("AWS_ENDPOINT_URL")); u != "" {
-		opts = append(opts, bucket.WithEndpoint(u))
-	}
-	if r := firstNonEmpty(env("AWS_REGION"), env("AWS_DEFAULT_REGION")); r != "" {
-		opts = append(opts, bucket.WithRegion(r))
-	}
-	store, err := bucket.Open(ctx, opts...)
+	// The pod's environment is the Secret's keys alone: so is this client's.
+	store, err := bucket.Open(ctx, bucket.WithEnvironmentOnly(env))
 	if err != nil {
 		return "", err
 	}
@@ -173,13 +234,4 @@ func (e *Env) backupCronJob() *batchv1.CronJob {
 		}
 	}
 	return nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -45,14 +45,22 @@ func backupJob(name string, created time.Time, failed bool) *batchv1.Job {
 	return j
 }
 
-// check-scheduled-backups: skipped without backup.schedule; a failed backup (recorded, or a
-// Job that failed before recording) fails it with the error; none yet warns; a good one passes.
+// check-scheduled-backups: skipped without backup.schedule; a failed backup to the CronJob's
+// place (recorded, or a Job that failed before recording) fails it with the error, whatever
+// was backed up elsewhere since; a schedule that went by without a backup fails it; none yet
+// and a suspended CronJob warn; a good one passes.
 func TestPostCheckScheduledBackups(t *testing.T) {
-	cron := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-backup", Namespace: ns, Labels: backupLabels},
-		Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *"}}
+	const place = "s3://team-backups/polyaxon"
 	now := time.Now().UTC().Truncate(time.Second)
-	ok := &facts.Attempt{Time: now.Add(-time.Hour), Succeeded: true, Location: "s3://team-backups/polyaxon/polyaxon-1", Bytes: 1 << 20}
-	failed := facts.NewAttempt(errors.New("--dir s3://team-backups/polyaxon: bucket \"team-backups\" does not exist"))
+	cronAt := func(created time.Time, suspend bool) *batchv1.CronJob {
+		return &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-backup", Namespace: ns, Labels: backupLabels, CreationTimestamp: metav1.NewTime(created)},
+			Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *", Suspend: &suspend, JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "backup", Args: []string{"backup", "--dir=" + place}}}}}}}}}
+	}
+	cron := cronAt(now.Add(-time.Hour), false)
+	ok := (&facts.Attempt{Time: now.Add(-time.Hour), Succeeded: true, Location: place + "/polyaxon-1", Bytes: 1 << 20}).At(place)
+	failed := facts.NewAttempt(errors.New("--dir s3://team-backups/polyaxon: bucket \"team-backups\" does not exist")).At(place)
+	elsewhere := (&facts.Attempt{Time: now, Succeeded: true, Location: "/home/me/backups/polyaxon-2"}).At("/home/me/backups")
 	run := func(objects ...runtime.Object) check.Result {
 		c := healthy()
 		c.objects = append(c.objects, objects...)
@@ -72,6 +80,10 @@ func TestPostCheckScheduledBackups(t *testing.T) {
 	assert.Equal(t, check.Failed, r.Status)
 	assert.Contains(t, r.Detail, `bucket "team-backups" does not exist`)
 	assert.Contains(t, r.Hint, "kubectl -n NAMESPACE logs job/")
+	// A backup elsewhere since (an upgrade's, a manual one) hides nothing.
+	r = run(cron, factsWith(t, ok, failed, elsewhere))
+	assert.Equal(t, check.Failed, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "does not exist")
 	// The newest Job failed before it could record anything: the older success is no comfort.
 	r = run(cron, factsWith(t, ok), backupJob("polyaxon-backup-1", now.Add(-2*time.Hour), false), backupJob("polyaxon-backup-2", now.Add(-time.Minute), true))
 	assert.Equal(t, check.Failed, r.Status)
@@ -79,6 +91,17 @@ func TestPostCheckScheduledBackups(t *testing.T) {
 	// A newer success after a failed Job passes.
 	r = run(cron, factsWith(t, ok), backupJob("polyaxon-backup-0", now.Add(-3*time.Hour), true))
 	assert.Equal(t, check.Passed, r.Status, r.Detail)
+	// Three days without a backup under a daily schedule: the CronJob stopped firing.
+	old := cronAt(now.Add(-96*time.Hour), false)
+	stale := (&facts.Attempt{Time: now.Add(-72 * time.Hour), Succeeded: true, Location: place + "/polyaxon-0"}).At(place)
+	r = run(old, factsWith(t, stale))
+	assert.Equal(t, check.Failed, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "no backup to "+place+" has succeeded since")
+	r = run(old)
+	assert.Equal(t, check.Failed, r.Status, "never a backup in four days: %s", r.Detail)
+	r = run(cronAt(now.Add(-96*time.Hour), true), factsWith(t, stale))
+	assert.Equal(t, check.Warned, r.Status, r.Detail)
+	assert.Contains(t, r.Detail, "suspended")
 }
 
 // check-backup-location, against a real S3 store (versitygw): the bucket the scheduled backups

@@ -62,6 +62,17 @@ which every render includes.
 {{- if not (or $b.retention.keepLast $b.retention.keepWithin) -}}
 {{- fail "values: backup.retention keeps everything (keepLast 0, keepWithin empty): the backups would fill their store; set backup.retention.keepLast and/or keepWithin (e.g. 7 and 720h)" -}}
 {{- end -}}
+{{- $a := .Values.artifactsStore -}}
+{{- if and $b.secret.name (eq $b.secret.name (toString $a.secret.name)) -}}
+{{- fail (printf "values: backup.secret.name is %q, the artifacts store's Secret, which run pods get: any run could then write, forge or delete the backups; give the backups keys of their own, in a Secret of their own" $b.secret.name) -}}
+{{- end -}}
+{{- if and $b.location $a.bucket (eq (regexReplaceAll "^s3://([^/]+).*$" $b.location "${1}") (regexReplaceAll "^[a-z0-9]+://([^/]+).*$" (toString $a.bucket) "${1}")) (eq $a.kind "s3") -}}
+{{- fail (printf "values: backup.location %s is in the artifacts store's bucket, which run pods write: give the backups a bucket of their own" $b.location) -}}
+{{- end -}}
+{{- $cron := include "polyaxon.componentName" (dict "ctx" . "component" "backup") -}}
+{{- if gt (len $cron) 52 -}}
+{{- fail (printf "values: the backup CronJob's name %q is %d characters, over the 52 Kubernetes allows a CronJob: shorten fullnameOverride (or the release's name)" $cron (len $cron)) -}}
+{{- end -}}
 {{- include "polyaxon.validate.secretExists" (dict "ctx" . "name" $b.secret.name "at" "backup.secret.name" "namespaces" (list .Release.Namespace)) -}}
 {{- end -}}
 {{- end -}}
