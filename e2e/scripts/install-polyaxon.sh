@@ -30,8 +30,9 @@ REQ="e2e/polyaxon/requirements-$VERSION.txt"
 # `sandbox` adds WhiteNoise, with which haupt serves the web UI's static files itself (the
 # image's nginx does it there: e2e/cluster/local HostRewrites);
 # the agent needs `k8s_async` (2.18 spells the extra `k8s-async`; haupt's `streams` brings
-# kubernetes_asyncio in either case).
-SPECS=("haupt[streams,platform,sandbox]==$VERSION" "polyaxon[k8s_async]==$VERSION")
+# kubernetes_asyncio in either case); `s3` (s3fs, botocore) serves an artifacts store in a
+# bucket: haupt's streams and the runs' sidecar read and write it.
+SPECS=("haupt[streams,platform,sandbox]==$VERSION" "polyaxon[k8s_async,s3]==$VERSION")
 PYTHON="${PYTHON:-python3}"
 
 log() { echo "install-polyaxon: $*" >&2; }
