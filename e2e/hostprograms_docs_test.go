@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestReadmeHostProgramTables(t *testing.T) {
 
 	var programs strings.Builder
 	programs.WriteString("| image | containers | runs here | the image sets, and so do we |\n|---|---|---|---|\n")
-	for _, p := range local.PolyaxonProgramTable {
+	for _, p := range append(slices.Clone(local.PolyaxonProgramTable), local.RunProgramTable...) {
 		fmt.Fprintf(&programs, "| `%s` | %s | %s | %s |\n", p.Image, p.Containers, p.Runs, orDash(p.ImageSets))
 	}
 	var rewrites strings.Builder

@@ -2,20 +2,26 @@ package local
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
-// A pod of several containers (the gateway: nginx in front of haupt's API and streams) runs
-// one process per container whose image has a program. The first container leads, as before:
-// its exits are the container statuses the runner writes and its restart policy decides. The
-// others are its companions: started with each start of the first, after it, and stopped when
-// it exits, so a pod's processes always come and go together. They share the pod's ports
-// (podPorts), as a pod's containers share one network namespace: each reaches the others on
-// the loopback ports that stand for their container ports.
+// A pod of several containers (the gateway: nginx in front of haupt's API and streams; a run:
+// its main container and Polyaxon's sidecar) runs one process per container whose image has a
+// program. The first container leads: its exits are the container statuses the runner writes
+// and its restart policy decides. The others are its companions: started with each start of
+// the first, after it. When the first will start again, they are stopped with it, so a pod's
+// processes come and go together; when it ended for good (restartPolicy Never, or OnFailure
+// and exit 0), they run on until they end by themselves, as a kubelet lets them (a run's
+// sidecar syncs the run's files once the pod's status says the main container ended), and the
+// pod ends then. They share the pod's ports (podPorts), as a pod's containers share one network
+// namespace: each reaches the others on the loopback ports that stand for their container
+// ports.
 
 // runContainers are the names of the pod's containers that run here: the first, and every
 // other whose image has a program.
@@ -78,7 +84,7 @@ func (r *hostRunner) startCompanions(hp *hostPod, p *corev1.Pod, ports map[int32
 		keepPreviousLog(r.containerLog(p, name))
 		proc, _, err := r.prepare(hp.ctx, p, c, r.programs[imageRepository(c.Image)], ports)
 		if err == nil {
-			err = hp.startCompanion(proc)
+			err = hp.startCompanion(name, proc)
 		}
 		if err != nil {
 			hp.stopCompanions(0)
@@ -93,8 +99,9 @@ func (r *hostRunner) startCompanions(hp *hostPod, p *corev1.Pod, ports map[int32
 	return nil
 }
 
-// startCompanion starts proc beside the pod's first process, unless the pod is being stopped.
-func (hp *hostPod) startCompanion(proc *HostProcess) error {
+// startCompanion starts proc, container name's, beside the pod's first process, unless the pod
+// is being stopped.
+func (hp *hostPod) startCompanion(name string, proc *HostProcess) error {
 	hp.mu.Lock()
 	defer hp.mu.Unlock()
 	if hp.halted {
@@ -104,7 +111,34 @@ func (hp *hostPod) startCompanion(proc *HostProcess) error {
 		return err
 	}
 	hp.companions = append(hp.companions, proc)
+	if hp.companionNames == nil {
+		hp.companionNames = map[*HostProcess]string{}
+	}
+	hp.companionNames[proc] = name
 	return nil
+}
+
+// awaitCompanions waits until every companion of the current start has exited by itself, as
+// a kubelet lets the other containers of a pod whose first container ended for good run to
+// their own end (a run's sidecar syncs its outputs and logs once it reads from the pod's
+// status that the main container ended). It returns the name and exit code of the first that
+// failed ("" and 0 when all exited 0), and ok false when the pod was halted meanwhile.
+func (hp *hostPod) awaitCompanions() (failed string, code int, ok bool) {
+	hp.mu.Lock()
+	procs := slices.Clone(hp.companions)
+	names := maps.Clone(hp.companionNames)
+	hp.mu.Unlock()
+	for _, proc := range procs {
+		select {
+		case <-proc.Done():
+		case <-hp.ctx.Done():
+			return "", 0, false
+		}
+		if c := proc.ExitCode(); c != 0 && failed == "" {
+			failed, code = names[proc], c
+		}
+	}
+	return failed, code, true
 }
 
 // stopCompanions ends the companions of the current start (SIGTERM, SIGKILL after grace).

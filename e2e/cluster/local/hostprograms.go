@@ -38,6 +38,9 @@ type Program struct {
 	// EnvOverrides set variables after the pod's env, replacing its values, each a
 	// HostRewrites row.
 	EnvOverrides map[string]string
+	// HostEnv, when set, gives variables that depend on where the container's files are here
+	// (its mounts, HOME, KUBECONFIG), set after everything else, each a HostRewrites row.
+	HostEnv func(c ProgramContainer) ([]EnvVar, error)
 }
 
 // ProgramContainer is a container as its Program sees it.
@@ -383,6 +386,18 @@ func (r *hostRunner) prepare(ctx context.Context, p *corev1.Pod, c *corev1.Conta
 		}
 	}
 	pc := ProgramContainer{Pod: p, Image: c.Image, Env: env.vars, Ports: ports, Mounts: mounts}
+	if prog.HostEnv != nil {
+		vars, err := prog.HostEnv(pc)
+		if err != nil {
+			return nil, pc, err
+		}
+		for _, e := range vars {
+			old, _ := env.lookup(e.Name)
+			env.set(e.Name, e.Value)
+			rw.note(e.Name, old, e.Value)
+		}
+		pc.Env = env.vars
+	}
 	pc.Command = expandAll(c.Command, env.lookup)
 	pc.Args = expandAll(c.Args, env.lookup)
 	argv, err := prog.Command(pc)

@@ -77,8 +77,10 @@ type hostPod struct {
 	mu         sync.Mutex
 	proc       *HostProcess   // the container's current process; nil before the first start
 	companions []*HostProcess // the other containers' processes of the current start
-	deleted    bool
-	halted     bool
+	// companionNames are the companions' container names.
+	companionNames map[*HostProcess]string
+	deleted        bool
+	halted         bool
 }
 
 // start starts proc as the pod's current process, unless the pod is being stopped.
@@ -128,6 +130,13 @@ func (hp *hostPod) beginHalt(deleted bool) func(grace time.Duration) {
 		}
 		wg.Wait()
 	}
+}
+
+// hasCompanions says whether the current start has processes beside the first.
+func (hp *hostPod) hasCompanions() bool {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	return len(hp.companions) > 0
 }
 
 func (hp *hostPod) wasDeleted() bool {
@@ -197,6 +206,20 @@ func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, 
 		} else {
 			code, msg = r.follow(hp, p, c, prog, pc, proc)
 		}
+		ended, endedCode, endedMsg := c.Name, code, msg
+		if err == nil && !restartsAfter(p.Spec.RestartPolicy, code) && hp.hasCompanions() {
+			// The first container ended for good: the pod runs on until its other
+			// containers end by themselves, as on a kubelet; the first one's exit is in
+			// the pod's status meanwhile (a run's sidecar waits for it).
+			wctx, cancel := context.WithTimeout(hp.ctx, 30*time.Second)
+			if serr := r.containerExited(wctx, p, c.Name, terminated(code, "", msg, started, metav1.Now()), -1); serr != nil && hp.ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "host program for %s/%s: status: %v\n", p.Namespace, p.Name, serr)
+			}
+			cancel()
+			if failed, fcode, ok := hp.awaitCompanions(); ok && failed != "" && code == 0 {
+				ended, endedCode, endedMsg = failed, fcode, fmt.Sprintf("container %s exited %d", failed, fcode)
+			}
+		}
 		hp.stopCompanions(terminationGrace(p))
 		finished := metav1.Now()
 		if hp.wasDeleted() {
@@ -206,7 +229,7 @@ func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, 
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		policy := p.Spec.RestartPolicy
 		if !restartsAfter(policy, code) {
-			err := endPod(wctx, r.c, p.Namespace, p.Name, c.Name, code, msg, started)
+			err := endPod(wctx, r.c, p.Namespace, p.Name, ended, endedCode, endedMsg, started)
 			cancel()
 			if err != nil && ctx.Err() == nil && !strings.Contains(err.Error(), "deleted") {
 				fmt.Fprintf(os.Stderr, "host program for %s/%s: %v\n", p.Namespace, p.Name, err)

@@ -286,3 +286,74 @@ func TestLocalPodDeletionTermThenKill(t *testing.T) {
 		assert.Equal(t, strconv.Itoa(pid), strings.TrimSpace(string(b)), "%s was not started again after its pod's deletion", name)
 	}
 }
+
+// A pod whose first container ends for good (restartPolicy Never) keeps its other containers
+// running until they end by themselves, as on a kubelet: the pod stays Running with the first
+// container's exit in its status meanwhile (what a run's sidecar waits for before its last
+// sync), and ends by every container's exit (a companion's failure fails it).
+func TestLocalCompanionsOutliveAFirstContainerThatEnded(t *testing.T) {
+	c := sharedCluster(t)
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t, c, "companions")
+	dir := t.TempDir()
+	pod := func(name, sidecar string) {
+		spec := shellPod(corev1.RestartPolicyNever, "echo main done")
+		spec.Containers = append(spec.Containers, corev1.Container{Name: "sidecar", Image: shellImage + ":1", Command: []string{"sh", "-c", sidecar}})
+		_, err := c.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	synced := filepath.Join(dir, "synced")
+	pod("syncs-last", fmt.Sprintf("sleep 4; echo synced > %s", synced))
+	pod("sidecar-fails", "sleep 1; echo broken; exit 7")
+
+	var sawMainEnded bool
+	var p corev1.Pod
+	waitFor(t, time.Minute, "syncs-last ended", func(ctx context.Context) (bool, error) {
+		got, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "syncs-last", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		p = *got
+		if p.Status.Phase == corev1.PodRunning {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Name == "main" && cs.State.Terminated != nil {
+					sawMainEnded = true
+				}
+			}
+		}
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
+	})
+	assert.True(t, sawMainEnded, "the pod was Running with its first container terminated while the sidecar ran")
+	assert.Equal(t, corev1.PodSucceeded, p.Status.Phase)
+	b, err := os.ReadFile(synced)
+	require.NoError(t, err, "the sidecar ran to its end: it was not stopped with the first container")
+	assert.Equal(t, "synced\n", string(b))
+	var mainEnd, podEnd time.Time
+	for _, cs := range p.Status.ContainerStatuses {
+		require.NotNilf(t, cs.State.Terminated, "container %s", cs.Name)
+		assert.Zerof(t, cs.State.Terminated.ExitCode, "container %s", cs.Name)
+		if cs.Name == "main" {
+			mainEnd = cs.State.Terminated.FinishedAt.Time
+		} else {
+			podEnd = cs.State.Terminated.FinishedAt.Time
+		}
+	}
+	assert.Truef(t, mainEnd.Before(podEnd), "the first container's end (%s) is its own, before the sidecar's (%s)", mainEnd, podEnd)
+
+	waitFor(t, time.Minute, "sidecar-fails ended", func(ctx context.Context) (bool, error) {
+		got, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "sidecar-fails", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		p = *got
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
+	})
+	assert.Equal(t, corev1.PodFailed, p.Status.Phase, "a container that failed fails the pod")
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == "sidecar" {
+			require.NotNil(t, cs.State.Terminated)
+			assert.Equal(t, int32(7), cs.State.Terminated.ExitCode)
+		}
+	}
+}

@@ -150,6 +150,9 @@ func endPod(ctx context.Context, c *cluster.Cluster, ns, name, container string,
 		}
 		for i := range p.Status.ContainerStatuses {
 			cs := &p.Status.ContainerStatuses[i]
+			if cs.State.Terminated != nil {
+				continue // it ended before the pod did (a pod's first container, before its sidecar)
+			}
 			term := &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: started, FinishedAt: now}
 			if cs.Name == container {
 				term.ExitCode, term.Reason, term.Message = int32(code), reason, msg
