@@ -461,10 +461,10 @@ func firstContainer(ctx context.Context, cs kubernetes.Interface, ns, pod string
 // runCreatedRE is how the CLI names the run it created: owner/project:name@uuid.
 var runCreatedRE = regexp.MustCompile(`A new run was created: \S+@([0-9a-f]{32})`)
 
-// submit runs `polyaxon run -f file -p project` and returns the run's uuid.
-func (p *polyaxonCLI) submit(t *testing.T, ctx context.Context, file, project string) string {
+// submit runs `polyaxon run -f file -p project [args]` and returns the run's uuid.
+func (p *polyaxonCLI) submit(t *testing.T, ctx context.Context, file, project string, args ...string) string {
 	t.Helper()
-	out, err := p.run(ctx, "run", "-f", file, "-p", project)
+	out, err := p.run(ctx, append([]string{"run", "-f", file, "-p", project}, args...)...)
 	require.NoError(t, err)
 	m := runCreatedRE.FindStringSubmatch(out)
 	require.NotNilf(t, m, "polyaxon run printed no run uuid:\n%s", out)
@@ -534,9 +534,15 @@ func terminal(status string) bool {
 // nodes; a run that Polyaxon failed meanwhile fails at once, with Polyaxon's message.
 func waitRunPods(t *testing.T, c *testCluster, cli *polyaxonCLI, ns, uuid string, n int) []corev1.Pod {
 	t.Helper()
+	return waitRunPodsOf(t, c, cli, ns, "demo", uuid, n)
+}
+
+// waitRunPodsOf is waitRunPods for a run of project.
+func waitRunPodsOf(t *testing.T, c *testCluster, cli *polyaxonCLI, ns, project, uuid string, n int) []corev1.Pod {
+	t.Helper()
 	var out []corev1.Pod
 	waitFor(t, 3*time.Minute, fmt.Sprintf("%d pods of run %s bound", n, uuid), func(ctx context.Context) (bool, string, error) {
-		if st, conds, err := cli.statuses(ctx, "demo", uuid); err == nil && st == "failed" {
+		if st, conds, err := cli.statuses(ctx, project, uuid); err == nil && st == "failed" {
 			return false, "", fmt.Errorf("Polyaxon failed run %s: %s", uuid, conds)
 		}
 		pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + uuid})
