@@ -194,9 +194,6 @@ func configOf(env map[string]string) aws.Config {
 	return cfg
 }
 
-// Client is the S3 client, for callers with needs of their own.
-func (s *Store) Client() *s3.Client { return s.client }
-
 // where names the store for messages: its endpoint when it is not AWS.
 func (s *Store) where(l Location) string {
 	if s.endpoint != "" {
