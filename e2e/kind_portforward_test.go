@@ -125,8 +125,11 @@ func (r resending) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// forwardingCut is an error of a connection that kubectl port-forward refused or dropped.
+// forwardingCut is an error of a connection that kubectl port-forward refused or dropped. A drop
+// seen while the body is still being written surfaces as a broken pipe, or as the transport's own
+// close of the connection (net.ErrClosed) once its reader saw the end first.
 func forwardingCut(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
