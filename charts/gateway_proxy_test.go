@@ -131,10 +131,15 @@ func checkGatewayProxyConfig(t testing.TB, ch *chart.Chart) {
 		"location /tmp/plx/archives/ {\n            internal;",
 		"disable_symlinks on;",
 		"proxy_set_header Host $http_host;",
+		"location /streams/ {\n            auth_request /_polyaxon/run-of-project;",
+		`"~^/streams/v1/[^/?]+/[^/?]+/[^/?]+/runs/multi(/|\?|$)" "";`,
+		"/api/v1/$polyaxon_owner/$polyaxon_project/runs/$polyaxon_run/;",
+		"error_page 404 = @polyaxon_not_the_projects;",
 	} {
 		assert.Contains(t, conf, want)
 	}
-	for _, unwanted := range []string{"auth_request", "/services/v1", "resolver"} {
+	assert.Equal(t, 1, strings.Count(conf, "auth_request "), "haupt's own auth request is not asked: only the project of a run's route is")
+	for _, unwanted := range []string{"/auth-request/v1", "/services/v1", "resolver"} {
 		assert.NotContains(t, conf, unwanted)
 	}
 

@@ -35,10 +35,11 @@ import (
 // the outputs and the container's logs to the bucket under the run's uuid; haupt's streams
 // serve the file back from the bucket through the gateway, the CLI the logs.
 //
-// What isolation there is between projects is measured, not assumed: Polyaxon keeps every run
-// of every project under <bucket>/<run uuid>/ with one set of keys, which go to every run
-// pod's init container and sidecar; a run of another project that names the store's
-// connection gets them in its own container and reads any run's files from the bucket.
+// Polyaxon keeps every run of every project under <bucket>/<run uuid>/ with one set of keys,
+// which go to every run pod's init container and sidecar: a run of another project that asks
+// for them (the store as its connection, its own command in the init container, an init of
+// this run's outputs) is refused by the runs' admission policy, and the streams' URL of
+// another project serves nothing.
 func TestArtifactsInAnS3Store(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	start := time.Now()
@@ -145,9 +146,9 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 		t.Logf("the web UI showed the run's files in %s", time.Since(began).Round(100*time.Millisecond))
 	})
 
-	t.Run("projects are not isolated in the store: a run of another project reads this one's output", func(t *testing.T) {
-		// By default a run's own container gets none of the store's keys: only Polyaxon's
-		// init container and sidecar do (envFrom the store's Secret).
+	t.Run("a run of another project gets neither the store's keys nor this run's artifacts", func(t *testing.T) {
+		// A run's own container gets none of the store's keys: only Polyaxon's init container
+		// and sidecar do (envFrom the store's Secret), in the shape Polyaxon gives them.
 		for _, ctr := range pods[0].Spec.Containers {
 			if ctr.Name == "polyaxon-main" {
 				assert.Empty(t, ctr.EnvFrom, "the run's own container")
@@ -158,21 +159,36 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 				assert.Truef(t, referencesSecret(ctr.EnvFrom, "polyaxon-s3"), "container %s gets the store's keys", ctr.Name)
 			}
 		}
-		// Through the API: streams build the path from the run's uuid alone (<bucket>/<uuid>/),
-		// so another project's URL serves the file too.
 		_, err := cli.run(ctx, "project", "create", "--name", "intruder")
 		require.NoError(t, err)
-		status, body := gatewayGet(t, ctx, addr, fmt.Sprintf("/streams/v1/%s/default/intruder/runs/%s/artifact?path=outputs/model.txt", runsNS, uuid))
-		t.Logf("run %s's file under project intruder's URL: %d %q", uuid, status, body)
-		assert.Equal(t, want, body, "streams check no project: the uuid is the whole key")
+		// Each way a polyaxonfile has to the keys or to another run's folder is refused by
+		// the runs' admission policy: the run fails with the reason, and nothing ran.
+		for _, h := range []struct{ file, message string }{
+			{"s3-read-other-run.yaml", "container polyaxon-main (python:3.11-slim) is the run's own"},
+			{"s3-init-other-run.yaml", "(polyaxon/polyaxon-init:2.18.0) fetches more than this run's own artifacts"},
+			{"s3-init-own-image.yaml", "(python:3.11-slim) is not Polyaxon's init container"},
+		} {
+			args := []string{}
+			if h.file != "s3-init-own-image.yaml" {
+				args = append(args, "-P", "target="+uuid)
+			}
+			other := cli.submit(t, ctx, filepath.Join(files, h.file), "intruder", args...)
+			msg := cli.waitStatus(t, ctx, "intruder", other, "failed")
+			assert.Containsf(t, msg, "the artifacts store's keys (Secret polyaxon-s3) reach only Polyaxon's own init container", "%s: %.800s", h.file, msg)
+			assert.Containsf(t, msg, h.message, "%s: %.800s", h.file, msg)
+			assert.Empty(t, listKeys(t, ctx, client, bucket, other+"/"), "%s: the refused run left nothing in the bucket", h.file)
+			t.Logf("%s: failed: %.400s", h.file, msg)
+		}
+	})
 
-		// In a run: a polyaxonfile of project intruder names the store's connection, gets its
-		// keys in its own container, and reads the other run's output from the bucket.
-		other := cli.submit(t, ctx, filepath.Join(files, "s3-read-other-run.yaml"), "intruder", "-P", "target="+uuid)
-		cli.waitStatus(t, ctx, "intruder", other, "succeeded")
-		logs := getObject(t, ctx, client, bucket, other+"/plxlogs/"+waitRunPodsOf(t, c, cli, runsNS, "intruder", other, 1)[0].Name+".jsonl")
-		assert.Contains(t, logs, "the store's keys in this run's environment: True")
-		assert.Contains(t, logs, "read from the bucket: "+strings.TrimSpace(want), "a run of project intruder read project vision's output")
+	t.Run("streams serve a run's files only under its own project's URL", func(t *testing.T) {
+		// The streams' routes take the project from the URL and read the bucket by uuid alone:
+		// the gateway asks the API whether the run is the project's first.
+		status, body := gatewayGet(t, ctx, addr, fmt.Sprintf("/streams/v1/%s/default/intruder/runs/%s/artifact?path=outputs/model.txt", runsNS, uuid))
+		assert.Equal(t, http.StatusNotFound, status, "run %s's file under project intruder's URL: %q", uuid, body)
+		assert.NotContains(t, body, strings.TrimSpace(want))
+		status, body = gatewayGet(t, ctx, addr, fmt.Sprintf("/streams/v1/%s/default/vision/runs/%s/artifact?path=outputs/model.txt", runsNS, uuid))
+		assert.Equal(t, http.StatusOK, status, body)
 	})
 	t.Logf("TestArtifactsInAnS3Store: %s in all", time.Since(start).Round(time.Second))
 }

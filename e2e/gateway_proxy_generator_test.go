@@ -88,7 +88,12 @@ func TestGatewayProxyFollowsHauptsGenerator(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			fmt.Fprintf(w, "%s %s", name, r.URL.Path)
+			// The API knows no run of project intruder (haupt's RunEndpoint: owner, project, uuid).
+			if name == "api" && strings.HasPrefix(r.URL.Path, "/api/v1/default/intruder/runs/") {
+				http.NotFound(w, r)
+				return
+			}
+			fmt.Fprintf(w, "%s %s %s", name, r.Method, r.URL.Path)
 		})}
 		go func() { _ = srv.Serve(ln) }()
 		t.Cleanup(func() { _ = srv.Close() })
@@ -150,6 +155,33 @@ func TestGatewayProxyFollowsHauptsGenerator(t *testing.T) {
 		assert.Equalf(t, want, got, "GET %s (haupt's location %q)", sample, pattern)
 		if internal {
 			assert.Truef(t, status == http.StatusNotFound, "haupt keeps %q internal; the chart answers %d", pattern, status)
+		}
+	}
+	assertStreamsRoutesCheckTheProject(t, addr)
+}
+
+// The chart's own check: a streams route of one run is read only when the API finds the run
+// in the URL's project; multi-run routes are passed as they are.
+func assertStreamsRoutesCheckTheProject(t *testing.T, addr string) {
+	const run = "0123456789abcdef0123456789abcdef"
+	for _, c := range []struct {
+		method, target string
+		status         int
+		answer         string
+	}{
+		{http.MethodGet, "/streams/v1/runs-ns/default/vision/runs/" + run + "/artifact?path=outputs/model.txt", http.StatusOK, "streams GET /streams/v1/runs-ns/default/vision/runs/" + run + "/artifact"},
+		{http.MethodGet, "/streams/v1/runs-ns/default/intruder/runs/" + run + "/artifact?path=outputs/model.txt", http.StatusForbidden, ""},
+		{http.MethodGet, "/streams/v1/runs-ns/default/intruder/runs/" + run + "/artifacts/tree", http.StatusForbidden, ""},
+		{http.MethodHead, "/streams/v1/runs-ns/default/intruder/runs/" + run + "/logs", http.StatusForbidden, ""},
+		{http.MethodPost, "/streams/v1/runs-ns/default/intruder/runs/" + run + "/job/logs", http.StatusForbidden, ""},
+		{http.MethodPost, "/streams/v1/runs-ns/default/vision/runs/" + run + "/job/logs", http.StatusOK, "api POST /streams/v1/runs-ns/default/vision/runs/" + run + "/job/logs"},
+		{http.MethodGet, "/streams/v1/runs-ns/default/intruder/runs/multi/events/metric?runs=" + run, http.StatusOK, "streams GET /streams/v1/runs-ns/default/intruder/runs/multi/events/metric"},
+	} {
+		status, answer, err := rawRequest(context.Background(), addr, hostileRequest{method: c.method, target: c.target})
+		require.NoError(t, err, c.target)
+		assert.Equalf(t, c.status, status, "%s %s: %s", c.method, c.target, answer)
+		if c.answer != "" {
+			assert.Equalf(t, c.answer, string(answerBody(answer)), "%s %s", c.method, c.target)
 		}
 	}
 }

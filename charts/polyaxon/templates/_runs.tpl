@@ -163,6 +163,28 @@ in a shared namespace, not one that appears later in the runs' own.
 {{- toJson (dict "secrets" ($secrets | uniq) "configMaps" ($configMaps | uniq) "claims" ($claims | uniq)) -}}
 {{- end -}}
 
+{{/*
+What keeps a bucket store's keys to Polyaxon's own containers of a run (JSON; {} when the
+store is no bucket): the store's Secret, where its keys are mounted as files, the images of
+Polyaxon's init container and sidecar as Polyaxon writes them (image:tag), the store's
+connection name, its kind and its root (regex-quoted). Polyaxon gives those keys to the init
+containers that fetch artifacts and to the sidecar, and keeps the fields a polyaxonfile sets
+on them (image, command, env, mounts): the runs' ValidatingAdmissionPolicy lets the keys reach
+a container only in the shape Polyaxon itself gives it (polyaxon.runs.specVariables).
+*/}}
+{{- define "polyaxon.runs.storeGuard" -}}
+{{- $s := .Values.artifactsStore -}}
+{{- if and (has $s.kind (list "s3" "gcs" "wasb")) $s.secret.name -}}
+{{- $init := include "polyaxon.runs.container" (dict "ctx" . "name" "init") | fromJson -}}
+{{- $sidecar := include "polyaxon.runs.container" (dict "ctx" . "name" "sidecar") | fromJson -}}
+{{- toJson (dict "secret" $s.secret.name "mountPath" ($s.secret.mountPath | default "")
+    "init" (printf "%s:%s" $init.image $init.imageTag) "sidecar" (printf "%s:%s" $sidecar.image $sidecar.imageTag)
+    "name" $s.name "kind" $s.kind "root" (regexQuoteMeta (trimSuffix "/" $s.bucket))) -}}
+{{- else -}}
+{}
+{{- end -}}
+{{- end -}}
+
 {{/* runs.protectedCategories -> [{name, labels, selector}]: `core` from nodeSelectors.core, a
 dependency from its own nodeSelector; a category without labels is left out. */}}
 {{- define "polyaxon.runs.protectedSelectors" -}}
@@ -288,6 +310,64 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
         .filter(l, l.size() > 0).map(l, l.join(", "))
   - name: nameservers
     expression: 'variables.specs.map(s, s.?dnsConfig.?nameservers.orValue([])).filter(l, l.size() > 0).map(l, l.join(", "))'
+  {{- $guard := include "polyaxon.runs.storeGuard" . | fromJson }}
+  {{- if $guard.secret }}
+  {{- $seg := `(/\.?[A-Za-z0-9_-][A-Za-z0-9._-]*)*` }}
+  {{- $own := printf "/plx-context/artifacts/@RUN@%s" $seg }}
+  {{- $mkdir := printf `if \[ ! -d "%s" \]; then mkdir -m 0777 -p %s; fi;` $own $own }}
+  {{- $fetch := printf `polyaxon initializer path --connection-name=%s --connection-kind=%s --path-from=%s/@RUN@%s --path-to=%s( --is-file| --check-path| --sync-fw)? ?;` (regexQuoteMeta $guard.name) $guard.kind $guard.root $seg $own }}
+  {{- $_ := set $guard "script" (printf "^((%s|%s) ?)+$" $mkdir $fetch) }}
+  {{- $_ := set $guard "tensorboard" (printf "^--(context-from=%s|context-to=/plx-context/artifacts|connection-kind=%s|uuids=@RUN@(,@RUN@)*)$" $guard.root $guard.kind) }}
+  {{- $_ := set $guard "sidecarArg" "^--(container-id=[a-z0-9]([-a-z0-9]*[a-z0-9])?|sleep-interval=[0-9]+|sync-interval=[0-9]+|monitor-logs|monitor-spec)$" }}
+  {{- $_ := set $guard "env" (list "POLYAXON_API_VERSION" "POLYAXON_ARTIFACTS_STORE_NAME" "POLYAXON_AUTHENTICATION_TYPE" "POLYAXON_CONNECTIONS_CATALOG" "POLYAXON_CONTAINER_ID" "POLYAXON_HEADER" "POLYAXON_HEADER_SERVICE" "POLYAXON_HOST" "POLYAXON_IS_MANAGED" "POLYAXON_K8S_NAMESPACE" "POLYAXON_K8S_NODE_NAME" "POLYAXON_K8S_POD_ID" "POLYAXON_RUN_INSTANCE") }}
+  {{- $_ := set $guard "mounts" (compact (list "/plx-context/artifacts" $guard.mountPath)) }}
+  # A bucket store's keys (polyaxon.runs.storeGuard) reach only Polyaxon's own containers, in
+  # the shape Polyaxon gives them: its init container fetching this run's own artifacts (its
+  # image, `/bin/sh -c` with Polyaxon's script, or its tensorboard initializer) and its sidecar
+  # (its image and arguments); with Polyaxon's environment variables only, mounts under its
+  # context, no probe, hook or working directory. A polyaxonfile keeps its own image, command,
+  # env and mounts on those containers, and names the store as a connection of its own
+  # container: each of those is refused. Runs are told apart by their uuid only, so fetching
+  # another run's artifacts is fetching any project's (runs.artifactsOfOtherRuns).
+  - name: store
+    expression: {{ include "polyaxon.cel.literal" $guard | quote }}
+  - name: ownRun
+    expression: 'object.metadata.?labels[?"app.kubernetes.io/instance"].orValue("")'
+  - name: runPattern
+    expression: '{{ .Values.runs.artifactsOfOtherRuns }} ? "[0-9a-f]{32}" : variables.ownRun'
+  - name: storeLeaks
+    expression: >-
+      variables.specs.map(s,
+        s.?initContainers.orValue([]).filter(c, c.?envFrom.orValue([]).exists(e, e.?secretRef.?name.orValue("") == variables.store.secret)
+            || c.?env.orValue([]).exists(e, e.?valueFrom.?secretKeyRef.?name.orValue("") == variables.store.secret)
+            || c.?volumeMounts.orValue([]).exists(m, s.?volumes.orValue([]).exists(v, v.name == m.name
+              && (v.?secret.?secretName.orValue("") == variables.store.secret || v.?projected.?sources.orValue([]).exists(p, p.?secret.?name.orValue("") == variables.store.secret)))))
+          .filter(c, !(variables.ownRun.matches("^[0-9a-f]{32}$") && c.name.startsWith("polyaxon-init-") && c.?image.orValue("") == variables.store.init
+            && c.?env.orValue([]).all(e, e.name in variables.store.env)
+            && c.?envFrom.orValue([]).all(e, e.?secretRef.?name.orValue("") == variables.store.secret)
+            && c.?volumeMounts.orValue([]).all(m, m.mountPath in variables.store.mounts)
+            && !c.?lifecycle.hasValue() && !c.?livenessProbe.hasValue() && !c.?readinessProbe.hasValue() && !c.?startupProbe.hasValue() && !c.?workingDir.hasValue()
+            && ((c.?command.orValue([]) == ["/bin/sh", "-c"] && c.?args.orValue([]).size() == 1
+                && c.args[0].matches(variables.store.script.replace("@RUN@", variables.runPattern)))
+              || (c.?command.orValue([]) == ["polyaxon", "initializer", "tensorboard"]
+                && c.?args.orValue([]).all(a, a.matches(variables.store.tensorboard.replace("@RUN@", variables.runPattern)))))))
+          .map(c, "init container " + c.name + " (" + c.?image.orValue("") + ")"
+            + (c.?image.orValue("") == variables.store.init ? " fetches more than this run's own artifacts, or with a command, variable or mount of the polyaxonfile's" : " is not Polyaxon's init container"))
+        + s.?containers.orValue([]).filter(c, c.?envFrom.orValue([]).exists(e, e.?secretRef.?name.orValue("") == variables.store.secret)
+            || c.?env.orValue([]).exists(e, e.?valueFrom.?secretKeyRef.?name.orValue("") == variables.store.secret)
+            || c.?volumeMounts.orValue([]).exists(m, s.?volumes.orValue([]).exists(v, v.name == m.name
+              && (v.?secret.?secretName.orValue("") == variables.store.secret || v.?projected.?sources.orValue([]).exists(p, p.?secret.?name.orValue("") == variables.store.secret)))))
+          .filter(c, !(variables.ownRun.matches("^[0-9a-f]{32}$") && c.name == "polyaxon-sidecar" && c.?image.orValue("") == variables.store.sidecar
+            && c.?env.orValue([]).all(e, e.name in variables.store.env)
+            && c.?env.orValue([]).exists(e, e.name == "POLYAXON_RUN_INSTANCE" && e.?value.orValue("").endsWith(".runs." + variables.ownRun))
+            && c.?envFrom.orValue([]).all(e, e.?secretRef.?name.orValue("") == variables.store.secret)
+            && c.?volumeMounts.orValue([]).all(m, m.mountPath in variables.store.mounts)
+            && !c.?lifecycle.hasValue() && !c.?livenessProbe.hasValue() && !c.?readinessProbe.hasValue() && !c.?startupProbe.hasValue() && !c.?workingDir.hasValue()
+            && c.?command.orValue([]) == ["polyaxon", "sidecar"] && c.?args.orValue([]).all(a, a.matches(variables.store.sidecarArg))))
+          .map(c, "container " + c.name + " (" + c.?image.orValue("") + ")"
+            + (c.?image.orValue("") == variables.store.sidecar ? " runs with a command, variable or mount of the polyaxonfile's" : " is the run's own"))
+      ).filter(l, l.size() > 0).map(l, l.join("; "))
+  {{- end }}
   # The run pools as label maps: a spec with a nodeSelector or required node affinity of its
   # own (which the placement policies keep, so it gets no category's) must keep its pods to
   # them: its nodeSelector names every label of one, or every required term an In whose values
@@ -418,6 +498,16 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
       + (variables.secrets.size() > 0 ? variables.secrets.join(", ") : "none") + "): "
       + variables.badSecrets.join("; ")
       + ": remove it from the polyaxonfile, or give runs a connection with that Secret (chart values connections, runs.allowedSecrets)"
+  {{- $guard := include "polyaxon.runs.storeGuard" . | fromJson }}
+  {{- if $guard.secret }}
+  - expression: 'variables.storeLeaks.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "the artifacts store's keys (Secret " + variables.store.secret + ") reach only Polyaxon's own init container, fetching this run's own artifacts, and its sidecar: "
+      + variables.storeLeaks.join("; ")
+      + ": remove `connections: [{{ $guard.name }}]`, plugins.mountArtifactsStore and plugins.collectArtifacts: false from the polyaxonfile, and any container, command, env or mount of its own from its `init` of artifacts;"
+      + " a run fetches only its own artifacts, since the store tells runs apart by uuid only, not by project (chart value runs.artifactsOfOtherRuns)"
+  {{- end }}
   - expression: 'variables.badConfigMaps.size() == 0'
     reason: Forbidden
     messageExpression: >-

@@ -18,6 +18,10 @@ Where it differs, and why:
   user and answers a /k8s/ exec path with the gateway's own service-account token, which
   /k8s/v1/ then uses to exec into any pod its Role reaches: whoever reaches the gateway would
   get that. Administrators keep `kubectl exec`.
+- A streams route of one run (`/streams/v1/{namespace}/{owner}/{project}/runs/{uuid}/...`)
+  is served only when the API finds that run in that project: haupt's streams read the store
+  by the uuid alone and never look at the project. The multi-run routes (`runs/multi/`) take
+  their runs in the query and are not checked.
 - Streams reads (GET, HEAD) go to the streams container, which holds no database password,
   secret key or internal token and mounts the store read-only; writes to /streams/ (uploads,
   deletes) go to the API container, which mounts it read-write. Neither follows a link under
@@ -92,6 +96,15 @@ http {
         "~^[^?]*//" 1;
     }
 
+    # The API's own URL of the run a streams route names ("" for routes of no single run):
+    # haupt's streams read a run's files, logs and events by its uuid alone, whatever project
+    # the URL names.
+    map $request_uri $polyaxon_run_of_project {
+        default "";
+        "~^/streams/v1/[^/?]+/[^/?]+/[^/?]+/runs/multi(/|\?|$)" "";
+        "~^/streams/v1/[^/?]+/(?<polyaxon_owner>[^/?]+)/(?<polyaxon_project>[^/?]+)/runs/(?<polyaxon_run>[^/?]+)" /api/v1/$polyaxon_owner/$polyaxon_project/runs/$polyaxon_run/;
+    }
+
     server {
         {{- if .Values.ssl.enabled }}
         listen {{ .Values.gateway.service.targetPort }} ssl;
@@ -112,8 +125,26 @@ http {
             return 403;
         }
         location /streams/ {
+            auth_request /_polyaxon/run-of-project;
             proxy_pass http://$polyaxon_streams_upstream;
             proxy_buffering off;
+        }
+        # A run's route answers only when the run is the URL's project's: the API looks runs
+        # up by owner, project and uuid (a 404 there is a 403 here, and the route is not read).
+        location = /_polyaxon/run-of-project {
+            internal;
+            if ($polyaxon_run_of_project = "") {
+                return 204;
+            }
+            proxy_method GET;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_intercept_errors on;
+            error_page 404 = @polyaxon_not_the_projects;
+            proxy_pass http://polyaxon_api$polyaxon_run_of_project;
+        }
+        location @polyaxon_not_the_projects {
+            return 403;
         }
         # haupt's generator keeps /tmp/ internal too; only the archives below are ever served.
         location /tmp/ {
