@@ -59,6 +59,19 @@ func TestBucketKeysReachOnlyPolyaxonsOwnContainers(t *testing.T) {
 	for _, name := range []string{"plain", "init-own", "user-sidecar", "init-git"} {
 		assert.NoError(t, admit(name), "%s: Polyaxon's own init container and sidecar get the keys, as Polyaxon builds them", name)
 	}
+	// As the API server creates it: the ServiceAccount admission plugin mounts the token.
+	pod := storePod(t, "plain")
+	exp := int64(3607)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "kube-api-access-x", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: &exp, Path: "token"}},
+		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}}}}})
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			cs[i].VolumeMounts = append(cs[i].VolumeMounts, corev1.VolumeMount{Name: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true})
+		}
+	}
+	_, err := ev.AdmitPod(ctx, pod)
+	assert.NoError(t, err, "the runs ServiceAccount's token, mounted by the API server")
 
 	const fix = "remove `connections: [artifacts]`, plugins.mountArtifactsStore and plugins.collectArtifacts: false from the polyaxonfile"
 	const initFetching = "(polyaxon/polyaxon-init:2.18.0) fetches more than this run's own artifacts, or with a command, variable or mount of the polyaxonfile's"

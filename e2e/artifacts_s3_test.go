@@ -185,7 +185,7 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 		// The streams' routes take the project from the URL and read the bucket by uuid alone:
 		// the gateway asks the API whether the run is the project's first.
 		status, body := gatewayGet(t, ctx, addr, fmt.Sprintf("/streams/v1/%s/default/intruder/runs/%s/artifact?path=outputs/model.txt", runsNS, uuid))
-		assert.Equal(t, http.StatusNotFound, status, "run %s's file under project intruder's URL: %q", uuid, body)
+		assert.Equal(t, http.StatusForbidden, status, "run %s's file under project intruder's URL: %q", uuid, body)
 		assert.NotContains(t, body, strings.TrimSpace(want))
 		status, body = gatewayGet(t, ctx, addr, fmt.Sprintf("/streams/v1/%s/default/vision/runs/%s/artifact?path=outputs/model.txt", runsNS, uuid))
 		assert.Equal(t, http.StatusOK, status, body)

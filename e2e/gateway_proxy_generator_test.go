@@ -88,6 +88,11 @@ func TestGatewayProxyFollowsHauptsGenerator(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Django allows the client's Host only (ALLOWED_HOSTS), not the upstream's name.
+			if r.Host == "polyaxon_api" || r.Host == "polyaxon_streams" {
+				http.Error(w, "Invalid HTTP_HOST header: "+r.Host, http.StatusBadRequest)
+				return
+			}
 			// The API knows no run of project intruder (haupt's RunEndpoint: owner, project, uuid).
 			if name == "api" && strings.HasPrefix(r.URL.Path, "/api/v1/default/intruder/runs/") {
 				http.NotFound(w, r)

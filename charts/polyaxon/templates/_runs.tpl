@@ -320,7 +320,8 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
   {{- $_ := set $guard "tensorboard" (printf "^--(context-from=%s|context-to=/plx-context/artifacts|connection-kind=%s|uuids=@RUN@(,@RUN@)*)$" $guard.root $guard.kind) }}
   {{- $_ := set $guard "sidecarArg" "^--(container-id=[a-z0-9]([-a-z0-9]*[a-z0-9])?|sleep-interval=[0-9]+|sync-interval=[0-9]+|monitor-logs|monitor-spec)$" }}
   {{- $_ := set $guard "env" (list "POLYAXON_API_VERSION" "POLYAXON_ARTIFACTS_STORE_NAME" "POLYAXON_AUTHENTICATION_TYPE" "POLYAXON_CONNECTIONS_CATALOG" "POLYAXON_CONTAINER_ID" "POLYAXON_HEADER" "POLYAXON_HEADER_SERVICE" "POLYAXON_HOST" "POLYAXON_IS_MANAGED" "POLYAXON_K8S_NAMESPACE" "POLYAXON_K8S_NODE_NAME" "POLYAXON_K8S_POD_ID" "POLYAXON_RUN_INSTANCE") }}
-  {{- $_ := set $guard "mounts" (compact (list "/plx-context/artifacts" $guard.mountPath)) }}
+  {{- /* The ServiceAccount admission plugin mounts the runs account's token in every container. */}}
+  {{- $_ := set $guard "mounts" (compact (list "/plx-context/artifacts" "/var/run/secrets/kubernetes.io/serviceaccount" $guard.mountPath)) }}
   # A bucket store's keys (polyaxon.runs.storeGuard) reach only Polyaxon's own containers, in
   # the shape Polyaxon gives them: its init container fetching this run's own artifacts (its
   # image, `/bin/sh -c` with Polyaxon's script, or its tensorboard initializer) and its sidecar

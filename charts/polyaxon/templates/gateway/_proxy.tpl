@@ -138,6 +138,11 @@ http {
             }
             proxy_method GET;
             proxy_pass_request_body off;
+            # A proxy_set_header here drops the server's: the API allows the client's Host only.
+            proxy_set_header Host $http_host;
+            proxy_set_header X-Real-IP $remote_addr;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
             proxy_set_header Content-Length "";
             proxy_intercept_errors on;
             error_page 404 = @polyaxon_not_the_projects;
