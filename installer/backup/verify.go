@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -157,11 +155,7 @@ func checksumFile(ctx context.Context, path string, p DumpPart) error {
 		return err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
-		return fmt.Errorf("reading %s: %w", p.File, err)
-	}
-	return checksumError(p, hex.EncodeToString(h.Sum(nil)), nil, "")
+	return CheckStored(ctx, f, p)
 }
 
 // ctxReader stops a long read when ctx is cancelled.

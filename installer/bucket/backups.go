@@ -121,15 +121,13 @@ const maxUnrecorded = 64 << 20
 // copied: an object grown in the bucket would otherwise fill this machine's disk first.
 func (s *Store) checkSizes(ctx context.Context, l Location, m *backup.Manifest) error {
 	sizes := map[string]int64{}
-	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(l.key(""))})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return s.explain(l, err)
-		}
-		for _, o := range page.Contents {
+	if err := s.eachPage(ctx, l, func(objects []types.Object) error {
+		for _, o := range objects {
 			sizes[strings.TrimPrefix(aws.ToString(o.Key), l.key(""))] = aws.ToInt64(o.Size)
 		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	recorded := map[string]int64{}
 	for _, p := range m.CheckedFiles() {
@@ -244,13 +242,8 @@ func (s *Store) List(ctx context.Context, l Location) ([]Listed, error) {
 	byName := map[string]*Listed{}
 	newest := map[string]time.Time{}
 	prefix := l.key("") // "a/b/", or "" at the bucket's top
-	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(prefix)})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, s.explain(l, err)
-		}
-		for _, o := range page.Contents {
+	if err := s.eachPage(ctx, l, func(objects []types.Object) error {
+		for _, o := range objects {
 			name, file, ok := strings.Cut(strings.TrimPrefix(aws.ToString(o.Key), prefix), "/")
 			if !ok || !IsBackupName(name) || strings.Contains(file, "/") {
 				continue
@@ -265,6 +258,9 @@ func (s *Store) List(ctx context.Context, l Location) ([]Listed, error) {
 				newest[name] = t
 			}
 		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	out := make([]Listed, 0, len(byName))
 	for name, e := range byName {
@@ -360,26 +356,37 @@ func (s *Store) Remove(ctx context.Context, l Location) error {
 	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(l.Bucket), Key: aws.String(l.key(backup.ManifestFile))}); err != nil {
 		return s.explain(l, err)
 	}
-	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(l.key(""))})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return s.explain(l, err)
+	return s.eachPage(ctx, l, func(objects []types.Object) error {
+		if len(objects) == 0 {
+			return nil
 		}
-		if len(page.Contents) == 0 {
-			continue
+		ids := make([]types.ObjectIdentifier, 0, len(objects))
+		for _, o := range objects {
+			ids = append(ids, types.ObjectIdentifier{Key: o.Key})
 		}
-		var objects []types.ObjectIdentifier
-		for _, o := range page.Contents {
-			objects = append(objects, types.ObjectIdentifier{Key: o.Key})
-		}
-		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(l.Bucket), Delete: &types.Delete{Objects: objects, Quiet: aws.Bool(true)}})
+		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(l.Bucket), Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
 		if err != nil {
 			return s.explain(l, err)
 		}
 		if len(out.Errors) > 0 {
 			e := out.Errors[0]
 			return fmt.Errorf("%s: removing %s: %s: %s", l, aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message))
+		}
+		return nil
+	})
+}
+
+// eachPage calls fn with each page of the objects under l (a page is at most 1,000 objects:
+// what one DeleteObjects takes).
+func (s *Store) eachPage(ctx context.Context, l Location, fn func([]types.Object) error) error {
+	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(l.key(""))})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return s.explain(l, err)
+		}
+		if err := fn(page.Contents); err != nil {
+			return err
 		}
 	}
 	return nil
