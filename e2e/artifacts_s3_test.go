@@ -39,7 +39,8 @@ import (
 // which go to every run pod's init container and sidecar: a run of another project that asks
 // for them (the store as its connection, its own command in the init container, an init of
 // this run's outputs) is refused by the runs' admission policy, and the streams' URL of
-// another project serves nothing.
+// another project serves nothing. (Not a boundary: Polyaxon's sidecar follows a link in a
+// run's outputs and can be made to upload its own environment; docs/installing.md.)
 func TestArtifactsInAnS3Store(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	start := time.Now()
@@ -146,7 +147,7 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 		t.Logf("the web UI showed the run's files in %s", time.Since(began).Round(100*time.Millisecond))
 	})
 
-	t.Run("a run of another project gets neither the store's keys nor this run's artifacts", func(t *testing.T) {
+	t.Run("a run of another project that asks for the store's keys or this run's artifacts is refused", func(t *testing.T) {
 		// A run's own container gets none of the store's keys: only Polyaxon's init container
 		// and sidecar do (envFrom the store's Secret), in the shape Polyaxon gives them.
 		for _, ctr := range pods[0].Spec.Containers {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/gatewayapi"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/s3store"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 )
@@ -304,6 +305,10 @@ func TestProductionOnKind(t *testing.T) {
 
 	t.Run("a Job of the backup CronJob keeps a sealed backup on its claim, in polyaxon-deploy's image with its own rights", func(t *testing.T) {
 		kindScheduledBackup(t, c, ns)
+	})
+
+	t.Run("the S3 store runs on kind, and a Job of the backup CronJob keeps a sealed backup in its bucket", func(t *testing.T) {
+		kindScheduledBackupToABucket(t, c, ns, imageOf(t, images, s3store.ImageRepository))
 	})
 
 	t.Run("an upgrade backs the database up, migrates once and serves the next version with the run kept", func(t *testing.T) {
