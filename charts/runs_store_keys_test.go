@@ -59,6 +59,22 @@ func TestBucketKeysReachOnlyPolyaxonsOwnContainers(t *testing.T) {
 	for _, name := range []string{"plain", "init-own", "user-sidecar", "init-git"} {
 		assert.NoError(t, admit(name), "%s: Polyaxon's own init container and sidecar get the keys, as Polyaxon builds them", name)
 	}
+	// The sidecar holds the keys and uploads what the run leaves in its context: the API
+	// server gives it the guarded command (files/sidecar-guard.py), with Polyaxon's arguments.
+	admitted, err := ev.AdmitPod(ctx, storePod(t, "plain"))
+	require.NoError(t, err)
+	sidecar := admitted.Spec.Containers[1]
+	require.Len(t, sidecar.Command, 3)
+	assert.Equal(t, []string{"python", "-c"}, sidecar.Command[:2])
+	assert.Contains(t, sidecar.Command[2], "every open, for reading or writing, walks the path one", "store-guard.py: no link is followed")
+	assert.Contains(t, sidecar.Command[2], "must fall in this run's own folder", "sidecar-guard.py")
+	assert.Equal(t, storePod(t, "plain").Spec.Containers[1].Args, sidecar.Args)
+	// A sidecar the policy did not guard (another image in its place) is refused.
+	unguarded := storePod(t, "plain")
+	unguarded.Spec.Containers[1].Image = "polyaxon/polyaxon-sidecar:2.17.0"
+	_, err = ev.AdmitPod(ctx, unguarded)
+	assert.ErrorContains(t, err, "container polyaxon-sidecar (polyaxon/polyaxon-sidecar:2.17.0) is the run's own")
+
 	// As the API server creates it: the ServiceAccount admission plugin mounts the token.
 	pod := storePod(t, "plain")
 	exp := int64(3607)
@@ -70,7 +86,7 @@ func TestBucketKeysReachOnlyPolyaxonsOwnContainers(t *testing.T) {
 			cs[i].VolumeMounts = append(cs[i].VolumeMounts, corev1.VolumeMount{Name: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true})
 		}
 	}
-	_, err := ev.AdmitPod(ctx, pod)
+	_, err = ev.AdmitPod(ctx, pod)
 	assert.NoError(t, err, "the runs ServiceAccount's token, mounted by the API server")
 
 	const fix = "remove `connections: [artifacts]`, plugins.mountArtifactsStore and plugins.collectArtifacts: false from the polyaxonfile"

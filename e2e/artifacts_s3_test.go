@@ -39,8 +39,9 @@ import (
 // which go to every run pod's init container and sidecar: a run of another project that asks
 // for them (the store as its connection, its own command in the init container, an init of
 // this run's outputs) is refused by the runs' admission policy, and the streams' URL of
-// another project serves nothing. (Not a boundary: Polyaxon's sidecar follows a link in a
-// run's outputs and can be made to upload its own environment; docs/installing.md.)
+// another project serves nothing. A run that asks for nothing but leaves a link to the
+// sidecar's environment and a file for another run in its context gets neither uploaded: the
+// API server gives Polyaxon's sidecar the chart's guarded command.
 func TestArtifactsInAnS3Store(t *testing.T) {
 	sideBySide(t, realPrograms) // a cluster of its own and Polyaxon's programs (package doc)
 	start := time.Now()
@@ -180,6 +181,33 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 			assert.Empty(t, listKeys(t, ctx, client, bucket, other+"/"), "%s: the refused run left nothing in the bucket", h.file)
 			t.Logf("%s: failed: %.400s", h.file, msg)
 		}
+	})
+
+	t.Run("Polyaxon's sidecar follows no link of a run and writes only to the run's own folder", func(t *testing.T) {
+		// Nothing here asks for the store, so the run is admitted: its own container links
+		// outputs/environ to /proc/self/environ and writes a file under _related_runs/<uuid>/.
+		// Unguarded, the sidecar uploaded its environment (the keys) as this run's output and
+		// the file over the other project's run.
+		before := listKeys(t, ctx, client, bucket, uuid+"/")
+		other := cli.submit(t, ctx, filepath.Join(files, "s3-through-the-sidecar.yaml"), "intruder", "-P", "target="+uuid)
+		cli.waitStatus(t, ctx, "intruder", other, "succeeded")
+		pod := waitRunPodsOf(t, c, cli, runsNS, "intruder", other, 1)[0]
+		var guarded bool
+		for _, ctr := range pod.Spec.Containers {
+			if ctr.Name == "polyaxon-sidecar" {
+				guarded = len(ctr.Command) == 3 && strings.Contains(ctr.Command[2], "sidecar guard")
+			}
+		}
+		assert.True(t, guarded, "the API server gave the sidecar the chart's guarded command")
+		keys := listKeys(t, ctx, client, bucket, other+"/")
+		t.Logf("the planting run's objects: %s", strings.Join(keys, ", "))
+		assert.Contains(t, keys, other+"/plxlogs/"+pod.Name+".jsonl", "the sidecar still syncs the run's own logs")
+		assert.NotContains(t, keys, other+"/outputs/environ", "the link to the sidecar's environment is not followed")
+		for _, k := range keys {
+			assert.NotContains(t, getObject(t, ctx, client, bucket, k), secret, "%s holds the store's secret key", k)
+		}
+		assert.Equal(t, want, getObject(t, ctx, client, bucket, output), "the other project's run's output is untouched")
+		assert.Equal(t, before, listKeys(t, ctx, client, bucket, uuid+"/"), "nothing added to the other project's run's folder")
 	})
 
 	t.Run("streams serve a run's files only under its own project's URL", func(t *testing.T) {

@@ -185,6 +185,21 @@ a container only in the shape Polyaxon itself gives it (polyaxon.runs.specVariab
 {{- end -}}
 {{- end -}}
 
+{{/*
+The command the runs' mutating admission policy gives Polyaxon's sidecar when the store is a
+bucket (files/sidecar-guard.py after files/store-guard.py: no link under the run's context is
+followed, and the sidecar writes and deletes only in the run's own folder), where the API
+server serves MutatingAdmissionPolicy. JSON list; [] when not.
+*/}}
+{{- define "polyaxon.runs.sidecarGuardCommand" -}}
+{{- $guard := include "polyaxon.runs.storeGuard" . | fromJson -}}
+{{- if and $guard.secret .Values.agent.enabled (include "polyaxon.runs.mutatingServed" .) -}}
+{{- toJson (list "python" "-c" (printf "%s%s" (.Files.Get "files/store-guard.py") (.Files.Get "files/sidecar-guard.py"))) -}}
+{{- else -}}
+[]
+{{- end -}}
+{{- end -}}
+
 {{/* runs.protectedCategories -> [{name, labels, selector}]: `core` from nodeSelectors.core, a
 dependency from its own nodeSelector; a category without labels is left out. */}}
 {{- define "polyaxon.runs.protectedSelectors" -}}
@@ -334,6 +349,13 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
     expression: {{ include "polyaxon.cel.literal" $guard | quote }}
   - name: ownRun
     expression: 'object.metadata.?labels[?"app.kubernetes.io/instance"].orValue("")'
+  {{- $guarded := include "polyaxon.runs.sidecarGuardCommand" . | fromJsonArray }}
+  # Polyaxon's sidecar command, as Polyaxon's objects carry it; a pod's, once the mutating
+  # policy guarded it (polyaxon.runs.sidecarGuardCommand), only the guarded one.
+  - name: sidecarCommands
+    expression: {{ include "polyaxon.cel.literal" (ternary (list (list "polyaxon" "sidecar")) (list $guarded) (empty $guarded)) | quote }}
+  - name: objectSidecarCommand
+    expression: '[["polyaxon", "sidecar"]]'
   - name: runPattern
     expression: '{{ .Values.runs.artifactsOfOtherRuns }} ? "[0-9a-f]{32}" : variables.ownRun'
   - name: storeLeaks
@@ -364,7 +386,8 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
             && c.?envFrom.orValue([]).all(e, e.?secretRef.?name.orValue("") == variables.store.secret)
             && c.?volumeMounts.orValue([]).all(m, m.mountPath in variables.store.mounts)
             && !c.?lifecycle.hasValue() && !c.?livenessProbe.hasValue() && !c.?readinessProbe.hasValue() && !c.?startupProbe.hasValue() && !c.?workingDir.hasValue()
-            && c.?command.orValue([]) == ["polyaxon", "sidecar"] && c.?args.orValue([]).all(a, a.matches(variables.store.sidecarArg))))
+            && (c.?command.orValue([]) in variables.sidecarCommands || (object.kind != "Pod" && c.?command.orValue([]) in variables.objectSidecarCommand))
+            && c.?args.orValue([]).all(a, a.matches(variables.store.sidecarArg))))
           .map(c, "container " + c.name + " (" + c.?image.orValue("") + ")"
             + (c.?image.orValue("") == variables.store.sidecar ? " runs with a command, variable or mount of the polyaxonfile's" : " is the run's own"))
       ).filter(l, l.size() > 0).map(l, l.join("; "))

@@ -27,8 +27,8 @@ const (
 
 // RunProgramTable is RunPrograms as docs/development.md shows it (a test keeps them equal).
 var RunProgramTable = []PolyaxonProgram{
-	{SidecarImage, "a run pod's sidecar (command `polyaxon sidecar`, args `--container-id=<main> --sleep-interval --sync-interval ...`)",
-		"the venv's `python -c <sidecar>`: kubernetes_asyncio's in-cluster config taken from the pod's ServiceAccount files, then `polyaxon sidecar` with the container's args; it runs on after the main container ended until it has synced and exits", "`POLYAXON_SERVICE=sidecar`: the `sidecar` command exists only then"},
+	{SidecarImage, "a run pod's sidecar (command `polyaxon sidecar`, or the chart's guarded `python -c <guard>`; args `--container-id=<main> --sleep-interval --sync-interval ...`)",
+		"the venv's `python -c <sidecar>`: kubernetes_asyncio's in-cluster config taken from the pod's ServiceAccount files, then `polyaxon sidecar` (or the pod's guard program) with the container's args; it runs on after the main container ended until it has synced and exits", "`POLYAXON_SERVICE=sidecar`: the `sidecar` command exists only then"},
 	{RunPythonImage, "a run's own container (`python ...`)",
 		"this machine's `python3` with the container's arguments", "-"},
 }
@@ -45,8 +45,9 @@ func RunPrograms(venvs Venvs) []Program {
 			ImageEnv: []EnvVar{{"POLYAXON_SERVICE", "sidecar"}},
 			HostEnv:  sidecarHostEnv,
 			Command: func(c ProgramContainer) ([]string, error) {
-				if len(c.Command) != 2 || c.Command[0] != "polyaxon" || c.Command[1] != "sidecar" {
-					return nil, fmt.Errorf("%s: command %q: only `polyaxon sidecar` is known", SidecarImage, c.Command)
+				guarded := len(c.Command) == 3 && c.Command[0] == "python" && c.Command[1] == "-c"
+				if !guarded && (len(c.Command) != 2 || c.Command[0] != "polyaxon" || c.Command[1] != "sidecar") {
+					return nil, fmt.Errorf("%s: command %q: only `polyaxon sidecar` and `python -c <the chart's sidecar guard>` are known", SidecarImage, c.Command)
 				}
 				sa := c.Mounts[serviceAccountMountDir]
 				if sa == "" {
@@ -56,8 +57,11 @@ func RunPrograms(venvs Venvs) []Program {
 				if err != nil {
 					return nil, err
 				}
-				return append([]string{filepath.Join(venv, "bin", "python"), "-c", sidecarStart,
-					filepath.Join(sa, "token"), filepath.Join(sa, "ca.crt"), "sidecar"}, c.Args...), nil
+				start := []string{filepath.Join(venv, "bin", "python"), "-c", sidecarStart, filepath.Join(sa, "token"), filepath.Join(sa, "ca.crt")}
+				if guarded {
+					return append(append(start, "--program", c.Command[2]), c.Args...), nil
+				}
+				return append(append(start, "sidecar"), c.Args...), nil
 			},
 		},
 		{
@@ -80,10 +84,14 @@ func RunPrograms(venvs Venvs) []Program {
 // argv[1] (the token) and argv[2] (the CA) instead of its fixed /var/run/secrets paths: the
 // sidecar loads the in-cluster config whatever POLYAXON_K8S_IN_CLUSTER says
 // (polyaxon/_sidecar/container/__init__.py), and the API server's address comes from
-// KUBERNETES_SERVICE_HOST and _PORT (sidecarHostEnv).
+// KUBERNETES_SERVICE_HOST and _PORT (sidecarHostEnv). With `--program P`, it runs the pod's
+// own `python -c P` program (the chart's guarded sidecar) with the arguments that follow.
 const sidecarStart = `import sys
 from kubernetes_asyncio.config import incluster_config
 incluster_config.SERVICE_TOKEN_FILENAME, incluster_config.SERVICE_CERT_FILENAME = sys.argv[1], sys.argv[2]
+if sys.argv[3] == "--program":
+    program, sys.argv = sys.argv[4], ["-c"] + sys.argv[5:]
+    exec(compile(program, "<string>", "exec"), {"__name__": "__main__"})
 sys.argv = ["polyaxon"] + sys.argv[3:]
 from polyaxon.cli import cli
 sys.exit(cli())
