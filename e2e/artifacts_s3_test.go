@@ -189,9 +189,11 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 		// Unguarded, the sidecar uploaded its environment (the keys) as this run's output and
 		// the file over the other project's run.
 		before := listKeys(t, ctx, client, bucket, uuid+"/")
-		other := cli.submit(t, ctx, filepath.Join(files, "s3-through-the-sidecar.yaml"), "intruder", "-P", "target="+uuid)
-		cli.waitStatus(t, ctx, "intruder", other, "succeeded")
-		pod := waitRunPodsOf(t, c, cli, runsNS, "intruder", other, 1)[0]
+		_, err := cli.run(ctx, "project", "create", "--name", "planter")
+		require.NoError(t, err)
+		other := cli.submit(t, ctx, filepath.Join(files, "s3-through-the-sidecar.yaml"), "planter", "-P", "target="+uuid)
+		cli.waitStatus(t, ctx, "planter", other, "succeeded")
+		pod := waitRunPodsOf(t, c, cli, runsNS, "planter", other, 1)[0]
 		var guarded bool
 		for _, ctr := range pod.Spec.Containers {
 			if ctr.Name == "polyaxon-sidecar" {
