@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -127,9 +128,11 @@ func (r resending) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // forwardingCut is an error of a connection that kubectl port-forward refused or dropped. A drop
 // seen while the body is still being written surfaces as a broken pipe, or as the transport's own
-// close of the connection (net.ErrClosed) once its reader saw the end first.
+// close of the connection (net.ErrClosed) once its reader saw the end first; a drop seen before
+// the request was written, as net/http's unexported errServerClosedIdle, known by its text only.
 func forwardingCut(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "http: server closed idle connection")
 }
