@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -176,6 +177,12 @@ DROP EXTENSION pg_visibility;`)
 	_, err = s.Psql(ctx, "postgres", `CREATE ROLE dbowner LOGIN PASSWORD 'dbowner-pw' CREATEDB NOSUPERUSER; ALTER DATABASE streams_dst OWNER TO dbowner`)
 	require.NoError(t, err)
 	owner := NewLocalTarget(Conn{Host: s.Host, Port: s.Port, User: "dbowner", Database: "streams_dst", Password: "dbowner-pw"}, WithLocalBinDir(s.BinDir))
+	// The checks above end their psql sessions before this; on a loaded machine a backend
+	// may still be leaving, and a database in use is restored in place, not swapped.
+	require.Eventually(t, func() bool {
+		n, err := s.Psql(ctx, "postgres", `SELECT count(*) FROM pg_stat_activity WHERE datname = 'streams_dst'`)
+		return err == nil && strings.TrimSpace(n) == "0"
+	}, 30*time.Second, 100*time.Millisecond, "the checks' sessions on streams_dst ended")
 	logs.Reset()
 	rr, err = Restore(ctx, owner, m.Dir, WithToolsDir(s.BinDir), WithLogger(testLogger(&logs)))
 	require.NoError(t, err, logs.String())
