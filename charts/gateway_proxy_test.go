@@ -25,16 +25,23 @@ func TestGatewayProxyIsTheOnlyWayIn(t *testing.T) {
 
 		svc := r.get("Service", "polyaxon-gateway")
 		require.NotNil(t, svc)
+		// The users' port and the runs' (the agent's POLYAXON_HOST, which runs inherit).
 		ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
-		require.Len(t, ports, 1)
-		assert.Equalf(t, "http", ports[0].(map[string]any)["targetPort"], "%s: the Service targets the named port", what)
+		require.Len(t, ports, 2)
+		targets := []any{}
+		for _, p := range ports {
+			targets = append(targets, p.(map[string]any)["targetPort"])
+		}
+		assert.Equalf(t, []any{"http", "runs"}, targets, "%s: the Service targets the named ports", what)
+		agentHost := r.get("ConfigMap", "polyaxon-agent").Object["data"].(map[string]any)["POLYAXON_HOST"]
+		assert.Equalf(t, "http://polyaxon-gateway.polyaxon.svc.cluster.local:8003", agentHost, "%s: the agent, and so every run, calls the runs' port", what)
 		for _, c := range gw.Containers {
 			for _, p := range c.Ports {
 				if c.Name == "proxy" {
-					assert.Equalf(t, "http", p.Name, "%s: nginx's port is the one the Service targets", what)
+					assert.Containsf(t, []string{"http", "runs"}, p.Name, "%s: nginx's ports are the ones the Service targets", what)
 				} else {
-					assert.NotEqualf(t, "http", p.Name, "%s: container %s must not carry the Service's port", what, c.Name)
-					assert.NotEqualf(t, int32(8000), p.ContainerPort, "%s: container %s", what, c.Name)
+					assert.NotContainsf(t, []string{"http", "runs"}, p.Name, "%s: container %s must not carry the Service's ports", what, c.Name)
+					assert.NotContainsf(t, []int32{8000, 8003}, p.ContainerPort, "%s: container %s", what, c.Name)
 				}
 			}
 			switch c.Name {
@@ -122,7 +129,7 @@ func checkGatewayProxyConfig(t testing.TB, ch *chart.Chart) {
 		`"~^[^?]*\\\\" 1;`,
 		`"~^[^?]*/\.\.?(/|\?|;|$)" 1;`,
 		`"~^[^?]*//" 1;`,
-		"if ($polyaxon_refused_path) {\n            return 400;",
+
 		"location /auth-request/ {\n            return 404;",
 		"location /k8s/ {\n            return 403;",
 		"GET polyaxon_streams;",
@@ -139,12 +146,35 @@ func checkGatewayProxyConfig(t testing.TB, ch *chart.Chart) {
 		assert.Contains(t, conf, want)
 	}
 	assert.Equal(t, 1, strings.Count(conf, "auth_request "), "haupt's own auth request is not asked: only the project of a run's route is")
+	assert.Equal(t, 2, strings.Count(conf, "if ($polyaxon_refused_path) {\n            return 400;"), "both ports refuse other spellings of a path")
+
+	// The runs' port (the agent's POLYAXON_HOST, which runs inherit) serves the API and the
+	// agent's two calls, and refuses the rest: streams would serve any project's files.
+	_, runs, found := strings.Cut(conf, "# Runs' port")
+	require.True(t, found, "nginx has a server for runs")
+	for _, want := range []string{
+		"listen 8003;",
+		"location /api/ {\n            proxy_pass http://polyaxon_api;",
+		"location = /healthz/ {",
+		"location ~ ^/streams/v1/[^/?]+/[^/?]+/agents/[^/?]+/connections_check/?$ {\n            limit_except POST {",
+		"location ~ ^/internal/v1/[^/?]+/[^/?]+/agents/[^/?]+/collect/?$ {\n            limit_except POST {",
+		"location / {\n            default_type text/plain;\n            return 403 ",
+	} {
+		assert.Contains(t, runs, want)
+	}
+	assert.Equal(t, 4, strings.Count(runs, "proxy_pass "), "the runs' port passes on the API, healthz and the agent's two calls, nothing else")
+	assert.NotContains(t, runs, "location /streams/")
+	others := configMapData(t, renderChart(t, ch, profileValues(t, "production"), map[string]any{"runs": map[string]any{"artifactsOfOtherRuns": true}}), "polyaxon-gateway-proxy")["nginx.conf"]
+	_, runs, _ = strings.Cut(others, "# Runs' port")
+	assert.Contains(t, runs, "location /streams/ {\n            auth_request /_polyaxon/run-of-project;", "runs.artifactsOfOtherRuns: runs read streams, checked as users' reads")
 	for _, unwanted := range []string{"/auth-request/v1", "/services/v1", "resolver"} {
 		assert.NotContains(t, conf, unwanted)
 	}
 
 	ssl := configMapData(t, renderChart(t, ch, profileValues(t, "production"), map[string]any{"ssl": map[string]any{"enabled": true, "secretName": "gateway-tls"}}), "polyaxon-gateway-proxy")
-	assert.Contains(t, ssl["nginx.conf"], "listen 8000 ssl;\n        ssl_certificate /etc/ssl/polyaxon/tls.crt;\n        ssl_certificate_key /etc/ssl/polyaxon/tls.key;")
+	for _, port := range []string{"8000", "8003"} {
+		assert.Contains(t, ssl["nginx.conf"], "listen "+port+" ssl;\n        ssl_certificate /etc/ssl/polyaxon/tls.crt;\n        ssl_certificate_key /etc/ssl/polyaxon/tls.key;")
+	}
 }
 
 // A value that would point the Service at haupt, or move haupt off the loopback, is refused at
@@ -164,6 +194,12 @@ func TestGatewayProxyValuesRefused(t *testing.T) {
 			"gateway.extraEnv[0] sets POLYAXON_SERVICE"},
 		"haupt's local port changed": {map[string]any{"gateway": map[string]any{"extraEnv": []any{map[string]any{"name": "A", "value": "b"}, map[string]any{"name": "POLYAXON_PROXY_LOCAL_PORT", "value": "8000"}}}},
 			"gateway.extraEnv[1] sets POLYAXON_PROXY_LOCAL_PORT"},
+		"runs on nginx's users' port": {map[string]any{"gateway": map[string]any{"service": map[string]any{"runsTargetPort": 8000}}},
+			"gateway.service.runsTargetPort is 8000, the same as gateway.service.targetPort"},
+		"runs on haupt's streams port": {map[string]any{"gateway": map[string]any{"service": map[string]any{"runsTargetPort": 8002}}},
+			"gateway.service.runsTargetPort is 8002, the same as gateway.proxy.streamsPort"},
+		"runs on the users' Service port": {map[string]any{"gateway": map[string]any{"service": map[string]any{"runsPort": 80}}},
+			"gateway.service.runsPort and gateway.service.port are both 80"},
 		"a body size nginx does not read": {map[string]any{"gateway": map[string]any{"proxy": map[string]any{"maxBodySize": "4 GB"}}},
 			"maxBodySize"},
 	}

@@ -126,12 +126,22 @@ func TestNetworkPolicies(t *testing.T) {
 	apiServer := peer{name: "the API server", ip: "172.18.0.2"}
 
 	judgeFlows(t, judge, []flow{
-		// The platform.
-		{run, gateway, 8000, tcp, true},
+		// The platform. Runs reach the gateway's runs' port (8003) only: its users' port serves
+		// every project's files.
+		{run, gateway, 8000, tcp, false},
+		{run, gateway, 8003, tcp, true},
+		{impostor, gateway, 8000, tcp, false},
+		{gatewayImpostor, gateway, 8000, tcp, false},
+		{notebook, gateway, 8000, tcp, false},
+		{worker0, gateway, 8000, tcp, false},
 		{controller, gateway, 8000, tcp, true},
+		{controller, gateway, 8003, tcp, false},
 		{agent, gateway, 8000, tcp, true},
+		{agent, gateway, 8003, tcp, true},
 		{other, gateway, 8000, tcp, false},
+		{other, gateway, 8003, tcp, false},
 		{outside, gateway, 8000, tcp, false},
+		{outside, gateway, 8003, tcp, false},
 		{gateway, postgres, 5432, tcp, true},
 		{scheduler, postgres, 5432, tcp, true},
 		{scheduler, rabbit, 5672, tcp, true},
@@ -153,7 +163,8 @@ func TestNetworkPolicies(t *testing.T) {
 		{stray, postgres, 5432, tcp, false},
 		{stray, agent, 8000, tcp, false},
 		{stray, apiServer, 6443, tcp, false},
-		{stray, gateway, 8000, tcp, true},
+		{stray, gateway, 8000, tcp, false},
+		{stray, gateway, 8003, tcp, true},
 		{agent, stray, 8000, tcp, false},
 		{run, outside6, 443, tcp, true},
 		{run, postgres, 5432, tcp, false},
@@ -249,7 +260,8 @@ func TestNetworkPoliciesForRunsFollowValues(t *testing.T) {
 			{job, outside, 443, tcp, false},
 			{job, bucket, 443, tcp, true},
 			{job, apiServer, 6443, tcp, false},
-			{job, gateway, 8000, tcp, true},
+			{job, gateway, 8000, tcp, false},
+			{job, gateway, 8003, tcp, true},
 			{job, dns, 53, corev1.ProtocolUDP, true},
 			{job, peer{name: "a nameserver outside the cluster", ip: "203.0.113.53"}, 53, corev1.ProtocolUDP, false},
 			{job, peer{"a pod of kube-system that is not DNS", map[string]string{"app": "x"}, "kube-system", "10.0.3.1"}, 53, corev1.ProtocolUDP, false},
@@ -271,6 +283,20 @@ func TestNetworkPoliciesForRunsFollowValues(t *testing.T) {
 			{job, outside, 443, tcp, true},
 		})
 	})
+	t.Run("runs in the release's namespace", func(t *testing.T) {
+		judge, r := policyJudge(t, profileValues(t, "production"), map[string]any{"runs": map[string]any{"namespace": testNamespace}})
+		gateway := peer{"gateway", podLabels(t, r, "gateway"), testNamespace, "10.0.1.1"}
+		agent := peer{"agent", podLabels(t, r, "agent"), testNamespace, "10.0.1.2"}
+		run := peer{"run pod", runPodLabels(t, "job.yaml", nil), testNamespace, "10.0.5.1"}
+		impostor := peer{"run pod copying the agent's labels", runPodLabels(t, "job.yaml", podLabels(t, r, "agent")), testNamespace, "10.0.5.2"}
+		judgeFlows(t, judge, []flow{
+			{run, gateway, 8000, tcp, false},
+			{impostor, gateway, 8000, tcp, false},
+			{run, gateway, 8003, tcp, true},
+			{agent, gateway, 8000, tcp, true},
+			{agent, gateway, 8003, tcp, true},
+		})
+	})
 	t.Run("gateway open to every source", func(t *testing.T) {
 		judge, r := policyJudge(t, profileValues(t, "production"), map[string]any{"networkPolicy": map[string]any{"ingressNamespaceSelector": nil}})
 		gateway := peer{"gateway", podLabels(t, r, "gateway"), testNamespace, "10.0.1.1"}
@@ -279,6 +305,8 @@ func TestNetworkPoliciesForRunsFollowValues(t *testing.T) {
 		judgeFlows(t, judge, []flow{
 			{other, gateway, 8000, tcp, true},
 			{outside, gateway, 8000, tcp, true},
+			{other, gateway, 8003, tcp, true},
+			{job, gateway, 8003, tcp, true},
 			{other, notebook, 8888, tcp, false},
 		})
 	})

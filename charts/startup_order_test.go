@@ -1,6 +1,7 @@
 package charts_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,8 +90,14 @@ func TestAgentAndOperatorWaitForTheAPI(t *testing.T) {
 	for what, r := range map[string]rendered{"defaults": render(t), "production": render(t, profileValues(t, "production")), "ssl": render(t, map[string]any{"ssl": map[string]any{"enabled": true, "secretName": "tls"}})} {
 		pods := podsByComponent(t, r)
 		agentImage := container(t, pods["agent"].spec.Containers, "agent").Image
-		url := r.get("ConfigMap", "polyaxon-agent").Object["data"].(map[string]any)["POLYAXON_HOST"]
-		for _, component := range []string{"agent", "operator"} {
+		// The agent waits on the port it calls (the runs' port, its POLYAXON_HOST), the operator
+		// on the users' port, which its proxy settings name.
+		agentURL := r.get("ConfigMap", "polyaxon-agent").Object["data"].(map[string]any)["POLYAXON_HOST"].(string)
+		operator := r.get("ConfigMap", "polyaxon-operator").Object["data"].(map[string]any)
+		scheme, _, _ := strings.Cut(agentURL, "://")
+		operatorURL := fmt.Sprintf("%s://%s:%s", scheme, operator["POLYAXON_PROXY_API_HOST"], operator["POLYAXON_PROXY_API_PORT"])
+		assert.NotEqualf(t, agentURL, operatorURL, "%s: runs, and so the agent, have a port of their own", what)
+		for component, url := range map[string]string{"agent": agentURL, "operator": operatorURL} {
 			p := pods[component]
 			require.Lenf(t, p.spec.InitContainers, 1, "%s: %s", what, component)
 			wait := p.spec.InitContainers[0]
@@ -98,7 +105,7 @@ func TestAgentAndOperatorWaitForTheAPI(t *testing.T) {
 			assert.Equalf(t, agentImage, wait.Image, "%s: %s waits with the agent's image and Python", what, component)
 			assert.Contains(t, pythonScript(t, wait), `"/healthz/"`)
 			require.Len(t, wait.Env, 1)
-			assert.Equal(t, corev1.EnvVar{Name: "POLYAXON_HOST", Value: url.(string)}, wait.Env[0], "%s: the agent's own API address", what)
+			assert.Equalf(t, corev1.EnvVar{Name: "POLYAXON_HOST", Value: url}, wait.Env[0], "%s: %s's own API address", what, component)
 		}
 	}
 }

@@ -221,6 +221,23 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 		status, body = gatewayGet(t, ctx, addr, fmt.Sprintf("/streams/v1/%s/default/vision/runs/%s/artifact?path=outputs/model.txt", runsNS, uuid))
 		assert.Equal(t, http.StatusOK, status, body)
 	})
+
+	t.Run("a run of another project reads no run's files through the gateway, under any project's URL", func(t *testing.T) {
+		// A run calls the gateway at the agent's POLYAXON_HOST, the runs' port: it serves the
+		// API, which names the run's files, but no streams, which would read them.
+		_, err := cli.run(ctx, "project", "create", "--name", "reader")
+		require.NoError(t, err)
+		other := cli.submit(t, ctx, filepath.Join(files, "s3-streams-other-project.yaml"), "reader",
+			"-P", "target="+uuid, "-P", "namespace="+runsNS, "-P", "project=vision")
+		cli.waitStatus(t, ctx, "reader", other, "succeeded")
+		out, err := cli.run(ctx, "ops", "logs", "-p", "reader", "-uid", other)
+		require.NoError(t, err)
+		t.Logf("the reading run's log:\n%s", out)
+		assert.Contains(t, out, "read api: 200 ", "the run reaches the API at its POLYAXON_HOST")
+		assert.Contains(t, out, "read streams: 403 Runs reach the API only", "the other project's file, under its own project's URL")
+		assert.Contains(t, out, "read tree: 403 ", "the other project's run's folder")
+		assert.NotContains(t, out, strings.TrimSpace(want))
+	})
 	t.Logf("TestArtifactsInAnS3Store: %s in all", time.Since(start).Round(time.Second))
 }
 

@@ -104,10 +104,13 @@ func TestGatewayProxyFollowsHauptsGenerator(t *testing.T) {
 		t.Cleanup(func() { _ = srv.Close() })
 		return ln.Addr().(*net.TCPAddr).Port
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	listen := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
+	freePort := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	listen, runsListen := freePort(), freePort()
 	confDir, tmp := filepath.Join(dir, "conf"), filepath.Join(dir, "tmp")
 	for _, d := range []string{confDir, tmp, filepath.Join(dir, "home"), filepath.Join(dir, "archives")} {
 		require.NoError(t, os.MkdirAll(d, 0o755))
@@ -115,7 +118,7 @@ func TestGatewayProxyFollowsHauptsGenerator(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(confDir, "nginx.conf"), []byte(cms["polyaxon-gateway-proxy"].Data["nginx.conf"]), 0o644))
 	argv, err := local.HostNginx(local.ProgramContainer{
 		Command: []string{"nginx", "-e", "stderr", "-c", "/etc/polyaxon/proxy/nginx.conf"},
-		Ports:   map[int32]int{8000: listen, 8001: upstream("api"), 8002: upstream("streams")},
+		Ports:   map[int32]int{8000: listen, 8001: upstream("api"), 8002: upstream("streams"), 8003: runsListen},
 		Mounts:  map[string]string{"/etc/polyaxon/proxy": confDir, "/tmp": tmp, "/tmp/plx/archives": filepath.Join(dir, "archives")},
 		Env:     []local.EnvVar{{Name: "HOME", Value: filepath.Join(dir, "home")}},
 	})
@@ -123,15 +126,17 @@ func TestGatewayProxyFollowsHauptsGenerator(t *testing.T) {
 	proc := &local.HostProcess{Path: argv[0], Args: argv[1:], Dir: dir, LogPath: filepath.Join(dir, "nginx.log")}
 	require.NoError(t, proc.Start())
 	t.Cleanup(func() { proc.Stop(5 * time.Second) })
-	addr := fmt.Sprintf("127.0.0.1:%d", listen)
-	waitFor(t, 30*time.Second, "nginx listens", func(ctx context.Context) (bool, string, error) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		c.Close()
-		return true, "", nil
-	})
+	addr, runsAddr := fmt.Sprintf("127.0.0.1:%d", listen), fmt.Sprintf("127.0.0.1:%d", runsListen)
+	for _, a := range []string{addr, runsAddr} {
+		waitFor(t, 30*time.Second, "nginx listens on "+a, func(ctx context.Context) (bool, string, error) {
+			c, err := net.Dial("tcp", a)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			c.Close()
+			return true, "", nil
+		})
+	}
 
 	locations := hauptLocation.FindAllStringSubmatch(string(base), -1)
 	require.NotEmpty(t, locations, "no location in haupt's generated config:\n%s", base)
@@ -149,20 +154,66 @@ func TestGatewayProxyFollowsHauptsGenerator(t *testing.T) {
 		if strings.HasSuffix(sample, "/") && sample != "/" {
 			sample += "x/y"
 		}
-		status, answer, err := rawRequest(context.Background(), addr, hostileRequest{method: http.MethodGet, target: sample})
-		require.NoError(t, err, sample)
-		got := strings.SplitN(string(answerBody(answer)), " ", 2)[0]
-		if status != http.StatusOK {
-			got = fmt.Sprint(status)
+		route := func(addr string) (string, int) {
+			status, answer, err := rawRequest(context.Background(), addr, hostileRequest{method: http.MethodGet, target: sample})
+			require.NoError(t, err, sample)
+			if status != http.StatusOK {
+				return fmt.Sprint(status), status
+			}
+			return strings.SplitN(string(answerBody(answer)), " ", 2)[0], status
 		}
+		got, status := route(addr)
 		internal := strings.Contains(body, "internal;")
-		t.Logf("haupt: location %-60s internal=%-5v  chart: GET %-28s -> %s", pattern, internal, sample, got)
+		// The runs' port serves the API (and its health, exactly /healthz/: below) only.
+		runsWant := "403"
+		if prefix == "/api/v1/" {
+			runsWant = "api"
+		}
+		runsGot, _ := route(runsAddr)
+		t.Logf("haupt: location %-60s internal=%-5v  chart: GET %-28s -> %s, on the runs' port %s", pattern, internal, sample, got, runsGot)
 		assert.Equalf(t, want, got, "GET %s (haupt's location %q)", sample, pattern)
+		assert.Equalf(t, runsWant, runsGot, "GET %s on the runs' port (haupt's location %q)", sample, pattern)
 		if internal {
 			assert.Truef(t, status == http.StatusNotFound, "haupt keeps %q internal; the chart answers %d", pattern, status)
 		}
 	}
 	assertStreamsRoutesCheckTheProject(t, addr)
+	assertRunsPortServesNoRunsFiles(t, runsAddr)
+}
+
+// The runs' port: no streams route of any run, of the run's own project or another's, single
+// or multi; the agent's two calls (POST) pass to the API, and nothing else of the agent's.
+func assertRunsPortServesNoRunsFiles(t *testing.T, addr string) {
+	const run = "0123456789abcdef0123456789abcdef"
+	for _, c := range []struct {
+		method, target string
+		status         int
+		answer         string
+	}{
+		{http.MethodGet, "/streams/v1/runs-ns/default/vision/runs/" + run + "/artifact?path=outputs/model.txt", http.StatusForbidden, ""},
+		{http.MethodGet, "/streams/v1/runs-ns/default/intruder/runs/" + run + "/artifacts/tree", http.StatusForbidden, ""},
+		{http.MethodHead, "/streams/v1/runs-ns/default/vision/runs/" + run + "/logs", http.StatusForbidden, ""},
+		{http.MethodPost, "/streams/v1/runs-ns/default/vision/runs/" + run + "/artifacts/upload", http.StatusForbidden, ""},
+		{http.MethodGet, "/streams/v1/runs-ns/default/vision/runs/multi/events/metric?runs=" + run, http.StatusForbidden, ""},
+		{http.MethodPost, "/internal/v1/runs-ns/default/vision/runs/" + run + "/logs/collect", http.StatusForbidden, ""},
+		{http.MethodGet, "/streams/v1/runs-ns/default/agents/" + run + "/k8s_inspect", http.StatusForbidden, ""},
+		{http.MethodPost, "/streams/v1/runs-ns/default/agents/" + run + "/k8s_restart", http.StatusForbidden, ""},
+		{http.MethodGet, "/streams/v1/runs-ns/default/agents/" + run + "/connections_check", http.StatusForbidden, ""},
+		{http.MethodGet, "/healthz/", http.StatusOK, "api GET /healthz/"},
+		{http.MethodGet, "/api/v1/default/vision/runs/" + run + "/", http.StatusOK, "api GET /api/v1/default/vision/runs/" + run + "/"},
+		{http.MethodPost, "/api/v1/default/vision/runs/" + run + "/statuses", http.StatusOK, "api POST /api/v1/default/vision/runs/" + run + "/statuses"},
+		{http.MethodPost, "/streams/v1/runs-ns/default/agents/" + run + "/connections_check", http.StatusOK, "api POST /streams/v1/runs-ns/default/agents/" + run + "/connections_check"},
+		{http.MethodPost, "/internal/v1/runs-ns/default/agents/" + run + "/collect", http.StatusOK, "api POST /internal/v1/runs-ns/default/agents/" + run + "/collect"},
+		{http.MethodGet, "/api/v1/../streams/v1/runs-ns/default/vision/runs/" + run + "/artifact", http.StatusBadRequest, ""},
+		{http.MethodGet, "/api/v1/%2e%2e/streams/v1/runs-ns/default/vision/runs/" + run + "/artifact", http.StatusBadRequest, ""},
+	} {
+		status, answer, err := rawRequest(context.Background(), addr, hostileRequest{method: c.method, target: c.target})
+		require.NoError(t, err, c.target)
+		assert.Equalf(t, c.status, status, "runs' port: %s %s: %s", c.method, c.target, answer)
+		if c.answer != "" {
+			assert.Equalf(t, c.answer, string(answerBody(answer)), "runs' port: %s %s", c.method, c.target)
+		}
+	}
 }
 
 // The chart's own check: a streams route of one run is read only when the API finds the run

@@ -34,11 +34,16 @@ import (
 // http target is tried for up to 90 s until it answers: the CNI applies a new pod's policies
 // (its address in the sets the others' rules match) a moment after the pod starts, and a
 // connection made before that proves nothing either way; the other targets are tried after it.
-const kindProbe = `import socket, sys, time, urllib.request
+const kindProbe = `import socket, sys, time, urllib.error, urllib.request
 def once(target):
     if target.startswith("http"):
-        with urllib.request.urlopen(target, timeout=5) as r:
-            return "open %d" % r.status
+        try:
+            with urllib.request.urlopen(target, timeout=5) as r:
+                return "open %d" % r.status
+        except urllib.error.HTTPError as e:
+            if e.code >= 500:  # not serving yet: try again
+                raise
+            return "open %d" % e.code
     host, port = target.rsplit(":", 1)
     socket.create_connection((host, int(port)), timeout=5).close()
     return "open"
@@ -536,7 +541,10 @@ func kindNetworkChecks(t *testing.T, c *cluster.Cluster, ns, runs string) {
 	agentIP := podIP(t, cs, ns, "app.kubernetes.io/component=agent")
 	pg := fmt.Sprintf("%s-postgresql.%s.svc.cluster.local:5432", releaseName, ns)
 	redis := fmt.Sprintf("%s-redis.%s.svc.cluster.local:6379", releaseName, ns)
-	api := fmt.Sprintf("http://%s-gateway.%s.svc.cluster.local/healthz/", releaseName, ns)
+	// Runs reach the gateway on its runs' port (8003), never its users' (80), whose streams
+	// serve every project's files.
+	api := fmt.Sprintf("http://%s-gateway.%s.svc.cluster.local:8003/healthz/", releaseName, ns)
+	usersPort := fmt.Sprintf("%s-gateway.%s.svc.cluster.local:80", releaseName, ns)
 	const agentPort = "9753"
 	agent := agentIP + ":" + agentPort
 	_, err := kubectlExec(c, ns, "deploy/"+releaseName+"-agent", "sh", "-c",
@@ -558,7 +566,7 @@ func kindNetworkChecks(t *testing.T, c *cluster.Cluster, ns, runs string) {
 	for component, port := range map[string]int{"postgresql": 9187, "redis": 9121, "operator": 8080, "installer-exporter": 9150} {
 		metricsPorts[component+"-metrics"] = fmt.Sprintf("%s-%s-metrics.%s.svc.cluster.local:%d", releaseName, component, ns, port)
 	}
-	args := []string{"python", "-c", kindProbe, "api=" + api, "postgres=" + pg, "redis=" + redis, "agent=" + agent}
+	args := []string{"python", "-c", kindProbe, "api=" + api, "gateway-users-port=" + usersPort, "postgres=" + pg, "redis=" + redis, "agent=" + agent}
 	for name, addr := range metricsPorts {
 		args = append(args, name+"="+addr)
 	}
@@ -576,7 +584,7 @@ func kindNetworkChecks(t *testing.T, c *cluster.Cluster, ns, runs string) {
 	require.NoError(t, err)
 	t.Logf("a run pod's connections:\n%s", logs)
 	assert.Contains(t, string(logs), "api open 200")
-	for _, target := range []string{"postgres", "redis", "agent"} {
+	for _, target := range []string{"gateway-users-port", "postgres", "redis", "agent"} {
 		assert.Contains(t, string(logs), target+" blocked", "a run pod opens a connection to %s", target)
 	}
 	for target := range metricsPorts {
@@ -600,19 +608,23 @@ func kindHostileHTTP(t *testing.T, c *cluster.Cluster, ns, runs, run string) {
 	require.NoError(t, err, out)
 
 	reqs := hostileRequests(ns, runs, "default", "demo", run)
-	gateway := fmt.Sprintf("%s-gateway.%s.svc.cluster.local:80", releaseName, ns)
+	gateway := fmt.Sprintf("%s-gateway.%s.svc.cluster.local:8003", releaseName, ns) // the runs' port
 	gwIP := podIP(t, cs, ns, "app.kubernetes.io/component=gateway")
 	logs := kindRunPodOutput(t, cs, runs, kindRunPod("hostile-http", []string{"python", "-c", hostileFromAPod, gateway, hostileArgs(t, reqs)}))
 	assertHostileAnswers(t, logs, reqs, platformSecretValues(t, cs, ns))
 
-	// haupt listens on the gateway pod's loopback: its ports are closed to a run, nginx's open.
+	// haupt listens on the gateway pod's loopback: its ports are closed to a run, and so is
+	// nginx's users' port; nginx's runs' port is open, and serves no run's files.
 	// nginx by HTTP first: kindProbe retries it while the new pod's NetworkPolicy is programmed.
 	logs = kindRunPodOutput(t, cs, runs, kindRunPod("haupt-ports", []string{"python", "-c", kindProbe,
-		"nginx=http://" + gwIP + ":8000/healthz/", "haupt-api=" + gwIP + ":8001", "haupt-streams=" + gwIP + ":8002"}))
+		"nginx-runs=http://" + gwIP + ":8003/healthz/", "nginx-users=" + gwIP + ":8000", "haupt-api=" + gwIP + ":8001", "haupt-streams=" + gwIP + ":8002",
+		"streams-of-a-run=http://" + gwIP + ":8003/streams/v1/" + runs + "/default/demo/runs/" + run + "/artifacts/tree"}))
 	t.Logf("a run pod's connections to the gateway pod:\n%s", logs)
-	assert.Contains(t, logs, "nginx open")
+	assert.Contains(t, logs, "nginx-runs open 200")
+	assert.Contains(t, logs, "nginx-users blocked")
 	assert.Contains(t, logs, "haupt-api blocked")
 	assert.Contains(t, logs, "haupt-streams blocked")
+	assert.Contains(t, logs, "streams-of-a-run open 403", "the run's own project's streams, on the runs' port")
 }
 
 // kindRunPodOutput creates pod in runs, waits for it to end and returns its log.

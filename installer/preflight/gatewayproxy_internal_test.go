@@ -77,6 +77,7 @@ func TestGatewayProxyProblems(t *testing.T) {
 		}, want: []string{
 			"Deployment polyaxon-gateway: no container runs nginx (a command starting with nginx)",
 			`Service polyaxon-gateway: port "http" targets port "http", which container "proxy" of Deployment polyaxon-gateway declares`,
+			`Service polyaxon-gateway: port "runs" targets port "runs", which container "proxy" of Deployment polyaxon-gateway declares`,
 		}},
 		{name: "haupt's API on every address", mutate: func(t *testing.T, d *appsv1.Deployment, _ *corev1.Service) {
 			container(t, d, "gateway").Args[0] = "0.0.0.0"
@@ -153,6 +154,7 @@ func TestRenderedGatewayIsNginxInFrontOfHaupt(t *testing.T) {
 		assert.True(t, ok, "%s runs haupt", name)
 		assert.Equal(t, hauptHost, host, name)
 	}
-	require.Len(t, s.Spec.Ports, 1)
+	require.Len(t, s.Spec.Ports, 2, "users' and runs' ports")
 	assert.Equal(t, intstr.FromString("http"), s.Spec.Ports[0].TargetPort)
+	assert.Equal(t, intstr.FromString("runs"), s.Spec.Ports[1].TargetPort)
 }

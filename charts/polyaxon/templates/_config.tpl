@@ -110,9 +110,14 @@ gateway's own nginx reach the platform through the gateway Service.
 {{- ternary "https" "http" .Values.ssl.enabled -}}
 {{- end -}}
 
-{{/* POLYAXON_HOST of the agent: the gateway Service URL (the CLI defaults to localhost:8000). */}}
+{{/* The gateway Service's URL for users and the platform (the CLI defaults to localhost:8000). */}}
 {{- define "polyaxon.gateway.url" -}}
 {{- printf "%s://%s:%v" (include "polyaxon.gateway.scheme" .) (include "polyaxon.gateway.fqdn" .) .Values.gateway.service.port -}}
+{{- end -}}
+
+{{/* POLYAXON_HOST of the agent, which Polyaxon gives every run: the gateway's runs' port. */}}
+{{- define "polyaxon.gateway.runsURL" -}}
+{{- printf "%s://%s:%v" (include "polyaxon.gateway.scheme" .) (include "polyaxon.gateway.fqdn" .) .Values.gateway.service.runsPort -}}
 {{- end -}}
 
 {{/*

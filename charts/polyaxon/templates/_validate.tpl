@@ -386,6 +386,14 @@ is refused.
 {{- if eq (int $g.proxy.apiPort) (int $g.proxy.streamsPort) -}}
 {{- fail (printf "values: gateway.proxy.apiPort and gateway.proxy.streamsPort are both %d: haupt's API and streams need a port each" (int $g.proxy.apiPort)) -}}
 {{- end -}}
+{{- range $name, $port := merge (dict "gateway.service.targetPort" (int $g.service.targetPort)) $ports -}}
+{{- if eq $port (int $g.service.runsTargetPort) -}}
+{{- fail (printf "values: gateway.service.runsTargetPort is %d, the same as %s: the runs' listener serves less than the users' and needs a port of its own (set gateway.service.runsTargetPort to a free one, e.g. %d)" $port $name (add (int $g.service.runsTargetPort) 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- if eq (int $g.service.port) (int $g.service.runsPort) -}}
+{{- fail (printf "values: gateway.service.runsPort and gateway.service.port are both %d: the Service needs a port for users and another for runs (set gateway.service.runsPort to a free one, e.g. 8003)" (int $g.service.port)) -}}
+{{- end -}}
 {{- range $i, $e := $g.extraEnv -}}
 {{- if has $e.name (list "POLYAXON_SERVICE" "POLYAXON_PROXY_LOCAL_PORT" "POLYAXON_ARCHIVES_ROOT") -}}
 {{- fail (printf "values: gateway.extraEnv[%d] sets %s, which the chart sets so that haupt stays behind nginx on the pod's loopback: remove it" $i $e.name) -}}

@@ -6,7 +6,7 @@ gateway/_start.tpl), so its /healthz/ answering means the API can serve them. It
 agent's own image and Python (the operator's image has no Python), reads the API's address from
 POLYAXON_HOST, and only waits: it sends nothing but the health request. TLS is not verified for
 that request (a private CA is common): it carries no data and no credentials.
-(dict "ctx" $ "values" .Values.agent)
+(dict "ctx" $ "url" URL): the gateway's URL the waiting component calls.
 */}}
 {{- define "polyaxon.agent.waitForAPIScript" -}}
 import os, ssl, time, urllib.request
@@ -30,5 +30,5 @@ while True:
   command: ["python", "-c", {{ include "polyaxon.agent.waitForAPIScript" . | toJson }}]
   env:
     - name: POLYAXON_HOST
-      value: {{ include "polyaxon.gateway.url" .ctx | quote }}
+      value: {{ .url | quote }}
 {{- end -}}

@@ -1,8 +1,9 @@
 {{/*
 The gateway pod's reverse proxy: nginx in front of haupt, as Polyaxon's own gateway image runs
-it. nginx listens on gateway.service.targetPort, the only port the Service, the edge, the
-agent, the operator and runs reach; haupt's API and streams listen on the pod's loopback
-(gateway.proxy.apiPort, gateway.proxy.streamsPort) and are reached only through it.
+it. nginx listens on two ports: gateway.service.targetPort for users (through the edge, an
+ingress or a route) and the operator, and gateway.service.runsTargetPort for runs and the
+agent, whose POLYAXON_HOST runs inherit. haupt's API and streams listen on the pod's loopback
+(gateway.proxy.apiPort, gateway.proxy.streamsPort) and are reached only through nginx.
 
 Where it follows haupt's own generator (`haupt proxy gateway`, haupt/proxies/): the API,
 healthz, /internal/ and the web UI go to the API; /streams/ to streams; the timeouts
@@ -30,6 +31,11 @@ Where it differs, and why:
   folder out of it.
 - Run services (/services/, /external/, /monitors/: notebooks, tensorboards) are not routed:
   haupt's routes take the namespace from the URL and need a resolver; they answer 404.
+- The runs' port serves the API and the two agent routes the agent calls (its connections
+  check and its data collection, POST), nothing else (403): Polyaxon CE has no per-project
+  permissions, so a run could read any project's files through streams under that project's
+  URL. With runs.artifactsOfOtherRuns, the streams routes are served there as on the users'
+  port. The NetworkPolicies keep runs to this port.
 */}}
 {{- define "polyaxon.gateway.proxyConfig" -}}
 {{- $p := .Values.gateway.proxy -}}
@@ -105,18 +111,9 @@ http {
         "~^/streams/v1/[^/?]+/(?<polyaxon_owner>[^/?]+)/(?<polyaxon_project>[^/?]+)/runs/(?<polyaxon_run>[^/?]+)" /api/v1/$polyaxon_owner/$polyaxon_project/runs/$polyaxon_run/;
     }
 
+    # Users' port.
     server {
-        {{- if .Values.ssl.enabled }}
-        listen {{ .Values.gateway.service.targetPort }} ssl;
-        ssl_certificate {{ .Values.ssl.path }}/tls.crt;
-        ssl_certificate_key {{ .Values.ssl.path }}/tls.key;
-        {{- else }}
-        listen {{ .Values.gateway.service.targetPort }};
-        {{- end }}
-
-        if ($polyaxon_refused_path) {
-            return 400;
-        }
+        {{- include "polyaxon.gateway.proxyListen" (dict "ctx" . "port" .Values.gateway.service.targetPort) | nindent 8 }}
 
         location /auth-request/ {
             return 404;
@@ -124,47 +121,95 @@ http {
         location /k8s/ {
             return 403;
         }
-        location /streams/ {
-            auth_request /_polyaxon/run-of-project;
-            proxy_pass http://$polyaxon_streams_upstream;
-            proxy_buffering off;
-        }
-        # A run's route answers only when the run is the URL's project's: the API looks runs
-        # up by owner, project and uuid (a 404 there is a 403 here, and the route is not read).
-        location = /_polyaxon/run-of-project {
-            internal;
-            if ($polyaxon_run_of_project = "") {
-                return 204;
-            }
-            proxy_method GET;
-            proxy_pass_request_body off;
-            # A proxy_set_header here drops the server's: the API allows the client's Host only.
-            proxy_set_header Host $http_host;
-            proxy_set_header X-Real-IP $remote_addr;
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto $scheme;
-            proxy_set_header Content-Length "";
-            proxy_intercept_errors on;
-            error_page 404 = @polyaxon_not_the_projects;
-            proxy_pass http://polyaxon_api$polyaxon_run_of_project;
-        }
-        location @polyaxon_not_the_projects {
-            return 403;
-        }
-        # haupt's generator keeps /tmp/ internal too; only the archives below are ever served.
-        location /tmp/ {
-            internal;
-        }
-        # X-Accel-Redirect of streams' downloads: the copies it makes in its archives folder.
-        location {{ include "polyaxon.gateway.archivesRoot" . }}/ {
-            internal;
-            alias {{ include "polyaxon.gateway.archivesRoot" . }}/;
-            disable_symlinks on;
-        }
+        {{- include "polyaxon.gateway.proxyStreams" . | nindent 8 }}
         location / {
             proxy_pass http://polyaxon_api;
         }
     }
+
+    # Runs' port (and the agent's, whose host runs inherit).
+    server {
+        {{- include "polyaxon.gateway.proxyListen" (dict "ctx" . "port" .Values.gateway.service.runsTargetPort) | nindent 8 }}
+
+        location /api/ {
+            proxy_pass http://polyaxon_api;
+        }
+        location = /healthz/ {
+            proxy_pass http://polyaxon_api;
+        }
+        location ~ ^/streams/v1/[^/?]+/[^/?]+/agents/[^/?]+/connections_check/?$ {
+            limit_except POST {
+                deny all;
+            }
+            proxy_pass http://polyaxon_api;
+        }
+        location ~ ^/internal/v1/[^/?]+/[^/?]+/agents/[^/?]+/collect/?$ {
+            limit_except POST {
+                deny all;
+            }
+            proxy_pass http://polyaxon_api;
+        }
+        {{- if .Values.runs.artifactsOfOtherRuns }}
+        {{- include "polyaxon.gateway.proxyStreams" . | nindent 8 }}
+        {{- end }}
+        location / {
+            default_type text/plain;
+            return 403 "Runs reach the API only on this port{{ if not .Values.runs.artifactsOfOtherRuns }}: other runs' files are not served to runs (chart value runs.artifactsOfOtherRuns){{ end }}.\n";
+        }
+    }
+}
+{{- end -}}
+
+{{/* nginx's listen lines of a gateway port, and its refusal of other spellings of a path. (dict "ctx" $ "port" 8000) */}}
+{{- define "polyaxon.gateway.proxyListen" -}}
+listen {{ .port }}{{ if .ctx.Values.ssl.enabled }} ssl{{ end }};
+{{- if .ctx.Values.ssl.enabled }}
+ssl_certificate {{ .ctx.Values.ssl.path }}/tls.crt;
+ssl_certificate_key {{ .ctx.Values.ssl.path }}/tls.key;
+{{- end }}
+if ($polyaxon_refused_path) {
+    return 400;
+}
+{{- end -}}
+
+{{/* nginx's streams locations: a run's routes checked against the URL's project, downloads. */}}
+{{- define "polyaxon.gateway.proxyStreams" -}}
+location /streams/ {
+    auth_request /_polyaxon/run-of-project;
+    proxy_pass http://$polyaxon_streams_upstream;
+    proxy_buffering off;
+}
+# A run's route answers only when the run is the URL's project's: the API looks runs
+# up by owner, project and uuid (a 404 there is a 403 here, and the route is not read).
+location = /_polyaxon/run-of-project {
+    internal;
+    if ($polyaxon_run_of_project = "") {
+        return 204;
+    }
+    proxy_method GET;
+    proxy_pass_request_body off;
+    # A proxy_set_header here drops the server's: the API allows the client's Host only.
+    proxy_set_header Host $http_host;
+    proxy_set_header X-Real-IP $remote_addr;
+    proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+    proxy_set_header X-Forwarded-Proto $scheme;
+    proxy_set_header Content-Length "";
+    proxy_intercept_errors on;
+    error_page 404 = @polyaxon_not_the_projects;
+    proxy_pass http://polyaxon_api$polyaxon_run_of_project;
+}
+location @polyaxon_not_the_projects {
+    return 403;
+}
+# haupt's generator keeps /tmp/ internal too; only the archives below are ever served.
+location /tmp/ {
+    internal;
+}
+# X-Accel-Redirect of streams' downloads: the copies it makes in its archives folder.
+location {{ include "polyaxon.gateway.archivesRoot" . }}/ {
+    internal;
+    alias {{ include "polyaxon.gateway.archivesRoot" . }}/;
+    disable_symlinks on;
 }
 {{- end -}}
 
