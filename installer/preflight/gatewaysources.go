@@ -43,7 +43,7 @@ func (e *Env) checkGatewaySources(ctx context.Context) (string, error) {
 		sources = append(sources, source{sel, "the HTTPRoute's Gateways: httpRoute.dataPlaneNamespaceSelector"})
 	}
 	if len(sources) == 0 {
-		msg := fmt.Sprintf("networkPolicy.ingressNamespaceSelector is empty: every namespace and every address outside the cluster reaches the gateway's port %v", port)
+		msg := fmt.Sprintf("networkPolicy.ingressNamespaceSelector is empty: every namespace and every address outside the cluster reaches the gateway's users' port %v, and only the runs' own NetworkPolicy keeps runs off it", port)
 		if !v.Auth.Enabled {
 			msg += "; with auth.enabled=false, anyone who reaches it can start runs"
 		}

@@ -689,7 +689,7 @@ func TestPreflightWarnsWhileTheGatewayIsOpen(t *testing.T) {
 	off := map[string]any{"enabled": false}
 	r := run(map[string]any{"enabled": true, "ingressNamespaceSelector": map[string]any{}}, off)
 	assert.Equal(t, check.Warned, r.Status, r.Detail)
-	assert.Equal(t, "networkPolicy.ingressNamespaceSelector is empty: every namespace and every address outside the cluster reaches the gateway's port 8000; with auth.enabled=false, anyone who reaches it can start runs", r.Detail)
+	assert.Equal(t, "networkPolicy.ingressNamespaceSelector is empty: every namespace and every address outside the cluster reaches the gateway's users' port 8000, and only the runs' own NetworkPolicy keeps runs off it; with auth.enabled=false, anyone who reaches it can start runs", r.Detail)
 	assert.Contains(t, r.Hint, "networkPolicy.ingressNamespaceSelector")
 	assert.Contains(t, r.Docs, "#check-gateway-sources")
 
