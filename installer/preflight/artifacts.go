@@ -77,7 +77,12 @@ type storeConnection struct {
 	Kind   string `json:"kind"`
 	Schema struct {
 		VolumeClaim string `json:"volumeClaim"`
+		Bucket      string `json:"bucket"`
 	} `json:"schema"`
+	Secret struct {
+		Name      string `json:"name"`
+		MountPath string `json:"mountPath"`
+	} `json:"secret"`
 }
 
 // artifactsStore reads the store the agent is given (the agent ConfigMap), the one source.

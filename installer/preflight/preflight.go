@@ -20,6 +20,8 @@
 //	storage-class            persistent volumes have a (default) StorageClass
 //	artifacts-store          runs and the gateway can share the artifacts store (ReadWriteMany when apart)
 //	artifacts-sharing        runs in their own namespace and the gateway mount claims on one store
+//	artifacts-bucket         an s3 artifacts store's bucket exists and takes its Secret's keys
+//	backup-location          the scheduled backups' bucket exists and takes their Secret's keys
 //	ingress-class            the Ingress's class exists
 //	gateway-route            the HTTPRoute's Gateways exist and a listener admits it
 //	gateway-sources          the gateway's NetworkPolicy names its sources, and a namespace matches them (warning)
@@ -173,6 +175,9 @@ func Checks(env *Env) []check.Check {
 		check.Check{ID: "artifacts-sharing", Category: "storage", Description: "with runs in a namespace of their own, the gateway's and the runs' claims are one store", Severity: check.Error,
 			Hint: sharingFix,
 			Run:  env.checkArtifactsSharing},
+		check.Check{ID: "artifacts-bucket", Category: "storage", Description: "the artifacts store's bucket exists and takes the keys of its Secret", Severity: check.Error,
+			Hint: artifactsBucketFix,
+			Run:  env.checkArtifactsBucket},
 		check.Check{ID: "backup-location", Category: "storage", Description: "the scheduled backups' bucket exists and takes the keys they are given", Severity: check.Error,
 			Hint: backupLocationFix,
 			Run:  env.checkBackupLocation},

@@ -729,7 +729,7 @@ func TestIDsAreStable(t *testing.T) {
 	assert.Equal(t, []string{
 		"gateway-replicas", "pod-security", "rbac-scope", "kube-api", "kube-version", "release-state", "rbac", "crd-ownership", "dry-run",
 		"runs-namespace", "run-placement", "distributed-backends", "scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
-		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "artifacts-sharing", "backup-location", "ingress-class", "gateway-route", "gateway-sources",
+		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "artifacts-sharing", "artifacts-bucket", "backup-location", "ingress-class", "gateway-route", "gateway-sources",
 		"edge-secrets", "monitoring-crds", "edge-exposure",
 	}, preflight.IDs())
 }
