@@ -126,6 +126,11 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 		status, body := gatewayGet(t, ctx, addr, fmt.Sprintf("/streams/v1/%s/default/vision/runs/%s/artifact?path=outputs/model.txt", runsNS, uuid))
 		assert.Equal(t, http.StatusOK, status, body)
 		assert.Equal(t, want, body)
+		// The listing the web UI's file tree asks for: the outputs folder, read from the bucket.
+		status, body = gatewayGet(t, ctx, addr, fmt.Sprintf("/streams/v1/%s/default/vision/runs/%s/artifacts/tree?path=outputs", runsNS, uuid))
+		assert.Equal(t, http.StatusOK, status, body)
+		t.Logf("the API's listing of the run's outputs: %s", body)
+		assert.Contains(t, body, `"model.txt"`, "the run's output in its outputs folder")
 		out, err := cli.run(ctx, "ops", "logs", "-p", "vision", "-uid", uuid)
 		require.NoError(t, err)
 		assert.Contains(t, out, "wrote ", "polyaxon ops logs of the finished run (read from the bucket)")
@@ -145,6 +150,10 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 			chromedp.WaitVisible(`//*[normalize-space(text())="outputs"]`),
 			chromedp.WaitVisible(`//*[normalize-space(text())="plxlogs"]`)),
 			"%s shows the run's folders outputs and plxlogs", url)
+		// Opening the outputs folder lists the run's file, as streams read it from the bucket.
+		require.NoErrorf(t, chromedp.Do(tab, chromedp.Click(`//*[normalize-space(text())="outputs"]`),
+			chromedp.WaitVisible(`//*[normalize-space(text())="model.txt"]`)),
+			"%s shows model.txt in the outputs folder", url)
 		t.Logf("the web UI showed the run's files in %s", time.Since(began).Round(100*time.Millisecond))
 	})
 
