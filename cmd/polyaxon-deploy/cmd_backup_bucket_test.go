@@ -214,3 +214,98 @@ func TestBackupToABucketCLI(t *testing.T) {
 	assert.ElementsMatch(t, []string{"s3://backups/polyaxon/polyaxon-20991231T000000Z incomplete", newer + " damaged", older + " ok"}, statuses)
 	assert.NotEmpty(t, bucketKeys(t, root, "backups", olderKey+"/"), "the only good backup is kept")
 }
+
+// A scheduled backup prunes the bucket it went to: `backup` with the CronJob's own arguments
+// (charts/polyaxon/templates/backup/cronjob.yaml: --namespace, --release, --dir s3://...,
+// --encrypt-to, --keep-last, --output=json), run four times against a real PostgreSQL and a
+// real S3 store (versitygw), keeps the newest two. The older backups' objects are gone from the
+// bucket, every object of the two kept is there (each file their manifest names, the manifest
+// last), and both verify whole with the private key.
+func TestScheduledBackupPrunesTheBucketCLI(t *testing.T) {
+	ctx := context.Background()
+	s, _, runIt := localBackupCLI(t, 50)
+	store := s3test.New(t)
+	require.NoError(t, store.CreateUser(ctx, "team", "team-secret-key"))
+	require.NoError(t, store.CreateBucket(ctx, "backups", "team"))
+	setEnv(t, store.Env("team", "team-secret-key"))
+	t.Setenv("TMPDIR", t.TempDir())
+	root := store.RootClient()
+	key, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	keyFile := filepath.Join(t.TempDir(), "key.txt")
+	require.NoError(t, os.WriteFile(keyFile, []byte(key.String()+"\n"), 0o600))
+
+	const keepLast = 2
+	// The CronJob's arguments, in its form; --local and the server's address stand for the
+	// in-cluster database the pod reaches.
+	scheduled := []string{"backup", "--namespace=polyaxon", "--release=polyaxon", "--dir=s3://backups/polyaxon",
+		"--encrypt-to=" + key.Recipient().String(), "--keep-last=" + strconv.Itoa(keepLast), "--output=json",
+		"--local", "--pg-port", strconv.Itoa(s.Port), "--pg-bin-dir", s.BinDir}
+	// backupsInBucket is the backups' names (their prefixes under polyaxon/) the bucket holds.
+	backupsInBucket := func() []string {
+		seen := map[string]bool{}
+		var names []string
+		for _, k := range bucketKeys(t, root, "backups", "polyaxon/") {
+			name, _, _ := strings.Cut(strings.TrimPrefix(k, "polyaxon/"), "/")
+			if !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+		}
+		return names
+	}
+
+	var taken []string // backups' locations, oldest first
+	for i := range keepLast + 2 {
+		if i > 0 {
+			time.Sleep(1100 * time.Millisecond) // backups are named to the second
+		}
+		code, out, errs := runIt(scheduled...)
+		require.Equal(t, 0, code, out+errs)
+		var res struct{ Data struct{ Path string } }
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+		require.True(t, strings.HasPrefix(res.Data.Path, "s3://backups/polyaxon/polyaxon-"), res.Data.Path)
+		taken = append(taken, res.Data.Path)
+		// Each backup prunes after itself: once there are more than keepLast, the oldest goes.
+		kept, before := min(i+1, keepLast), min(i+1, keepLast+1)
+		assert.Contains(t, errs, "Pruned "+strconv.Itoa(before-kept)+" of "+strconv.Itoa(before)+" backups in s3://backups/polyaxon", "backup %d", i+1)
+		assert.Len(t, backupsInBucket(), kept, "after backup %d the bucket holds the newest %d", i+1, kept)
+	}
+	t.Logf("backups taken: %v; in the bucket: %v", taken, backupsInBucket())
+
+	name := func(loc string) string { return strings.TrimPrefix(loc, "s3://backups/polyaxon/") }
+	newest := taken[len(taken)-keepLast:]
+	assert.ElementsMatch(t, []string{name(newest[0]), name(newest[1])}, backupsInBucket(), "only the newest backups are left")
+	for _, old := range taken[:len(taken)-keepLast] {
+		assert.Empty(t, bucketKeys(t, root, "backups", "polyaxon/"+name(old)+"/"), "the pruned backup %s leaves no object behind", old)
+	}
+	for _, loc := range newest {
+		prefix := "polyaxon/" + name(loc) + "/"
+		got, err := root.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("backups"), Key: aws.String(prefix + backup.ManifestFile)})
+		require.NoError(t, err, loc)
+		var m backup.Manifest
+		require.NoError(t, json.NewDecoder(got.Body).Decode(&m), loc)
+		got.Body.Close()
+		want := []string{prefix + backup.ManifestFile}
+		for _, f := range m.StoredFiles() {
+			want = append(want, prefix+f)
+		}
+		require.NotEmpty(t, m.StoredFiles(), loc)
+		assert.ElementsMatch(t, want, bucketKeys(t, root, "backups", prefix), "%s is complete in the bucket", loc)
+		code, out, errs := runIt("backup", "verify", loc, "--full", "--identity", keyFile, "-o", "json")
+		assert.Equal(t, 0, code, "%s verifies whole: %s", loc, out+errs)
+	}
+	code, out, errs := runIt("backup", "list", "--dir", "s3://backups/polyaxon", "-o", "json")
+	require.Equal(t, 0, code, out+errs)
+	var listed struct {
+		Data struct {
+			Backups []struct{ Path, Status string }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &listed))
+	var statuses []string
+	for _, b := range listed.Data.Backups {
+		statuses = append(statuses, b.Path+" "+b.Status)
+	}
+	assert.Equal(t, []string{newest[1] + " ok", newest[0] + " ok"}, statuses, "newest first")
+}
