@@ -65,6 +65,33 @@ func TestREADMEDemoBlocksCoverTheCommands(t *testing.T) {
 	}
 }
 
+// TestDemoVariablesAreDocumented: every DEMO_* variable demo.sh reads has a row in
+// docs/development.md's table of the demo's variables, and the README's demo section names
+// DEMO_ARTIFACTS=s3 (no cluster needed).
+func TestDemoVariablesAreDocumented(t *testing.T) {
+	root, err := cluster.RepoRoot()
+	require.NoError(t, err)
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(p)))
+		require.NoError(t, err)
+		return string(b)
+	}
+	script, dev, readme := read("e2e/scripts/demo.sh"), read("docs/development.md"), read("README.md")
+	_, table, ok := strings.Cut(dev, "\n### The demo's variables\n")
+	require.True(t, ok, "docs/development.md has a section \"The demo's variables\"")
+	table, _, _ = strings.Cut(table, "\n#")
+	vars := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\$\{?(DEMO_[A-Z_]+)`).FindAllStringSubmatch(script, -1) {
+		vars[m[1]] = true
+	}
+	require.NotEmpty(t, vars, "demo.sh reads DEMO_* variables")
+	for v := range vars {
+		assert.Contains(t, table, "| `"+v+"` |", "docs/development.md's table of the demo's variables has a row for %s", v)
+	}
+	_, demo, _ := strings.Cut(readme, "\n## Try it on the demo cluster\n")
+	assert.Contains(t, demo, "`DEMO_ARTIFACTS=s3 make demo`", "the README's demo section says how to keep the artifacts in a bucket")
+}
+
 // demoExportsRE are the last lines of `make demo` on the local provider: what a user pastes
 // for Polyaxon's CLI (and kubectl) before the README's commands.
 var demoExportsRE = regexp.MustCompile(`\nexport POLYAXON_HOST=(http://127\.0\.0\.1:\d+)\nexport PATH=(\S+):\$PATH\n$`)
@@ -302,9 +329,15 @@ func demoRowCounts(t *testing.T, home string) map[string]string {
 	return counts
 }
 
-// sweepStaleDemo tears down what a killed run of TestREADMEDemoCommands left under dir.
+// sweepStaleDemo tears down what a killed run of TestREADMEDemoCommands or TestDemoS3StoreStep
+// left under dir.
 func sweepStaleDemo(dir string) {
-	home := filepath.Join(dir, "readme-home")
+	for _, home := range []string{"readme-home", s3DemoHome} {
+		sweepStaleDemoHome(filepath.Join(dir, home))
+	}
+}
+
+func sweepStaleDemoHome(home string) {
 	st, err := readDemoState(home)
 	if err != nil {
 		return

@@ -17,6 +17,11 @@
 # DEMO_PROVIDER=local|kind|auto chooses the provider (default: E2E_PROVIDER, else local). On
 # kind (docs/kind-offline.md), e2e/scripts/build-kind-images.sh starts its private Docker
 # engine and builds or reuses every image first; nothing is pulled.
+# DEMO_ARTIFACTS=volume|s3 chooses the artifacts store of a new demo cluster (default: the
+# existing cluster's, else volume: a directory every node sees, behind the chart's claims). s3
+# is a bucket of an S3 store run for the demo (versitygw, `e2ecluster s3store`, in namespace
+# s3): on the local provider the runs' own Python containers and Polyaxon's sidecar then run on
+# this machine, so a run's outputs and logs land in the bucket; `up` ends with how to list it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export LC_ALL=C # sort and join must agree on the order
@@ -45,15 +50,20 @@ up() {
   kubectl="${POLYAXON_DEPLOY_BIN_DIR:-$(bash e2e/scripts/build-binaries.sh)}/kubectl"
   build_e2ecluster
 
-  local choice="${DEMO_PROVIDER:-${E2E_PROVIDER:-local}}" load=()
+  local choice="${DEMO_PROVIDER:-${E2E_PROVIDER:-local}}" load=() store=()
+  case "${DEMO_ARTIFACTS:-}" in
+    "") ;;
+    volume | s3) store=(--artifacts "$DEMO_ARTIFACTS") ;;
+    *) echo "demo: DEMO_ARTIFACTS=$DEMO_ARTIFACTS: volume or s3" >&2; exit 2 ;;
+  esac
   local counts="core x2, experiments x2 with GPUs and a nvidia.com/gpu taint, builds x1"
   if [ "$choice" = kind ]; then
     kind_images
     counts="core, experiments with GPUs and a nvidia.com/gpu taint, builds: one node each"
   fi
   say "Creating the demo cluster (node pools: $counts)"
-  "$E2ECLUSTER" up --provider "$choice" --namespace "$NAMESPACE" "${load[@]}" >/dev/null
-  local provider kubeconfig postgres_password_file="" venv="" namespace hosts_log=""
+  "$E2ECLUSTER" up --provider "$choice" --namespace "$NAMESPACE" "${load[@]}" "${store[@]}" >/dev/null
+  local provider kubeconfig postgres_password_file="" venv="" namespace hosts_log="" artifacts=volume
   local gw_url="" gw_ca="" gw_ns="" gw_name="" gw_listener=""
   local demo_user="" demo_password="" demo_secret=""
   eval "$("$E2ECLUSTER" env)"
@@ -68,14 +78,16 @@ up() {
   # inline in the API, so the scheduler, RabbitMQ and Redis are left out.
   local values=()
   if [ "$provider" = local ]; then
-    # One artifacts store for the gateway and the runs' namespace: a directory beside the
-    # cluster's files stands for the NFS export a production cluster would name.
     values=(--set-file "postgresql.auth.password=$postgres_password_file"
       --set scheduler.enabled=false --set rabbitmq.enabled=false --set redis.enabled=false
-      --set "artifactsStore.persistence.sharedVolume.hostPath.path=${kc%/*}/artifacts"
       # Distributed runs: the hosts daemon runs the Kubeflow training operator (tfjob and
       # pytorchjob, for namespace polyaxon-runs) and served its CRDs before the install.
       --set operators.tfjob=true --set operators.pytorchjob=true)
+    if [ "$artifacts" = volume ]; then
+      # One artifacts store for the gateway and the runs' namespace: a directory beside the
+      # cluster's files stands for the NFS export a production cluster would name.
+      values+=(--set "artifactsStore.persistence.sharedVolume.hostPath.path=${kc%/*}/artifacts")
+    fi
     # A real Gateway API implementation in front of the gateway: Traefik, run by the hosts
     # daemon with the Gateway API CRDs and an HTTPS listener whose certificate (of a CA made
     # when the daemon started) it terminates; the chart's HTTPRoute attaches to it.
@@ -103,6 +115,16 @@ up() {
     use_gateway "$gw"
     values+=(--set edge.enabled=false)
   fi
+  if [ "$artifacts" = s3 ]; then
+    # The store in the cluster (on the local provider the hosts daemon runs versitygw for its
+    # pod), an account and the bucket it owns, its keys and endpoint in Secret polyaxon-s3:
+    # the install checks that Secret, and the values name it (artifactsStore.kind: s3).
+    say "The artifacts store: a bucket of the demo's S3 store (versitygw in namespace s3)"
+    local s3_values
+    s3_values="$("$E2ECLUSTER" s3store up --namespace "$NAMESPACE" --kubectl "$kubectl")"
+    echo "  values: $s3_values"
+    values+=(-f "$s3_values")
+  fi
   if "$BIN" status --kubeconfig "$kc" -n "$NAMESPACE" >/dev/null 2>&1; then
     say "Release polyaxon is already installed in this cluster: skipping the install"
   else
@@ -120,9 +142,19 @@ up() {
     pod_pools "${k[@]}"
   fi
 
-  say "The artifacts store's claims: the gateway's, and the runs' own of the same name in $RUNS_NAMESPACE"
-  "${k[@]}" -n "$NAMESPACE" get pvc polyaxon-artifacts
-  "${k[@]}" -n "$RUNS_NAMESPACE" get pvc polyaxon-artifacts --no-headers
+  if [ "$artifacts" = s3 ]; then
+    # The release made the runs' namespace: their init containers and sidecars read the same
+    # Secret there.
+    "$E2ECLUSTER" s3store secret --namespace "$RUNS_NAMESPACE"
+    say "The artifacts store: the S3 store's pod, and Secret polyaxon-s3 in $NAMESPACE and $RUNS_NAMESPACE"
+    "${k[@]}" -n s3 get pods -o wide
+    "${k[@]}" -n "$NAMESPACE" get secret polyaxon-s3
+    "${k[@]}" -n "$RUNS_NAMESPACE" get secret polyaxon-s3 --no-headers
+  else
+    say "The artifacts store's claims: the gateway's, and the runs' own of the same name in $RUNS_NAMESPACE"
+    "${k[@]}" -n "$NAMESPACE" get pvc polyaxon-artifacts
+    "${k[@]}" -n "$RUNS_NAMESPACE" get pvc polyaxon-artifacts --no-headers
+  fi
 
   run_pod "${k[@]}"
 
@@ -156,6 +188,13 @@ up() {
     echo "  $gw_url/ui/ in a browser that trusts $gw_ca"
     echo "  curl --cacert $gw_ca $gw_url/api/v1/installation"
     venv="$(bash e2e/scripts/install-polyaxon.sh)" # Polyaxon's CLI, for the export lines
+  fi
+
+  if [ "$artifacts" = s3 ]; then
+    say "Runs' artifacts in the bucket: Polyaxon's sidecar uploads each run's outputs and logs under s3://polyaxon-artifacts/<run uuid>/"
+    echo "  polyaxon run -f e2e/testdata/polyaxonfiles/s3-outputs.yaml -p demo   a run that writes outputs/model.txt (after polyaxon project create --name demo)"
+    echo "  $E2ECLUSTER s3store ls                                             the bucket's objects: time (UTC), size, URL"
+    echo "  eval \"\$($E2ECLUSTER s3store env)\"; aws s3 ls --recursive s3://polyaxon-artifacts   with an S3 client of your own"
   fi
 
   say "The demo cluster is up"
@@ -225,7 +264,11 @@ try_next() {
 # and hardened it.
 run_pod() {
   say "A Polyaxon run pod in namespace $RUNS_NAMESPACE, admitted, placed and hardened by the API server (then deleted)"
-  sed -e 's/RUNS_SA/polyaxon-runs/; s/STORE_NAME/artifacts/; s#STORE_PATH#/plx-artifacts#; s/STORE_CLAIM/polyaxon-artifacts/' \
+  # With the artifacts in a bucket there is no claim (the runs' policy refuses one): the
+  # store's volume is an emptyDir.
+  local store_volume='s/STORE_CLAIM/polyaxon-artifacts/'
+  [ "${artifacts:-volume}" = s3 ] && store_volume='s/persistentVolumeClaim: {claimName: STORE_CLAIM}/emptyDir: {}/'
+  sed -e 's/RUNS_SA/polyaxon-runs/; s/STORE_NAME/artifacts/; s#STORE_PATH#/plx-artifacts#' -e "$store_volume" \
     -e 's/generateName: plx-operation-ddp-resnet-/name: demo-run/' e2e/testdata/runpods/experiment.yaml |
     "$@" -n "$RUNS_NAMESPACE" apply -f - >/dev/null
   "$@" -n "$RUNS_NAMESPACE" wait --for=condition=PodScheduled pod/demo-run --timeout=60s >/dev/null

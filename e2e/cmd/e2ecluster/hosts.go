@@ -19,6 +19,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/edge"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/s3store"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
 )
@@ -35,8 +36,8 @@ const (
 )
 
 // prepareHosts checks Polyaxon's virtual environment and builds the operator stand-in into
-// the demo dir: what the hosts daemon runs.
-func prepareHosts(ctx context.Context, venv, ns string) (*hostsState, error) {
+// the demo dir (and versitygw, for an artifacts store in a bucket): what the hosts daemon runs.
+func prepareHosts(ctx context.Context, venv, ns string, s3 bool) (*hostsState, error) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -68,8 +69,15 @@ func prepareHosts(ctx context.Context, venv, ns string) (*hostsState, error) {
 		return nil, err
 	}
 	h.TrainingOperator, h.KubeflowCRDs = op.Bin, op.CRDs
-	h.Edge, err = edge.EnsureOAuth2Proxy(ctx, os.Stderr)
-	return h, err
+	if h.Edge, err = edge.EnsureOAuth2Proxy(ctx, os.Stderr); err != nil {
+		return nil, err
+	}
+	if s3 {
+		if h.S3Store, err = s3store.EnsureBuild(ctx, os.Stderr); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
 }
 
 func buildOperator(ctx context.Context, root, out string) error {
@@ -136,6 +144,7 @@ func ensureHosts(ctx context.Context, s *state) error {
 	}
 	defer devnull.Close()
 	_ = os.Remove(h.AddressFile)
+	_ = os.Remove(s3AddressFile(h.AddressFile))
 	args := []string{"hosts", "--name", s.Name, "--namespace", h.Namespace,
 		"--postgres", fmt.Sprintf("%s:%d", s.Postgres.Host, s.Postgres.Port),
 		"--venv", h.Venv, "--operator", h.Operator, "--address-file", h.AddressFile}
@@ -144,6 +153,9 @@ func ensureHosts(ctx context.Context, s *state) error {
 	}
 	if h.Edge != "" {
 		args = append(args, "--edge", h.Edge)
+	}
+	if h.S3Store != "" {
+		args = append(args, "--s3store", h.S3Store)
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
@@ -273,7 +285,7 @@ func runHosts(c *cli.Context) error {
 		go runTrainingOperator(ctx, cl, trainingoperator.Operator{Bin: bin, Namespace: c.String("runs-namespace"),
 			Schemes: kubeflowSchemes, Dir: filepath.Join(filepath.Dir(c.String("address-file")), "training-operator")})
 	}
-	programs := (&hostsState{Venv: c.String("venv"), Operator: c.String("operator"), Edge: c.String("edge")}).programs()
+	programs := (&hostsState{Venv: c.String("venv"), Operator: c.String("operator"), Edge: c.String("edge"), S3Store: c.String("s3store")}).programs()
 	backends := []local.HostBackend{{Namespace: ns, Pod: local.PostgresPod, Port: 5432, Address: c.String("postgres")}}
 	err = local.RunHostPrograms(ctx, cl, programs, backends, func(address func(ns, svc string, port int32) (string, error)) {
 		addr, err := address(ns, gatewayService, gatewayPort)
@@ -281,6 +293,14 @@ func runHosts(c *cli.Context) error {
 			logf("the gateway's address: %v", err)
 			cancel()
 			return
+		}
+		if c.String("s3store") != "" {
+			// Before the gateway's address: `up` waits for that file, then `s3store up` reads this.
+			if err := writeS3Addresses(s3AddressFile(addrFile), address); err != nil {
+				logf("the S3 store's addresses: %v", err)
+				cancel()
+				return
+			}
 		}
 		tmp := addrFile + ".tmp"
 		if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err == nil {
@@ -295,6 +315,7 @@ func runHosts(c *cli.Context) error {
 		go runGateway(ctx, cl, gatewayFile(addrFile))
 	})
 	_ = os.Remove(addrFile)
+	_ = os.Remove(s3AddressFile(addrFile))
 	logf("hosts daemon stopped (programs stopped)")
 	return err
 }

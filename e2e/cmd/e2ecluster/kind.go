@@ -187,6 +187,8 @@ func (f demoForward) stop() {
 func stopKindForwards() {
 	gatewayForward("").stop()
 	httpsForward(kindGatewayInfo{}).stop()
+	s3APIForward.stop()
+	s3AdminForward.stop()
 }
 
 // kindGatewayInfo is the kind demo's Gateway, written by `up` once it is Programmed.

@@ -12,9 +12,10 @@
 // The database and the daemon outlive `up`; `up` run again restarts whichever stopped, and
 // `down` stops them.
 //
-//	go run ./e2e/cmd/e2ecluster up [--name polyaxon-demo] [--provider auto|local|kind] [--venv DIR]
-//	go run ./e2e/cmd/e2ecluster env        shell assignments for demo.sh (provider, kubeconfig, ...)
+//	go run ./e2e/cmd/e2ecluster up [--name polyaxon-demo] [--provider auto|local|kind] [--venv DIR] [--artifacts volume|s3]
+//	go run ./e2e/cmd/e2ecluster env        shell assignments for demo.sh (provider, kubeconfig, artifacts, ...)
 //	go run ./e2e/cmd/e2ecluster gateway    waits for Polyaxon's API behind the gateway Service, prints its URL
+//	go run ./e2e/cmd/e2ecluster s3store up|secret|ls|env   the artifacts store in a bucket (s3store.go)
 //	go run ./e2e/cmd/e2ecluster kubeconfig
 //	go run ./e2e/cmd/e2ecluster down
 //
@@ -37,6 +38,7 @@ import (
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/edge"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/s3store"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/trainingoperator"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/local"
@@ -54,6 +56,18 @@ type state struct {
 	Postgres *pgtest.State `json:"postgres,omitempty"`
 	// Hosts is the daemon that runs Polyaxon's programs for the platform's pods (local provider).
 	Hosts *hostsState `json:"hosts,omitempty"`
+	// Artifacts is the artifacts store the demo was made for: "volume" (empty in a state of
+	// before) or "s3" (s3store.go). On the local provider it decides the host programs, which
+	// the cluster is made with.
+	Artifacts string `json:"artifacts,omitempty"`
+}
+
+// artifacts is the demo's artifacts store, "volume" or "s3".
+func (s *state) artifacts() string {
+	if s.Artifacts == "" {
+		return artifactsVolume
+	}
+	return s.Artifacts
 }
 
 // hostsState is what `up` needs to (re)start the hosts daemon and `down` to stop it.
@@ -75,13 +89,20 @@ type hostsState struct {
 	KubeflowCRDs     string `json:"kubeflowCRDs,omitempty"`
 	// Edge is oauth2-proxy (build-oauth2-proxy.sh), run for the authenticating edge's pods.
 	Edge string `json:"edge,omitempty"`
+	// S3Store is versitygw (build-s3store.sh), run for the S3 store's pod when the demo's
+	// artifacts are in a bucket; then the runs' own Python containers and Polyaxon's sidecar
+	// run too (local.RunPrograms), so that a run's outputs and logs reach the bucket.
+	S3Store string `json:"s3store,omitempty"`
 }
 
-// programs are what the hosts run for the platform's pods.
+// programs are what the hosts run for the platform's pods (and, with the S3 store, the runs').
 func (h *hostsState) programs() []local.Program {
 	programs := local.PolyaxonPrograms(oneVenv(h.Venv), h.Operator)
 	if h.Edge != "" {
 		programs = append(programs, edge.Program(h.Edge))
+	}
+	if h.S3Store != "" {
+		programs = append(append(programs, s3store.Program(h.S3Store)), local.RunPrograms(oneVenv(h.Venv))...)
 	}
 	return programs
 }
@@ -133,10 +154,20 @@ func provider(ctx context.Context, name string) (cluster.Provider, error) {
 
 func up(c *cli.Context) error {
 	ctx := c.Context
+	artifacts := c.String("artifacts")
+	if artifacts != "" && artifacts != artifactsVolume && artifacts != artifactsS3 {
+		return fmt.Errorf("--artifacts %q: volume or s3", artifacts)
+	}
 	if s, err := readState(); err == nil {
 		if _, err := os.Stat(s.Kubeconfig); err == nil {
+			if artifacts != "" && artifacts != s.artifacts() {
+				return fmt.Errorf("demo cluster %s was made with DEMO_ARTIFACTS=%s: `make demo-down`, then `DEMO_ARTIFACTS=%s make demo`", s.Name, s.artifacts(), artifacts)
+			}
 			return reuse(ctx, s)
 		}
+	}
+	if artifacts == "" {
+		artifacts = artifactsVolume
 	}
 	p, err := provider(ctx, c.String("provider"))
 	if err != nil {
@@ -154,7 +185,7 @@ func up(c *cli.Context) error {
 		hosts *hostsState
 	)
 	if p.Name() == "local" {
-		if hosts, err = prepareHosts(ctx, c.String("venv"), ns); err != nil {
+		if hosts, err = prepareHosts(ctx, c.String("venv"), ns, artifacts == artifactsS3); err != nil {
 			return err
 		}
 		if pg, err = startDatabase(ctx); err != nil {
@@ -195,7 +226,7 @@ func up(c *cli.Context) error {
 		}
 	}
 	cl.Close()
-	st := &state{Provider: p.Name(), Name: name, Kubeconfig: kc, Hosts: hosts}
+	st := &state{Provider: p.Name(), Name: name, Kubeconfig: kc, Hosts: hosts, Artifacts: artifacts}
 	if pg != nil {
 		db := pg.Detach()
 		st.Postgres = &db
@@ -261,6 +292,7 @@ func down(c *cli.Context) error {
 		stopKindForwards()
 		_ = os.RemoveAll(kindGatewayDir())
 	}
+	removeS3Files()
 	if err := p.Delete(c.Context, s.Name); err != nil {
 		return err
 	}
@@ -278,6 +310,7 @@ func down(c *cli.Context) error {
 	if s.Hosts != nil {
 		_ = os.Remove(s.Hosts.PasswordFile)
 		_ = os.Remove(s.Hosts.AddressFile)
+		_ = os.Remove(s3AddressFile(s.Hosts.AddressFile))
 	}
 	if err := os.Remove(statePath()); err != nil {
 		return err
@@ -301,13 +334,14 @@ func kubeconfig(*cli.Context) error {
 }
 
 // env prints the demo's facts as shell assignments for demo.sh (eval): provider, kubeconfig,
-// and on the local provider the database password's file and Polyaxon's virtual environment.
+// artifacts store, and on the local provider the database password's file and Polyaxon's
+// virtual environment.
 func env(*cli.Context) error {
 	s, err := readState()
 	if err != nil {
 		return fmt.Errorf("no demo cluster (run `make demo`): %w", err)
 	}
-	vars := [][2]string{{"provider", s.Provider}, {"kubeconfig", s.Kubeconfig}}
+	vars := [][2]string{{"provider", s.Provider}, {"kubeconfig", s.Kubeconfig}, {"artifacts", s.artifacts()}}
 	if s.Hosts != nil {
 		vars = append(vars, [2]string{"postgres_password_file", s.Hosts.PasswordFile}, [2]string{"venv", s.Hosts.Venv},
 			[2]string{"namespace", s.Hosts.Namespace}, [2]string{"hosts_log", s.Hosts.Log})
@@ -338,6 +372,7 @@ func main() {
 					&cli.StringSliceFlag{Name: "load", Usage: "kind: an image of the Docker engine to load into the nodes (kind.go: run images into the run pools, the rest into core)"},
 					&cli.StringFlag{Name: "gateway-image", Usage: "kind: Traefik's image (loaded with --load), run in the cluster as the Gateway's data plane"},
 					&cli.StringFlag{Name: "gateway-crds", Usage: "kind: the directory of the Gateway API CRDs (build-traefik.sh's second line)"},
+					&cli.StringFlag{Name: "artifacts", Usage: "the artifacts store: volume (a new cluster's default) or s3 (then `s3store up`); empty: the existing cluster's"},
 				},
 				Action: up,
 			},
@@ -383,12 +418,14 @@ func main() {
 					&cli.StringFlag{Name: "kubeflow-crds", Usage: "the directory of its CRDs"},
 					&cli.StringFlag{Name: "runs-namespace", Value: "polyaxon-runs", Usage: "the namespace the training operator watches"},
 					&cli.StringFlag{Name: "edge", Usage: "oauth2-proxy, run for the authenticating edge's pods (none when empty)"},
+					&cli.StringFlag{Name: "s3store", Usage: "versitygw, run for the S3 store's pod, with the runs' Python containers and Polyaxon's sidecar (none when empty)"},
 				},
 				Action: runHosts,
 			},
 		},
 	}
 	app.Commands = append(app.Commands, kindCommands...)
+	app.Commands = append(app.Commands, s3storeCommand)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := os.MkdirAll(demoDir(), 0o755); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -119,6 +120,43 @@ func Deploy(ctx context.Context, c *cluster.Cluster, opts Options) (*Store, erro
 	if _, err := cs.AppsV1().Deployments(s.Namespace).Create(ctx, deployment(s, opts), metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("Deployment %s: %w", s.Name, err)
 	}
+	if err := s.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Existing is the store an earlier Deploy of opts started (`make demo` run again finds the
+// demo's), its root keys read back from its Secret, once its pod is Ready; (nil, nil) when
+// opts.Namespace has no such Deployment.
+func Existing(ctx context.Context, c *cluster.Cluster, opts Options) (*Store, error) {
+	if opts.Name == "" {
+		opts.Name = Name
+	}
+	s := &Store{Namespace: opts.Namespace, Name: opts.Name, Endpoint: fmt.Sprintf("http://%s.%s:%d", opts.Name, opts.Namespace, Port), c: c}
+	if _, err := c.Clientset.AppsV1().Deployments(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	sec, err := c.Clientset.CoreV1().Secrets(s.Namespace).Get(ctx, s.RootSecret(), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the store's root Secret: %w", err)
+	}
+	s.RootAccessKey, s.RootSecretKey = string(sec.Data["ROOT_ACCESS_KEY_ID"]), string(sec.Data["ROOT_SECRET_ACCESS_KEY"])
+	if s.RootAccessKey == "" || s.RootSecretKey == "" {
+		return nil, fmt.Errorf("Secret %s/%s has no ROOT_ACCESS_KEY_ID or ROOT_SECRET_ACCESS_KEY", s.Namespace, s.RootSecret())
+	}
+	if err := s.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitReady returns once the store's Deployment has a Ready replica, or at once when
+// versitygw exited in its pod.
+func (s *Store) waitReady(ctx context.Context) error {
+	cs := s.c.Clientset
 	last := "not created"
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		d, err := cs.AppsV1().Deployments(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
@@ -132,9 +170,9 @@ func Deploy(ctx context.Context, c *cluster.Cluster, opts Options) (*Store, erro
 		return false, s.exited(ctx)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("Deployment %s/%s: %s: %w", s.Namespace, s.Name, last, err)
+		return fmt.Errorf("Deployment %s/%s: %s: %w", s.Namespace, s.Name, last, err)
 	}
-	return s, nil
+	return nil
 }
 
 // exited is an error when versitygw exited in the store's pod (its flags refused, a directory
