@@ -164,6 +164,7 @@ func TestPolyaxonRunsThroughTheCLI(t *testing.T) {
 				assert.Truef(t, mountsClaim(p, "polyaxon-artifacts"), "pod %s mounts the artifacts store's claim", p.Name)
 				assert.Equalf(t, "polyaxon-runs", p.Spec.ServiceAccountName, "pod %s runs as the runs ServiceAccount", p.Name)
 				assertNoUnsetSettings(t, p)
+				assertSidecarGuarded(t, p)
 			}
 			cli.waitStatus(t, ctx, "demo", uuid, r.status)
 		})
@@ -564,12 +565,27 @@ func waitRunPodsOf(t *testing.T, c *testCluster, cli *polyaxonCLI, ns, project, 
 
 // assertNoUnsetSettings: the agent's converter writes a setting its config lacks as Python's
 // None (runs.sidecar without sleepInterval gave the sidecar --sleep-interval=None, and it
-// exited at once on a real kubelet).
+// exited at once on a real kubelet). Polyaxon writes those settings as a container's args;
+// its commands are fixed (`polyaxon sidecar`), or the chart's guard program, whose Python
+// source has `=None` of its own (the runs' sidecar policy, polyaxon.runs.sidecarGuardCommand).
 func assertNoUnsetSettings(t *testing.T, p corev1.Pod) {
 	t.Helper()
 	for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
-		for _, a := range append(slices.Clone(c.Command), c.Args...) {
+		for _, a := range c.Args {
 			assert.NotContainsf(t, a, "=None", "pod %s container %s: a setting the agent's config lacks", p.Name, c.Name)
+		}
+	}
+}
+
+// assertSidecarGuarded: on a claim store too, the runs' sidecar policy gives Polyaxon's sidecar
+// the chart's guarded command (a link in a run's outputs to another run's folder of the claim
+// would be copied as the run's own output).
+func assertSidecarGuarded(t *testing.T, p corev1.Pod) {
+	t.Helper()
+	for _, c := range p.Spec.Containers {
+		if c.Name == "polyaxon-sidecar" {
+			assert.Truef(t, len(c.Command) == 3 && c.Command[0] == "python" && strings.Contains(c.Command[2], "sidecar guard"),
+				"pod %s: the API server gave the sidecar the chart's guarded command, not %.40q", p.Name, c.Command)
 		}
 	}
 }

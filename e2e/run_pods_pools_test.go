@@ -64,10 +64,10 @@ func TestRunPodsLandOnTheirPools(t *testing.T) {
 			byName[p.Name] = i
 		}
 		var want []string
-		for _, cat := range []string{"experiments", "jobs", "builds", "tensorboards", "notebooks", "security"} {
+		for _, cat := range []string{"experiments", "jobs", "builds", "tensorboards", "notebooks", "security", "sidecar"} {
 			want = append(want, ns+"-"+releaseName+"-runs-"+cat)
 		}
-		assert.ElementsMatch(t, want, names, "on Kubernetes 1.37 Helm installs one policy per category with scheduling, plus the hardening")
+		assert.ElementsMatch(t, want, names, "on Kubernetes 1.37 Helm installs one policy per category with scheduling, plus the hardening and the sidecar's guard (whatever the store)")
 		bindings, err := cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().List(ctxT(t, time.Minute), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + releaseName})
 		require.NoError(t, err)
 		var bound []string
@@ -312,7 +312,8 @@ func TestRunPodsLandOnTheirPools(t *testing.T) {
 				mine = append(mine, p.Name)
 			}
 		}
-		assert.Equal(t, []string{unplaced + "-" + releaseName + "-runs-security"}, mine, "the hardening only, no placement")
+		assert.ElementsMatch(t, []string{unplaced + "-" + releaseName + "-runs-security", unplaced + "-" + releaseName + "-runs-sidecar"}, mine,
+			"the hardening and the sidecar's guard only, no placement")
 
 		// A build run as Polyaxon sends it is refused; one that names its pool is admitted,
 		// hardened, and placed by nothing but its own selector.

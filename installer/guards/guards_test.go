@@ -37,10 +37,11 @@ func TestOfTakesEveryGuardOfTheRevision(t *testing.T) {
 		"ValidatingAdmissionPolicyBinding /polyaxon-polyaxon-runs-objects",
 		"MutatingAdmissionPolicy /polyaxon-polyaxon-runs-security",
 		"MutatingAdmissionPolicyBinding /polyaxon-polyaxon-runs-jobs",
+		"MutatingAdmissionPolicy /polyaxon-polyaxon-runs-sidecar", "MutatingAdmissionPolicyBinding /polyaxon-polyaxon-runs-sidecar",
 	} {
 		assert.Contains(t, names, want)
 	}
-	assert.Len(t, names, 34, "%q", names)
+	assert.Len(t, names, 36, "%q", names)
 	assert.Equal(t, []string{"polyaxon", "polyaxon-runs"}, rev.Namespaces)
 	assert.Equal(t, "polyaxon-runs", rev.RunsNamespace)
 	for _, a := range []string{"polyaxon/polyaxon-agent", "polyaxon/polyaxon-gateway", "polyaxon/polyaxon-operator", "polyaxon/default", "polyaxon-runs/polyaxon-runs"} {

@@ -186,14 +186,14 @@ a container only in the shape Polyaxon itself gives it (polyaxon.runs.specVariab
 {{- end -}}
 
 {{/*
-The command the runs' mutating admission policy gives Polyaxon's sidecar when the store is a
-bucket (files/sidecar-guard.py after files/store-guard.py: no link under the run's context is
-followed, and the sidecar writes and deletes only in the run's own folder), where the API
-server serves MutatingAdmissionPolicy. JSON list; [] when not.
+The command the runs' mutating admission policy gives Polyaxon's sidecar (files/sidecar-guard.py
+after files/store-guard.py: no link under the run's context is followed, and the sidecar writes
+and deletes only in the run's own folder of the store), where the API server serves
+MutatingAdmissionPolicy. Whatever the store: a claim's sidecar would copy a link's target (another
+run's folder of the same claim) as the run's own output. JSON list; [] when not.
 */}}
 {{- define "polyaxon.runs.sidecarGuardCommand" -}}
-{{- $guard := include "polyaxon.runs.storeGuard" . | fromJson -}}
-{{- if and $guard.secret .Values.agent.enabled (include "polyaxon.runs.mutatingServed" .) -}}
+{{- if and .Values.agent.enabled (include "polyaxon.runs.mutatingServed" .) -}}
 {{- toJson (list "python" "-c" (printf "%s%s" (.Files.Get "files/store-guard.py") (.Files.Get "files/sidecar-guard.py"))) -}}
 {{- else -}}
 []
