@@ -350,12 +350,10 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
   - name: ownRun
     expression: 'object.metadata.?labels[?"app.kubernetes.io/instance"].orValue("")'
   {{- $guarded := include "polyaxon.runs.sidecarGuardCommand" . | fromJsonArray }}
-  # Polyaxon's sidecar command, as Polyaxon's objects carry it; a pod's, once the mutating
-  # policy guarded it (polyaxon.runs.sidecarGuardCommand), only the guarded one.
+  # A pod's sidecar command, once the mutating policy guarded it
+  # (polyaxon.runs.sidecarGuardCommand); Polyaxon's objects carry Polyaxon's own.
   - name: sidecarCommands
     expression: {{ include "polyaxon.cel.literal" (ternary (list (list "polyaxon" "sidecar")) (list $guarded) (empty $guarded)) | quote }}
-  - name: objectSidecarCommand
-    expression: '[["polyaxon", "sidecar"]]'
   - name: runPattern
     expression: '{{ .Values.runs.artifactsOfOtherRuns }} ? "[0-9a-f]{32}" : variables.ownRun'
   - name: storeLeaks
@@ -386,7 +384,7 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
             && c.?envFrom.orValue([]).all(e, e.?secretRef.?name.orValue("") == variables.store.secret)
             && c.?volumeMounts.orValue([]).all(m, m.mountPath in variables.store.mounts)
             && !c.?lifecycle.hasValue() && !c.?livenessProbe.hasValue() && !c.?readinessProbe.hasValue() && !c.?startupProbe.hasValue() && !c.?workingDir.hasValue()
-            && (c.?command.orValue([]) in variables.sidecarCommands || (object.kind != "Pod" && c.?command.orValue([]) in variables.objectSidecarCommand))
+            && (c.?command.orValue([]) in variables.sidecarCommands || (object.kind != "Pod" && c.?command.orValue([]) == ["polyaxon", "sidecar"]))
             && c.?args.orValue([]).all(a, a.matches(variables.store.sidecarArg))))
           .map(c, "container " + c.name + " (" + c.?image.orValue("") + ")"
             + (c.?image.orValue("") == variables.store.sidecar ? " runs with a command, variable or mount of the polyaxonfile's" : " is the run's own"))
