@@ -315,8 +315,10 @@ func TestRunPodsLandOnTheirPools(t *testing.T) {
 		assert.ElementsMatch(t, []string{unplaced + "-" + releaseName + "-runs-security", unplaced + "-" + releaseName + "-runs-sidecar"}, mine,
 			"the hardening and the sidecar's guard only, no placement")
 
-		// A build run as Polyaxon sends it is refused; one that names its pool is admitted,
-		// hardened, and placed by nothing but its own selector.
+		// A build run as Polyaxon sends it is refused as soon as the install returns (it waits
+		// until the API server enforces the runs' restrictions: one was admitted right after an
+		// install before); one that names its pool is admitted, hardened, and placed by nothing
+		// but its own selector.
 		_, err = cs.CoreV1().Pods(unplacedRuns).Create(ctxT(t, time.Minute), loadRunPod(t, "build.yaml", unplacedRuns), metav1.CreateOptions{})
 		require.Error(t, err, "a run that names no pool could land on the core pool")
 		assert.Contains(t, err.Error(), keepOff)

@@ -96,6 +96,7 @@ func (a *Install) Run(ctx context.Context) (*InstallResult, error) {
 	}
 	a.progress().OK(fmt.Sprintf("Release %s installed (revision %d)", r.res.Info.Name, r.res.Info.Revision))
 	a.runsQuotaCounted(ctx, r.rc.Kube(), rendered)
+	a.runsGuardsEnforced(ctx, r.rc.Kube(), rendered)
 	return r.postInstall(ctx)
 }
 
