@@ -3,7 +3,6 @@ package preflight
 import (
 	"context"
 	"fmt"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -58,26 +57,16 @@ func (e *Env) checkArtifactsBucket(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading Secret %s/%s: %w", e.Namespace, name, err)
 	}
-	env := map[string]string{}
-	for k, v := range s.Data {
-		env[k] = string(v)
-	}
-	if env["AWS_ACCESS_KEY_ID"] == "" || env["AWS_SECRET_ACCESS_KEY"] == "" {
-		return "", fmt.Errorf("artifactsStore.secret.name: Secret %q has no AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY (it has %s): no run's outputs or logs would reach %s", name, secretKeys(s), where)
-	}
-	// The pods' environment has the Secret's keys (envFrom): so has this client, and nothing
-	// of this machine's.
-	client, err := bucket.Open(ctx, bucket.WithEnvironmentOnly(env))
-	if err != nil {
+	answer, err := tryWithSecretKeys(ctx, s, loc)
+	switch {
+	case err != nil:
 		return "", err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := client.CheckWritable(ctx, loc); err != nil {
-		if bucket.IsRefusal(err) {
-			return "", fmt.Errorf("artifactsStore.bucket %s with the keys of Secret %q (artifactsStore.secret.name): %w", where, name, err)
-		}
-		return "", check.Warnf("artifactsStore.bucket %s: the store did not answer from here (%v): the check could not try the bucket and the keys of Secret %s; the first run's outputs tell whether they work", where, err, name)
+	case answer.noKeys:
+		return "", fmt.Errorf("artifactsStore.secret.name: Secret %q has no AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY (it has %s): no run's outputs or logs would reach %s", name, secretKeys(s), where)
+	case answer.refused != nil:
+		return "", fmt.Errorf("artifactsStore.bucket %s with the keys of Secret %q (artifactsStore.secret.name): %w", where, name, answer.refused)
+	case answer.unreachable != nil:
+		return "", check.Warnf("artifactsStore.bucket %s: the store did not answer from here (%v): the check could not try the bucket and the keys of Secret %s; the first run's outputs tell whether they work", where, answer.unreachable, name)
 	}
 	return fmt.Sprintf("%s is readable and writable with the keys of Secret %s", where, name), nil
 }

@@ -202,25 +202,16 @@ func (e *Env) checkBackupLocation(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading Secret %s/%s: %w", e.Namespace, name, err)
 	}
-	env := map[string]string{}
-	for k, v := range s.Data {
-		env[k] = string(v)
-	}
-	if env["AWS_ACCESS_KEY_ID"] == "" || env["AWS_SECRET_ACCESS_KEY"] == "" {
-		return "", fmt.Errorf("backup.secret.name: Secret %q has no AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY (it has %s): every backup would fail", name, secretKeys(s))
-	}
-	// The pod's environment is the Secret's keys alone: so is this client's.
-	store, err := bucket.Open(ctx, bucket.WithEnvironmentOnly(env))
-	if err != nil {
+	answer, err := tryWithSecretKeys(ctx, s, loc)
+	switch {
+	case err != nil:
 		return "", err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := store.CheckWritable(ctx, loc); err != nil {
-		if bucket.IsRefusal(err) {
-			return "", fmt.Errorf("backup.location %s with the keys of Secret %q: %w", where, name, err)
-		}
-		return "", check.Warnf("backup.location %s: the store did not answer from here (%v): the first backup tells whether it works", where, err)
+	case answer.noKeys:
+		return "", fmt.Errorf("backup.secret.name: Secret %q has no AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY (it has %s): every backup would fail", name, secretKeys(s))
+	case answer.refused != nil:
+		return "", fmt.Errorf("backup.location %s with the keys of Secret %q: %w", where, name, answer.refused)
+	case answer.unreachable != nil:
+		return "", check.Warnf("backup.location %s: the store did not answer from here (%v): the first backup tells whether it works", where, answer.unreachable)
 	}
 	return fmt.Sprintf("%s is writable with the keys of Secret %s", where, name), nil
 }
@@ -234,4 +225,36 @@ func (e *Env) backupCronJob() *batchv1.CronJob {
 		}
 	}
 	return nil
+}
+
+// secretKeysAnswer is how a bucket answered a client holding a Secret's keys alone.
+type secretKeysAnswer struct {
+	noKeys      bool  // the Secret has no AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY
+	refused     error // the store refused the keys, or has no such bucket
+	unreachable error // the store did not answer from here
+}
+
+// tryWithSecretKeys writes to loc and deletes what it wrote, with the environment of a pod
+// that loads Secret s (envFrom) and nothing of this machine's.
+func tryWithSecretKeys(ctx context.Context, s *corev1.Secret, loc bucket.Location) (secretKeysAnswer, error) {
+	env := map[string]string{}
+	for k, v := range s.Data {
+		env[k] = string(v)
+	}
+	if env["AWS_ACCESS_KEY_ID"] == "" || env["AWS_SECRET_ACCESS_KEY"] == "" {
+		return secretKeysAnswer{noKeys: true}, nil
+	}
+	store, err := bucket.Open(ctx, bucket.WithEnvironmentOnly(env))
+	if err != nil {
+		return secretKeysAnswer{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := store.CheckWritable(ctx, loc); err != nil {
+		if bucket.IsRefusal(err) {
+			return secretKeysAnswer{refused: err}, nil
+		}
+		return secretKeysAnswer{unreachable: err}, nil
+	}
+	return secretKeysAnswer{}, nil
 }
