@@ -204,6 +204,7 @@ func TestDisasterRestoreFromTheBucket(t *testing.T) {
 	restoredAt := time.Now()
 	var restored struct {
 		Path       string
+		Backup     string
 		Way        string
 		Rows       map[string]int64
 		BackupRows map[string]int64
@@ -211,6 +212,7 @@ func TestDisasterRestoreFromTheBucket(t *testing.T) {
 	res.data(t, &restored)
 	mark(fmt.Sprintf("restore of %s (%s) done in %s (%s)", restored.Path, taken.Path, restoredAt.Sub(began).Round(100*time.Millisecond), restored.Way))
 	assert.Equal(t, location+"/latest", restored.Path)
+	assert.Equal(t, taken.Path, restored.Backup, "the JSON names the backup latest resolved to")
 	assert.Contains(t, res.Stderr, "Restoring "+taken.Path+" into pod", "latest is the backup taken on cluster A")
 	assert.Equal(t, taken.Rows, restored.BackupRows, "the rows the restore read from the manifest are the backup's")
 	assert.Equal(t, restored.BackupRows, restored.Rows, "every table has the row count the backup recorded")

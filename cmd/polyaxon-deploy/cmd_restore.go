@@ -49,7 +49,9 @@ if the release's Secrets were lost.`,
 
 // RestoreData is the payload of `restore`.
 type RestoreData struct {
+	// Path is the argument as given; Backup the backup restored (`latest` resolved).
 	Path     string   `json:"path"`
+	Backup   string   `json:"backup"`
 	Target   string   `json:"target"`
 	Tables   []string `json:"tables"`
 	Duration string   `json:"duration"`
@@ -82,7 +84,7 @@ func runRestore(c *cli.Context) error {
 			return nil, err
 		}
 		return output.NewResult("restore", output.StatusOK).WithData(RestoreData{
-			Path: path, Target: res.Target, Tables: res.Tables, Duration: res.Duration.Round(time.Millisecond).String(),
+			Path: path, Backup: res.Backup, Target: res.Target, Tables: res.Tables, Duration: res.Duration.Round(time.Millisecond).String(),
 			Way: res.Way, Rows: res.Rows, BackupRows: res.Manifest.Rows}), nil
 	})
 }
@@ -91,6 +93,7 @@ func runRestore(c *cli.Context) error {
 func (d RestoreData) Table() ([]string, [][]string) {
 	rows := [][]string{
 		{"path", d.Path},
+		{"backup", d.Backup},
 		{"target", d.Target},
 		{"tables", strings.Join(d.Tables, ", ")},
 		{"rows", rowsSummary(d.Rows)},

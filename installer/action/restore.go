@@ -33,6 +33,8 @@ type RestoreResult struct {
 	*backup.RestoreReport
 	Manifest *backup.Manifest
 	Target   string
+	// Backup is the backup restored: the location given, with `latest` resolved.
+	Backup string
 }
 
 // Run restores.
@@ -71,7 +73,7 @@ func (a *Restore) Run(ctx context.Context) (*RestoreResult, error) {
 	var (
 		target backup.Target
 		rel    *backup.Release
-		res    = &RestoreResult{Manifest: m}
+		res    = &RestoreResult{Manifest: m, Backup: fetched.Name}
 	)
 	err = a.run(ctx, lock,
 		d.reach(&a.Env, func(t backup.Target, r *backup.Release) { target, rel = t, r }),
