@@ -245,7 +245,8 @@ func TestRunsLocked(t *testing.T) {
 		}
 		assert.False(t, reach(&matcher.TrafficPeer{IP: "169.254.169.254"}, 80), "a run pod reaches the metadata address")
 		assert.True(t, reach(&matcher.TrafficPeer{IP: "203.0.113.7"}, 443), "a run pod reaches the internet")
-		assert.True(t, reach(pod(&gateway.Items[0], "10.244.1.1"), 8000), "a run pod reaches the gateway")
+		assert.True(t, reach(pod(&gateway.Items[0], "10.244.1.1"), 8003), "a run pod reaches the gateway's runs' port")
+		assert.False(t, reach(pod(&gateway.Items[0], "10.244.1.1"), 8000), "a run pod reaches the gateway's users' port, whose streams serve every project's files")
 	})
 
 	// Issue 37, fail closed and seen: a deleted binding turns its policy off without a word
