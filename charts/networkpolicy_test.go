@@ -296,6 +296,19 @@ func TestNetworkPoliciesForRunsFollowValues(t *testing.T) {
 			{agent, gateway, 8000, tcp, true},
 			{agent, gateway, 8003, tcp, true},
 		})
+		// A Gateway in the release's namespace (a parentRef without a namespace): its data
+		// plane's namespace, the one runs share, is admitted to the users' port, but no run.
+		judge, r = policyJudge(t, profileValues(t, "production"), map[string]any{"runs": map[string]any{"namespace": testNamespace}},
+			map[string]any{"networkPolicy": map[string]any{"ingressNamespaceSelector": nil}, "edge": map[string]any{"enabled": false}},
+			httpRouteValues(map[string]any{"parentRefs": []any{map[string]any{"name": "public"}}}))
+		gateway = peer{"gateway", podLabels(t, r, "gateway"), testNamespace, "10.0.1.1"}
+		dataPlane := peer{"the Gateway's proxy in the release's namespace", map[string]string{"app": "proxy"}, testNamespace, "10.0.1.7"}
+		judgeFlows(t, judge, []flow{
+			{dataPlane, gateway, 8000, tcp, true},
+			{run, gateway, 8000, tcp, false},
+			{impostor, gateway, 8000, tcp, false},
+			{run, gateway, 8003, tcp, true},
+		})
 	})
 	t.Run("gateway open to every source", func(t *testing.T) {
 		judge, r := policyJudge(t, profileValues(t, "production"), map[string]any{"networkPolicy": map[string]any{"ingressNamespaceSelector": nil}})

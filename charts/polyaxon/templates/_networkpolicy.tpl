@@ -42,6 +42,23 @@ podSelector:
   {{- include "polyaxon.networkPolicy.gatewayPods" . | nindent 2 }}
 {{- end -}}
 
+{{/*
+Peers: every pod but runs', of the namespaces namespaceSelector selects (this namespace when
+nil). Two peers, one for pods without the label and one for the rest: Kubernetes counts a pod
+without the key as NotIn, a matcher may not (cyclonus's does not). (dict "namespaceSelector" MAP)
+*/}}
+{{- define "polyaxon.networkPolicy.notRunsPeers" -}}
+{{- $peers := list -}}
+{{- range $op := list "DoesNotExist" "NotIn" -}}
+{{- $expr := dict "key" "app.kubernetes.io/part-of" "operator" $op -}}
+{{- if eq $op "NotIn" }}{{ $_ := set $expr "values" (list "polyaxon-runs") }}{{ end -}}
+{{- $peer := dict "podSelector" (dict "matchExpressions" (list $expr)) -}}
+{{- with $.namespaceSelector }}{{ $_ := set $peer "namespaceSelector" (dict "matchLabels" .) }}{{ end -}}
+{{- $peers = append $peers $peer -}}
+{{- end -}}
+{{- toYaml $peers -}}
+{{- end -}}
+
 {{/* Every run pod: Polyaxon sets this label over any the run asks for. */}}
 {{- define "polyaxon.networkPolicy.runPods" -}}
 matchLabels:
