@@ -66,22 +66,26 @@ func TestArtifactsClaimsShareOneFilesystem(t *testing.T) {
 // credentials Secret is still refused, saying why a workload identity does not reach runs.
 func TestServiceAccountAnnotationsAndBucketCredentials(t *testing.T) {
 	bucket := map[string]any{"artifactsStore": map[string]any{"kind": "s3", "bucket": "s3://plx-artifacts"}}
-	ids := map[string]any{
-		"gateway": map[string]any{"serviceAccount": map[string]any{"annotations": map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/plx-gateway"}}},
-		"runs":    map[string]any{"serviceAccount": map[string]any{"annotations": map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/plx-runs"}}},
-	}
-	_, err := renderWith(loadChart(t), mergeValues(profileValues(t, "production"), bucket, ids), false, nil)
+	gateway := map[string]any{"gateway": map[string]any{"serviceAccount": map[string]any{"annotations": map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/plx-gateway"}}}}
+	runsWebhook := map[string]any{"runs": map[string]any{"serviceAccount": map[string]any{"annotations": map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/plx-runs"}}}}
+	_, err := renderWith(loadChart(t), mergeValues(profileValues(t, "production"), bucket, gateway), false, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "artifactsStore.secret.name is empty")
-	assert.Contains(t, err.Error(), "does not reach runs")
+	assert.Contains(t, err.Error(), "artifactsStore.workloadIdentity.enabled", "the other way, named")
 
+	// EKS's webhook would mount the runs' role in every container of a run pod.
 	withSecret := map[string]any{"artifactsStore": map[string]any{"secret": map[string]any{"name": "s3-credentials"}}}
-	r := render(t, profileValues(t, "production"), bucket, withSecret, ids)
+	_, err = renderWith(loadChart(t), mergeValues(profileValues(t, "production"), bucket, withSecret, gateway, runsWebhook), false, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `runs.serviceAccount.annotations has "eks.amazonaws.com/role-arn"`)
+
+	runsOwn := map[string]any{"runs": map[string]any{"serviceAccount": map[string]any{"annotations": map[string]any{"example.com/team": "ml"}}}}
+	r := render(t, profileValues(t, "production"), bucket, withSecret, gateway, runsOwn)
 	accounts := map[string]map[string]string{}
 	for _, o := range r.byKind("ServiceAccount") {
 		accounts[o.GetName()] = o.GetAnnotations()
 	}
 	assert.Equal(t, "arn:aws:iam::1:role/plx-gateway", accounts["polyaxon-gateway"]["eks.amazonaws.com/role-arn"])
-	assert.Equal(t, "arn:aws:iam::1:role/plx-runs", accounts["polyaxon-runs"]["eks.amazonaws.com/role-arn"])
+	assert.Equal(t, "ml", accounts["polyaxon-runs"]["example.com/team"])
 	assert.NotContains(t, accounts["polyaxon-agent"], "eks.amazonaws.com/role-arn", "the agent's ServiceAccount gets only its own annotations")
 }

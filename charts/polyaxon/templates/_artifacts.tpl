@@ -44,6 +44,73 @@ streams) mounts it too, to serve outputs, logs and uploads.
 {{- toJson $conn -}}
 {{- end -}}
 
+{{/*
+The bucket's workload identity (artifactsStore.workloadIdentity), as JSON; {} when off: the
+projected token's audience and lifetime, the volume and where it is mounted, the environment
+the cloud's SDK reads (botocore's web identity; google-auth's external account) and, for gcs,
+the ConfigMap with the credential configuration.
+Given to the gateway, and by the runs' mutating policy to Polyaxon's own containers only.
+*/}}
+{{- define "polyaxon.artifactsStore.identity" -}}
+{{- $s := .Values.artifactsStore -}}
+{{- $w := $s.workloadIdentity | default dict -}}
+{{- if and .Values.agent.enabled $w.enabled (has $s.kind (list "s3" "gcs")) -}}
+{{- $dir := "/var/run/secrets/polyaxon-deploy/store-identity" -}}
+{{- $token := printf "%s/token" $dir -}}
+{{- $out := dict "volume" "polyaxon-store-identity" "mountPath" $dir "expirationSeconds" (int64 ($w.expirationSeconds | default 3600)) "configMap" "" -}}
+{{- if eq $s.kind "s3" -}}
+{{- $_ := set $out "audience" ($w.audience | default "sts.amazonaws.com") -}}
+{{- /* Polyaxon reads AWS_REGION, botocore AWS_DEFAULT_REGION; AWS_ASSUME_ROLE would make
+Polyaxon trade the role itself, without the token. */ -}}
+{{- $env := list (dict "name" "AWS_ROLE_ARN" "value" $w.roleArn) (dict "name" "AWS_WEB_IDENTITY_TOKEN_FILE" "value" $token) -}}
+{{- with $w.region }}{{ $env = concat $env (list (dict "name" "AWS_REGION" "value" .) (dict "name" "AWS_DEFAULT_REGION" "value" .)) }}{{ end -}}
+{{- $_ := set $out "env" $env -}}
+{{- else -}}
+{{- /* Polyaxon takes any key path it is given (GOOGLE_APPLICATION_CREDENTIALS included) for a
+service account's key file; with none it asks google-auth, which reads the gcloud
+configuration folder's application_default_credentials.json, an external account here. */ -}}
+{{- $_ := set $out "audience" $w.audience -}}
+{{- $_ := set $out "configMap" (include "polyaxon.componentName" (dict "ctx" . "component" "store-identity")) -}}
+{{- $_ := set $out "env" (list (dict "name" "CLOUDSDK_CONFIG" "value" $dir)) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- else -}}
+{}
+{{- end -}}
+{{- end -}}
+
+{{/* gcs: the credential configuration google-auth reads (an external account whose subject
+token is the projected file), the ConfigMap's application_default_credentials.json. */}}
+{{- define "polyaxon.artifactsStore.identityCredentials" -}}
+{{- $w := .Values.artifactsStore.workloadIdentity -}}
+{{- $id := include "polyaxon.artifactsStore.identity" . | fromJson -}}
+{{- $c := dict "type" "external_account" "audience" $w.provider "subject_token_type" "urn:ietf:params:oauth:token-type:jwt"
+    "token_url" "https://sts.googleapis.com/v1/token" "credential_source" (dict "file" (printf "%s/token" $id.mountPath) "format" (dict "type" "text")) -}}
+{{- with $w.serviceAccount -}}
+{{- $_ := set $c "service_account_impersonation_url" (printf "https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/%s:generateAccessToken" .) -}}
+{{- end -}}
+{{- toPrettyJson $c -}}
+{{- end -}}
+
+{{/* The projected volume of the workload identity (a pod's volumes entry). */}}
+{{- define "polyaxon.artifactsStore.identityVolume" -}}
+{{- $id := include "polyaxon.artifactsStore.identity" . | fromJson -}}
+{{- $sources := list (dict "serviceAccountToken" (dict "audience" $id.audience "expirationSeconds" $id.expirationSeconds "path" "token")) -}}
+{{- with $id.configMap -}}
+{{- $sources = append $sources (dict "configMap" (dict "name" . "items" (list (dict "key" "application_default_credentials.json" "path" "application_default_credentials.json")))) -}}
+{{- end -}}
+{{- toJson (dict "name" $id.volume "projected" (dict "sources" $sources)) -}}
+{{- end -}}
+
+{{/* The workload identity's environment in a gateway container. */}}
+{{- define "polyaxon.artifactsStore.identityEnv" -}}
+{{- $id := include "polyaxon.artifactsStore.identity" . | fromJson -}}
+{{- range $e := $id.env | default list }}
+- name: {{ $e.name }}
+  value: {{ $e.value | quote }}
+{{- end }}
+{{- end -}}
+
 {{/* The store's credentials as environment variables of the gateway (a Secret without mountPath). */}}
 {{- define "polyaxon.artifactsStore.envFrom" -}}
 {{- $s := .Values.artifactsStore -}}
@@ -69,6 +136,11 @@ streams) mounts it too, to serve outputs, logs and uploads.
   mountPath: {{ $s.secret.mountPath }}
   readOnly: true
 {{- end }}
+{{- with include "polyaxon.artifactsStore.identity" .ctx | fromJson }}
+- name: {{ .volume }}
+  mountPath: {{ .mountPath }}
+  readOnly: true
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -89,6 +161,9 @@ streams) mounts it too, to serve outputs, logs and uploads.
 - name: artifacts-store-secret
   secret:
     secretName: {{ $s.secret.name }}
+{{- end }}
+{{- if include "polyaxon.artifactsStore.identity" . | fromJson }}
+- {{ include "polyaxon.artifactsStore.identityVolume" . | fromJson | toYaml | nindent 2 | trim }}
 {{- end }}
 {{- end }}
 {{- end -}}

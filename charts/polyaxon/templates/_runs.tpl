@@ -154,6 +154,7 @@ in a shared namespace, not one that appears later in the runs' own.
 {{- $configMaps := concat (list "kube-root-ca.crt") (.Values.runs.allowedConfigMaps | default list) -}}
 {{- $claims := .Values.runs.allowedClaims | default list -}}
 {{- with $s.secret.name }}{{ $secrets = append $secrets . }}{{ end -}}
+{{- with (include "polyaxon.artifactsStore.identity" . | fromJson).configMap }}{{ $configMaps = append $configMaps . }}{{ end -}}
 {{- if eq $s.kind "volume_claim" }}{{ $claims = append $claims (include "polyaxon.artifactsStore.claimName" .) }}{{ end -}}
 {{- range $c := .Values.connections -}}
 {{- with ($c.secret | default dict).name }}{{ $secrets = append $secrets . }}{{ end -}}
@@ -174,15 +175,96 @@ a container only in the shape Polyaxon itself gives it (polyaxon.runs.specVariab
 */}}
 {{- define "polyaxon.runs.storeGuard" -}}
 {{- $s := .Values.artifactsStore -}}
-{{- if and (has $s.kind (list "s3" "gcs" "wasb")) $s.secret.name -}}
+{{- $id := include "polyaxon.artifactsStore.identity" . | fromJson -}}
+{{- if and (has $s.kind (list "s3" "gcs" "wasb")) (or $s.secret.name $id) -}}
 {{- $init := include "polyaxon.runs.container" (dict "ctx" . "name" "init") | fromJson -}}
 {{- $sidecar := include "polyaxon.runs.container" (dict "ctx" . "name" "sidecar") | fromJson -}}
-{{- toJson (dict "secret" $s.secret.name "mountPath" ($s.secret.mountPath | default "")
+{{- $guard := dict "secret" ($s.secret.name | default "") "mountPath" ($s.secret.mountPath | default "")
     "init" (printf "%s:%s" $init.image $init.imageTag) "sidecar" (printf "%s:%s" $sidecar.image $sidecar.imageTag)
-    "name" $s.name "kind" $s.kind "root" (regexQuoteMeta (trimSuffix "/" $s.bucket))) -}}
+    "name" $s.name "kind" $s.kind "root" (regexQuoteMeta (trimSuffix "/" $s.bucket)) -}}
+{{- $seg := `(/\.?[A-Za-z0-9_-][A-Za-z0-9._-]*)*` -}}
+{{- $own := printf "/plx-context/artifacts/@RUN@%s" $seg -}}
+{{- $mkdir := printf `if \[ ! -d "%s" \]; then mkdir -m 0777 -p %s; fi;` $own $own -}}
+{{- $fetch := printf `polyaxon initializer path --connection-name=%s --connection-kind=%s --path-from=%s/@RUN@%s --path-to=%s( --is-file| --check-path| --sync-fw)? ?;` (regexQuoteMeta $guard.name) $guard.kind $guard.root $seg $own -}}
+{{- $_ := set $guard "script" (printf "^((%s|%s) ?)+$" $mkdir $fetch) -}}
+{{- $_ := set $guard "tensorboard" (printf "^--(context-from=%s|context-to=/plx-context/artifacts|connection-kind=%s|uuids=@RUN@(,@RUN@)*)$" $guard.root $guard.kind) -}}
+{{- $_ := set $guard "sidecarArg" "^--(container-id=[a-z0-9]([-a-z0-9]*[a-z0-9])?|sleep-interval=[0-9]+|sync-interval=[0-9]+|monitor-logs|monitor-spec)$" -}}
+{{- $env := list "POLYAXON_API_VERSION" "POLYAXON_ARTIFACTS_STORE_NAME" "POLYAXON_AUTHENTICATION_TYPE" "POLYAXON_CONNECTIONS_CATALOG" "POLYAXON_CONTAINER_ID" "POLYAXON_HEADER" "POLYAXON_HEADER_SERVICE" "POLYAXON_HOST" "POLYAXON_IS_MANAGED" "POLYAXON_K8S_NAMESPACE" "POLYAXON_K8S_NODE_NAME" "POLYAXON_K8S_POD_ID" "POLYAXON_RUN_INSTANCE" -}}
+{{- /* The ServiceAccount admission plugin mounts the runs account's token in every container. */ -}}
+{{- $mounts := compact (list "/plx-context/artifacts" "/var/run/secrets/kubernetes.io/serviceaccount" $guard.mountPath) -}}
+{{- $identityEnv := dict -}}
+{{- $_ := set $guard "audience" "" -}}
+{{- if $id -}}
+{{- range $e := $id.env }}{{ $env = append $env $e.name }}{{ $_ := set $identityEnv $e.name $e.value }}{{ end -}}
+{{- $mounts = append $mounts $id.mountPath -}}
+{{- $_ := set $guard "audience" $id.audience -}}
+{{- $_ := set $guard "identityVolume" $id.volume -}}
+{{- $_ := set $guard "expirationSeconds" $id.expirationSeconds -}}
+{{- end -}}
+{{- $_ := set $guard "env" $env -}}
+{{- $_ := set $guard "identityEnv" $identityEnv -}}
+{{- $_ := set $guard "mounts" $mounts -}}
+{{- toJson $guard -}}
 {{- else -}}
 {}
 {{- end -}}
+{{- end -}}
+
+{{/* The variables the store's guard and the identity's mutation read (polyaxon.runs.storeGuard). */}}
+{{- define "polyaxon.runs.storeVariables" }}
+  - name: store
+    expression: {{ include "polyaxon.cel.literal" (include "polyaxon.runs.storeGuard" . | fromJson) | quote }}
+  - name: ownRun
+    expression: 'object.metadata.?labels[?"app.kubernetes.io/instance"].orValue("")'
+  {{- $guarded := include "polyaxon.runs.sidecarGuardCommand" . | fromJsonArray }}
+  # A pod's sidecar command, once the mutating policy guarded it
+  # (polyaxon.runs.sidecarGuardCommand); Polyaxon's objects carry Polyaxon's own.
+  - name: sidecarCommands
+    expression: {{ include "polyaxon.cel.literal" (ternary (list (list "polyaxon" "sidecar")) (list $guarded) (empty $guarded)) | quote }}
+  - name: runPattern
+    expression: '{{ .Values.runs.artifactsOfOtherRuns }} ? "[0-9a-f]{32}" : variables.ownRun'
+{{- end -}}
+
+{{/* CEL, over container c of spec s: c holds the store's keys (its Secret, as variables, a
+mount or a projection) or its identity (a mounted token for the identity's audience, or a mount
+of the volume the mutating policy adds, by its name: Polyaxon's objects do not have it yet). */}}
+{{- define "polyaxon.runs.storeHolderCEL" -}}
+(variables.store.secret != "" && (c.?envFrom.orValue([]).exists(e, e.?secretRef.?name.orValue("") == variables.store.secret)
+            || c.?env.orValue([]).exists(e, e.?valueFrom.?secretKeyRef.?name.orValue("") == variables.store.secret)))
+            || c.?volumeMounts.orValue([]).exists(m, s.?volumes.orValue([]).exists(v, v.name == m.name
+              && ((variables.store.secret != "" && (v.?secret.?secretName.orValue("") == variables.store.secret || v.?projected.?sources.orValue([]).exists(p, p.?secret.?name.orValue("") == variables.store.secret)))
+                || (variables.store.audience != "" && v.?projected.?sources.orValue([]).exists(p, p.?serviceAccountToken.?audience.orValue("") == variables.store.audience)))))
+            || (variables.store.audience != "" && c.?volumeMounts.orValue([]).exists(m, m.name == variables.store.identityVolume))
+{{- end -}}
+
+{{/* CEL, over container c: c's fields are what Polyaxon gives a container that may hold the
+store's keys or identity, apart from what makes it one of those two (polyaxon.runs.ownInitCEL,
+polyaxon.runs.ownSidecarCEL). The identity's variables carry the chart's values only. */}}
+{{- define "polyaxon.runs.ownShapeCEL" -}}
+c.?env.orValue([]).all(e, e.name in variables.store.env
+              && (!(e.name in variables.store.identityEnv) || (e.?value.orValue("") == variables.store.identityEnv[e.name] && !e.?valueFrom.hasValue())))
+            && c.?envFrom.orValue([]).all(e, variables.store.secret != "" && e.?secretRef.?name.orValue("") == variables.store.secret)
+            && c.?volumeMounts.orValue([]).all(m, m.mountPath in variables.store.mounts)
+            && !c.?lifecycle.hasValue() && !c.?livenessProbe.hasValue() && !c.?readinessProbe.hasValue() && !c.?startupProbe.hasValue() && !c.?workingDir.hasValue()
+{{- end -}}
+
+{{/* CEL, over init container c: Polyaxon's own, fetching this run's own artifacts. */}}
+{{- define "polyaxon.runs.ownInitCEL" -}}
+variables.ownRun.matches("^[0-9a-f]{32}$") && c.name.startsWith("polyaxon-init-") && c.?image.orValue("") == variables.store.init
+            && {{ include "polyaxon.runs.ownShapeCEL" . }}
+            && ((c.?command.orValue([]) == ["/bin/sh", "-c"] && c.?args.orValue([]).size() == 1
+                && c.args[0].matches(variables.store.script.replace("@RUN@", variables.runPattern)))
+              || (c.?command.orValue([]) == ["polyaxon", "initializer", "tensorboard"]
+                && c.?args.orValue([]).all(a, a.matches(variables.store.tensorboard.replace("@RUN@", variables.runPattern)))))
+{{- end -}}
+
+{{/* CEL, over container c: Polyaxon's own sidecar of this run (guarded, in a pod). */}}
+{{- define "polyaxon.runs.ownSidecarCEL" -}}
+variables.ownRun.matches("^[0-9a-f]{32}$") && c.name == "polyaxon-sidecar" && c.?image.orValue("") == variables.store.sidecar
+            && {{ include "polyaxon.runs.ownShapeCEL" . }}
+            && c.?env.orValue([]).exists(e, e.name == "POLYAXON_RUN_INSTANCE" && e.?value.orValue("").endsWith(".runs." + variables.ownRun))
+            && (c.?command.orValue([]) in variables.sidecarCommands || (object.kind != "Pod" && c.?command.orValue([]) == ["polyaxon", "sidecar"]))
+            && c.?args.orValue([]).all(a, a.matches(variables.store.sidecarArg))
 {{- end -}}
 
 {{/*
@@ -326,66 +408,25 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
   - name: nameservers
     expression: 'variables.specs.map(s, s.?dnsConfig.?nameservers.orValue([])).filter(l, l.size() > 0).map(l, l.join(", "))'
   {{- $guard := include "polyaxon.runs.storeGuard" . | fromJson }}
-  {{- if $guard.secret }}
-  {{- $seg := `(/\.?[A-Za-z0-9_-][A-Za-z0-9._-]*)*` }}
-  {{- $own := printf "/plx-context/artifacts/@RUN@%s" $seg }}
-  {{- $mkdir := printf `if \[ ! -d "%s" \]; then mkdir -m 0777 -p %s; fi;` $own $own }}
-  {{- $fetch := printf `polyaxon initializer path --connection-name=%s --connection-kind=%s --path-from=%s/@RUN@%s --path-to=%s( --is-file| --check-path| --sync-fw)? ?;` (regexQuoteMeta $guard.name) $guard.kind $guard.root $seg $own }}
-  {{- $_ := set $guard "script" (printf "^((%s|%s) ?)+$" $mkdir $fetch) }}
-  {{- $_ := set $guard "tensorboard" (printf "^--(context-from=%s|context-to=/plx-context/artifacts|connection-kind=%s|uuids=@RUN@(,@RUN@)*)$" $guard.root $guard.kind) }}
-  {{- $_ := set $guard "sidecarArg" "^--(container-id=[a-z0-9]([-a-z0-9]*[a-z0-9])?|sleep-interval=[0-9]+|sync-interval=[0-9]+|monitor-logs|monitor-spec)$" }}
-  {{- $_ := set $guard "env" (list "POLYAXON_API_VERSION" "POLYAXON_ARTIFACTS_STORE_NAME" "POLYAXON_AUTHENTICATION_TYPE" "POLYAXON_CONNECTIONS_CATALOG" "POLYAXON_CONTAINER_ID" "POLYAXON_HEADER" "POLYAXON_HEADER_SERVICE" "POLYAXON_HOST" "POLYAXON_IS_MANAGED" "POLYAXON_K8S_NAMESPACE" "POLYAXON_K8S_NODE_NAME" "POLYAXON_K8S_POD_ID" "POLYAXON_RUN_INSTANCE") }}
-  {{- /* The ServiceAccount admission plugin mounts the runs account's token in every container. */}}
-  {{- $_ := set $guard "mounts" (compact (list "/plx-context/artifacts" "/var/run/secrets/kubernetes.io/serviceaccount" $guard.mountPath)) }}
-  # A bucket store's keys (polyaxon.runs.storeGuard) reach only Polyaxon's own containers, in
-  # the shape Polyaxon gives them: its init container fetching this run's own artifacts (its
-  # image, `/bin/sh -c` with Polyaxon's script, or its tensorboard initializer) and its sidecar
-  # (its image and arguments); with Polyaxon's environment variables only, mounts under its
-  # context, no probe, hook or working directory. A polyaxonfile keeps its own image, command,
-  # env and mounts on those containers, and names the store as a connection of its own
+  {{- if $guard.kind }}
+  # A bucket store's keys or workload identity (polyaxon.runs.storeGuard) reach only Polyaxon's
+  # own containers, in the shape Polyaxon gives them: its init container fetching this run's own
+  # artifacts (its image, `/bin/sh -c` with Polyaxon's script, or its tensorboard initializer)
+  # and its sidecar (its image and arguments); with Polyaxon's environment variables only, mounts
+  # under its context, no probe, hook or working directory. A polyaxonfile keeps its own image,
+  # command, env and mounts on those containers, and names the store as a connection of its own
   # container: each of those is refused. Runs are told apart by their uuid only, so fetching
   # another run's artifacts is fetching any project's (runs.artifactsOfOtherRuns).
-  - name: store
-    expression: {{ include "polyaxon.cel.literal" $guard | quote }}
-  - name: ownRun
-    expression: 'object.metadata.?labels[?"app.kubernetes.io/instance"].orValue("")'
-  {{- $guarded := include "polyaxon.runs.sidecarGuardCommand" . | fromJsonArray }}
-  # A pod's sidecar command, once the mutating policy guarded it
-  # (polyaxon.runs.sidecarGuardCommand); Polyaxon's objects carry Polyaxon's own.
-  - name: sidecarCommands
-    expression: {{ include "polyaxon.cel.literal" (ternary (list (list "polyaxon" "sidecar")) (list $guarded) (empty $guarded)) | quote }}
-  - name: runPattern
-    expression: '{{ .Values.runs.artifactsOfOtherRuns }} ? "[0-9a-f]{32}" : variables.ownRun'
+  {{- include "polyaxon.runs.storeVariables" . }}
   - name: storeLeaks
     expression: >-
       variables.specs.map(s,
-        s.?initContainers.orValue([]).filter(c, c.?envFrom.orValue([]).exists(e, e.?secretRef.?name.orValue("") == variables.store.secret)
-            || c.?env.orValue([]).exists(e, e.?valueFrom.?secretKeyRef.?name.orValue("") == variables.store.secret)
-            || c.?volumeMounts.orValue([]).exists(m, s.?volumes.orValue([]).exists(v, v.name == m.name
-              && (v.?secret.?secretName.orValue("") == variables.store.secret || v.?projected.?sources.orValue([]).exists(p, p.?secret.?name.orValue("") == variables.store.secret)))))
-          .filter(c, !(variables.ownRun.matches("^[0-9a-f]{32}$") && c.name.startsWith("polyaxon-init-") && c.?image.orValue("") == variables.store.init
-            && c.?env.orValue([]).all(e, e.name in variables.store.env)
-            && c.?envFrom.orValue([]).all(e, e.?secretRef.?name.orValue("") == variables.store.secret)
-            && c.?volumeMounts.orValue([]).all(m, m.mountPath in variables.store.mounts)
-            && !c.?lifecycle.hasValue() && !c.?livenessProbe.hasValue() && !c.?readinessProbe.hasValue() && !c.?startupProbe.hasValue() && !c.?workingDir.hasValue()
-            && ((c.?command.orValue([]) == ["/bin/sh", "-c"] && c.?args.orValue([]).size() == 1
-                && c.args[0].matches(variables.store.script.replace("@RUN@", variables.runPattern)))
-              || (c.?command.orValue([]) == ["polyaxon", "initializer", "tensorboard"]
-                && c.?args.orValue([]).all(a, a.matches(variables.store.tensorboard.replace("@RUN@", variables.runPattern)))))))
+        s.?initContainers.orValue([]).filter(c, {{ include "polyaxon.runs.storeHolderCEL" . }})
+          .filter(c, !({{ include "polyaxon.runs.ownInitCEL" . }}))
           .map(c, "init container " + c.name + " (" + c.?image.orValue("") + ")"
             + (c.?image.orValue("") == variables.store.init ? " fetches more than this run's own artifacts, or with a command, variable or mount of the polyaxonfile's" : " is not Polyaxon's init container"))
-        + s.?containers.orValue([]).filter(c, c.?envFrom.orValue([]).exists(e, e.?secretRef.?name.orValue("") == variables.store.secret)
-            || c.?env.orValue([]).exists(e, e.?valueFrom.?secretKeyRef.?name.orValue("") == variables.store.secret)
-            || c.?volumeMounts.orValue([]).exists(m, s.?volumes.orValue([]).exists(v, v.name == m.name
-              && (v.?secret.?secretName.orValue("") == variables.store.secret || v.?projected.?sources.orValue([]).exists(p, p.?secret.?name.orValue("") == variables.store.secret)))))
-          .filter(c, !(variables.ownRun.matches("^[0-9a-f]{32}$") && c.name == "polyaxon-sidecar" && c.?image.orValue("") == variables.store.sidecar
-            && c.?env.orValue([]).all(e, e.name in variables.store.env)
-            && c.?env.orValue([]).exists(e, e.name == "POLYAXON_RUN_INSTANCE" && e.?value.orValue("").endsWith(".runs." + variables.ownRun))
-            && c.?envFrom.orValue([]).all(e, e.?secretRef.?name.orValue("") == variables.store.secret)
-            && c.?volumeMounts.orValue([]).all(m, m.mountPath in variables.store.mounts)
-            && !c.?lifecycle.hasValue() && !c.?livenessProbe.hasValue() && !c.?readinessProbe.hasValue() && !c.?startupProbe.hasValue() && !c.?workingDir.hasValue()
-            && (c.?command.orValue([]) in variables.sidecarCommands || (object.kind != "Pod" && c.?command.orValue([]) == ["polyaxon", "sidecar"]))
-            && c.?args.orValue([]).all(a, a.matches(variables.store.sidecarArg))))
+        + s.?containers.orValue([]).filter(c, {{ include "polyaxon.runs.storeHolderCEL" . }})
+          .filter(c, !({{ include "polyaxon.runs.ownSidecarCEL" . }}))
           .map(c, "container " + c.name + " (" + c.?image.orValue("") + ")"
             + (c.?image.orValue("") == variables.store.sidecar ? " runs with a command, variable or mount of the polyaxonfile's" : " is the run's own"))
       ).filter(l, l.size() > 0).map(l, l.join("; "))
@@ -435,14 +476,21 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
           .map(v, "volume " + v.name + " mounts image " + v.image.?reference.orValue(""))
       ).filter(l, l.size() > 0).map(l, l.join("; "))
   # A projected service-account token for another audience (a cloud's workload identity, a
-  # vault) or for longer than the kubelet's own (kube-api-access: 3607 s).
+  # vault) or for longer than the kubelet's own (kube-api-access: 3607 s). The store's own
+  # workload identity is the one other audience, given by the runs' mutating policy; who
+  # mounts it is judged by storeLeaks.
+  {{- $id := include "polyaxon.artifactsStore.identity" . | fromJson }}
+  {{- $badToken := printf `p.?serviceAccountToken.hasValue()
+            && (p.serviceAccountToken.?audience.orValue("") != "" || p.serviceAccountToken.?expirationSeconds.orValue(3600) > %d)` (int .Values.runs.maxTokenSeconds) }}
+  {{- if $id }}
+  {{- $badToken = printf `%s
+            && !(p.serviceAccountToken.?audience.orValue("") == %q && p.serviceAccountToken.?expirationSeconds.orValue(3600) <= %d)` $badToken $id.audience (int $id.expirationSeconds) }}
+  {{- end }}
   - name: badTokens
     expression: >-
       variables.specs.map(s,
-        s.?volumes.orValue([]).filter(v, v.?projected.?sources.orValue([]).exists(p, p.?serviceAccountToken.hasValue()
-            && (p.serviceAccountToken.?audience.orValue("") != "" || p.serviceAccountToken.?expirationSeconds.orValue(3600) > {{ int .Values.runs.maxTokenSeconds }})))
-          .map(v, "volume " + v.name + " projects a token " + v.projected.sources.filter(p, p.?serviceAccountToken.hasValue()
-            && (p.serviceAccountToken.?audience.orValue("") != "" || p.serviceAccountToken.?expirationSeconds.orValue(3600) > {{ int .Values.runs.maxTokenSeconds }}))
+        s.?volumes.orValue([]).filter(v, v.?projected.?sources.orValue([]).exists(p, {{ $badToken }}))
+          .map(v, "volume " + v.name + " projects a token " + v.projected.sources.filter(p, {{ $badToken }})
             .map(p, "for audience " + (p.serviceAccountToken.?audience.orValue("") != "" ? p.serviceAccountToken.audience : "the API server's")
               + ", " + string(p.serviceAccountToken.?expirationSeconds.orValue(3600)) + " s").join(", "))
       ).filter(l, l.size() > 0).map(l, l.join("; "))
@@ -521,11 +569,12 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
       + variables.badSecrets.join("; ")
       + ": remove it from the polyaxonfile, or give runs a connection with that Secret (chart values connections, runs.allowedSecrets)"
   {{- $guard := include "polyaxon.runs.storeGuard" . | fromJson }}
-  {{- if $guard.secret }}
+  {{- if $guard.kind }}
   - expression: 'variables.storeLeaks.size() == 0'
     reason: Forbidden
     messageExpression: >-
-      "the artifacts store's keys (Secret " + variables.store.secret + ") reach only Polyaxon's own init container, fetching this run's own artifacts, and its sidecar: "
+      "the artifacts store's " + (variables.store.secret != "" ? "keys (Secret " + variables.store.secret + ")" : "workload identity (a token for audience " + variables.store.audience + ")")
+      + " reach only Polyaxon's own init container, fetching this run's own artifacts, and its sidecar: "
       + variables.storeLeaks.join("; ")
       + ": remove `connections: [{{ $guard.name }}]`, plugins.mountArtifactsStore and plugins.collectArtifacts: false from the polyaxonfile, and any container, command, env or mount of its own from its `init` of artifacts;"
       + " a run fetches only its own artifacts, since the store tells runs apart by uuid only, not by project (chart value runs.artifactsOfOtherRuns)"

@@ -36,6 +36,7 @@ which every render includes.
 {{- include "polyaxon.validate.httpRoute" . -}}
 {{- include "polyaxon.validate.artifactsStore" . -}}
 {{- include "polyaxon.validate.connections" . -}}
+{{- include "polyaxon.validate.runsIdentityAnnotations" . -}}
 {{- include "polyaxon.validate.tolerations" . -}}
 {{- include "polyaxon.validate.pdbs" . -}}
 {{- include "polyaxon.validate.runsBounds" . -}}
@@ -240,11 +241,12 @@ is not looked in: nothing can be in it yet.
 {{- if not (hasPrefix $prefix (toString $s.bucket)) -}}
 {{- fail (printf "values: artifactsStore.bucket: the %s store needs a bucket URL starting with %q (got %q), e.g. %sbucket-name" $s.kind $prefix (toString $s.bucket) (ternary "wasbs://container@account.blob.core.windows.net/" $prefix (eq $s.kind "wasb"))) -}}
 {{- end -}}
-{{- if not $s.secret.name -}}
-{{- /* Runs cannot take a cloud's workload identity: their admission policy refuses a token for
-another audience than the API server's, and their NetworkPolicy keeps them from the metadata
-addresses. */ -}}
-{{- fail (printf "values: artifactsStore.secret.name is empty: the %s bucket needs credentials; create a Secret with them and name it here (see values/artifacts-%s.yaml). A workload identity on the ServiceAccounts (gateway.serviceAccount.annotations, runs.serviceAccount.annotations) does not reach runs: they may not project a token for a cloud's audience nor reach the metadata addresses" $s.kind $s.kind) -}}
+{{- $w := $s.workloadIdentity | default dict -}}
+{{- if and (not $s.secret.name) (not $w.enabled) -}}
+{{- fail (printf "values: artifactsStore.secret.name is empty: the %s bucket needs credentials; create a Secret with them and name it here (see values/artifacts-%s.yaml), or reach it with the ServiceAccounts' token: artifactsStore.workloadIdentity.enabled (see values/artifacts-workload-identity.yaml)" $s.kind $s.kind) -}}
+{{- end -}}
+{{- if $w.enabled -}}
+{{- include "polyaxon.validate.workloadIdentity" . -}}
 {{- end -}}
 {{- else if eq $s.kind "host_path" -}}
 {{- include "polyaxon.validate.absolutePath" (dict "path" $s.hostPath "at" "artifactsStore.hostPath") -}}
@@ -267,6 +269,45 @@ addresses. */ -}}
 {{- include "polyaxon.validate.absolutePath" (dict "path" $s.secret.mountPath "at" "artifactsStore.secret.mountPath") -}}
 {{- end -}}
 {{- include "polyaxon.validate.secretExists" (dict "ctx" . "name" $s.secret.name "at" "artifactsStore.secret.name" "namespaces" (list .Release.Namespace (include "polyaxon.runs.namespace" .) | uniq)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+artifactsStore.workloadIdentity: the cloud's fields for the store's kind, no keys beside it, a
+lifetime the runs' policy admits, and the API server's MutatingAdmissionPolicy, which alone gives
+the token to Polyaxon's containers and not to the run's.
+*/}}
+{{- define "polyaxon.validate.workloadIdentity" -}}
+{{- $s := .Values.artifactsStore -}}
+{{- $w := $s.workloadIdentity -}}
+{{- if $s.secret.name -}}
+{{- fail (printf "values: artifactsStore.workloadIdentity.enabled and artifactsStore.secret.name (%q) are both set: the cloud's SDK would take the keys and never the token; drop one" $s.secret.name) -}}
+{{- end -}}
+{{- if eq $s.kind "wasb" -}}
+{{- fail "values: artifactsStore.workloadIdentity.enabled with a wasb store: Polyaxon 2.18 cannot reach Azure Blob Storage with a workload identity (it hands AZURE_CLIENT_ID to adlfs as a client-secret credential with no secret, vents azure/service.py); use artifactsStore.secret with the account's key or a SAS token" -}}
+{{- end -}}
+{{- $need := dict "s3" (list "roleArn") "gcs" (list "provider" "audience") -}}
+{{- range $f := index $need $s.kind -}}
+{{- if not (index $w $f) -}}
+{{- fail (printf "values: artifactsStore.workloadIdentity.%s is empty: a %s bucket reached with a workload identity needs it (see values/artifacts-workload-identity.yaml)" $f $s.kind) -}}
+{{- end -}}
+{{- end -}}
+{{- $exp := int ($w.expirationSeconds | default 3600) -}}
+{{- if or (lt $exp 600) (gt $exp (int .Values.runs.maxTokenSeconds)) -}}
+{{- fail (printf "values: artifactsStore.workloadIdentity.expirationSeconds is %d: the API server projects tokens of 600 s or more, and run pods may hold one for at most runs.maxTokenSeconds (%d); set it between the two" $exp (int .Values.runs.maxTokenSeconds)) -}}
+{{- end -}}
+{{- if not (include "polyaxon.runs.sidecarGuardCommand" . | fromJsonArray) -}}
+{{- fail "values: artifactsStore.workloadIdentity.enabled needs the API server's MutatingAdmissionPolicy (admissionregistration.k8s.io/v1), which gives the token to Polyaxon's own containers of a run pod only; this cluster does not serve it: use artifactsStore.secret" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A cloud's workload-identity webhook gives the token to every container of a pod whose
+account carries its annotation: on the runs' account, to the run's own code. */}}
+{{- define "polyaxon.validate.runsIdentityAnnotations" -}}
+{{- range $k, $_ := .Values.runs.serviceAccount.annotations | default dict -}}
+{{- if has $k (list "eks.amazonaws.com/role-arn" "azure.workload.identity/client-id" "iam.gke.io/gcp-service-account") -}}
+{{- fail (printf "values: runs.serviceAccount.annotations has %q: the cloud would give its identity to every container of a run pod, the run's own code included (and the runs' policies refuse such a pod); for the artifacts bucket use artifactsStore.workloadIdentity, which gives it to Polyaxon's own containers only" $k) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
