@@ -84,6 +84,7 @@ func TestRunRestrictionsPolicyRendered(t *testing.T) {
 		`variables.badTokens.size() == 0`,
 		`variables.badAnnotations.size() == 0`,
 		`variables.badServiceAccounts.size() == 0`,
+		`variables.sharedProcesses.size() == 0`,
 		`variables.nodeNames.size() == 0`,
 		`variables.badPriorityClasses.size() == 0`,
 		`variables.badIds.size() == 0`,

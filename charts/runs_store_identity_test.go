@@ -338,3 +338,65 @@ func TestStoreIdentityRefusals(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "artifactsStore.workloadIdentity.enabled needs the API server's MutatingAdmissionPolicy")
 }
+
+// What a review found (issue 56): a polyaxonfile that drops Polyaxon's sidecar
+// (plugins.sidecar.noConnections with no collection) keeps a sidecar of its own verbatim, which
+// may be named and built like Polyaxon's. With its context a volume of the run's that holds a
+// token for the cloud (or the keys' Secret), laid out as a file of the run's outputs, the
+// guarded sidecar would upload it for the run's user to download. And one process namespace
+// would let the run's container read the sidecar's files and environment.
+func TestStoreCredentialsCannotBeTheSidecarsContext(t *testing.T) {
+	ctx := context.Background()
+	exp := int64(3600)
+	impostor := func(base *corev1.Pod, volume corev1.Volume, subPath string) *corev1.Pod {
+		pod := base.DeepCopy()
+		pod.Spec.Volumes = append(pod.Spec.Volumes, volume)
+		sc := pod.Spec.Containers[1]
+		sc.VolumeMounts = []corev1.VolumeMount{{Name: volume.Name, MountPath: "/plx-context/artifacts", SubPath: subPath}}
+		pod.Spec.Containers[1] = sc
+		return pod
+	}
+	token := corev1.Volume{Name: "tok", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "sts.amazonaws.com", ExpirationSeconds: &exp, Path: storePodsRun + "/outputs/token"}}}}}}
+	keys := corev1.Volume{Name: "keys", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "polyaxon-s3"},
+			Items: []corev1.KeyToPath{{Key: "AWS_SECRET_ACCESS_KEY", Path: storePodsRun + "/outputs/key"}}}}}}}}
+
+	identity := admitter(t, render(t, profileValues(t, "production"), identityStoreValues(nil)))
+	for _, sub := range []string{"", "..data"} {
+		_, err := identity.AdmitPod(ctx, impostor(identityPod(t, "plain"), token, sub))
+		require.Error(t, err, "a token of the run's for the cloud as the sidecar's context (subPath %q)", sub)
+		assert.Contains(t, err.Error(), "container polyaxon-sidecar (polyaxon/polyaxon-sidecar:2.18.0) runs with a command, variable or mount of the polyaxonfile's")
+	}
+	// Such a volume is refused by itself, mounted or not: the cloud's audience is the chart's
+	// volume's alone.
+	pod := identityPod(t, "plain")
+	pod.Spec.Volumes = append(pod.Spec.Volumes, token)
+	_, err := identity.AdmitPod(ctx, pod)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "volume tok projects a token for audience sts.amazonaws.com, 3600 s")
+	keyed := admitter(t, render(t, profileValues(t, "production"), bucketStoreValues(nil)))
+	for _, sub := range []string{"", "..data"} {
+		_, err := keyed.AdmitPod(ctx, impostor(storePod(t, "plain"), keys, sub))
+		require.Error(t, err, "the keys' Secret as the sidecar's context (subPath %q)", sub)
+		assert.Contains(t, err.Error(), "container polyaxon-sidecar (polyaxon/polyaxon-sidecar:2.18.0) runs with a command, variable or mount of the polyaxonfile's")
+	}
+	// The run's own context volume, but a file of it only.
+	pod = storePod(t, "plain")
+	pod.Spec.Containers[1].VolumeMounts[0].SubPath = storePodsRun
+	_, err = keyed.AdmitPod(ctx, pod)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "container polyaxon-sidecar")
+
+	for name, ev := range map[string]*admission.Evaluator{"identity": identity, "keys": keyed} {
+		pod := identityPod(t, "plain")
+		if name == "keys" {
+			pod = storePod(t, "plain")
+		}
+		share := true
+		pod.Spec.ShareProcessNamespace = &share
+		_, err := ev.AdmitPod(ctx, pod)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "spec.shareProcessNamespace: a run pod may not share one process namespace", name)
+	}
+}

@@ -194,11 +194,14 @@ a container only in the shape Polyaxon itself gives it (polyaxon.runs.specVariab
 {{- $mounts := compact (list "/plx-context/artifacts" "/var/run/secrets/kubernetes.io/serviceaccount" $guard.mountPath) -}}
 {{- $identityEnv := dict -}}
 {{- $_ := set $guard "audience" "" -}}
+{{- $_ := set $guard "identityVolume" "" -}}
+{{- $_ := set $guard "identityMount" "" -}}
 {{- if $id -}}
 {{- range $e := $id.env }}{{ $env = append $env $e.name }}{{ $_ := set $identityEnv $e.name $e.value }}{{ end -}}
 {{- $mounts = append $mounts $id.mountPath -}}
 {{- $_ := set $guard "audience" $id.audience -}}
 {{- $_ := set $guard "identityVolume" $id.volume -}}
+{{- $_ := set $guard "identityMount" $id.mountPath -}}
 {{- $_ := set $guard "expirationSeconds" $id.expirationSeconds -}}
 {{- end -}}
 {{- $_ := set $guard "env" $env -}}
@@ -237,14 +240,24 @@ of the volume the mutating policy adds, by its name: Polyaxon's objects do not h
             || (variables.store.audience != "" && c.?volumeMounts.orValue([]).exists(m, m.name == variables.store.identityVolume))
 {{- end -}}
 
-{{/* CEL, over container c: c's fields are what Polyaxon gives a container that may hold the
-store's keys or identity, apart from what makes it one of those two (polyaxon.runs.ownInitCEL,
-polyaxon.runs.ownSidecarCEL). The identity's variables carry the chart's values only. */}}
+{{/* CEL, over container c of spec s: c's fields are what Polyaxon gives a container that may
+hold the store's keys or identity, apart from what makes it one of those two
+(polyaxon.runs.ownInitCEL, polyaxon.runs.ownSidecarCEL). The identity's variables carry the
+chart's values only; each mount is of the volume Polyaxon (or the chart) puts there, whole: a
+sidecar whose context is a volume of the run's, or a file of it (subPath), would upload what
+that volume holds as the run's outputs. */}}
 {{- define "polyaxon.runs.ownShapeCEL" -}}
 c.?env.orValue([]).all(e, e.name in variables.store.env
               && (!(e.name in variables.store.identityEnv) || (e.?value.orValue("") == variables.store.identityEnv[e.name] && !e.?valueFrom.hasValue())))
             && c.?envFrom.orValue([]).all(e, variables.store.secret != "" && e.?secretRef.?name.orValue("") == variables.store.secret)
-            && c.?volumeMounts.orValue([]).all(m, m.mountPath in variables.store.mounts)
+            && c.?volumeMounts.orValue([]).all(m, m.mountPath in variables.store.mounts
+              && m.?subPath.orValue("") == "" && m.?subPathExpr.orValue("") == ""
+              && s.?volumes.orValue([]).exists(v, v.name == m.name && (
+                (m.mountPath == "/plx-context/artifacts" && v.?emptyDir.hasValue())
+                || (m.mountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && v.name.startsWith("kube-api-access-"))
+                || (variables.store.mountPath != "" && m.mountPath == variables.store.mountPath
+                  && (v.?secret.?secretName.orValue("") == variables.store.secret || v.?projected.?sources.orValue([]).exists(p, p.?secret.?name.orValue("") == variables.store.secret)))
+                || (variables.store.audience != "" && m.mountPath == variables.store.identityMount && v.name == variables.store.identityVolume))))
             && !c.?lifecycle.hasValue() && !c.?livenessProbe.hasValue() && !c.?readinessProbe.hasValue() && !c.?startupProbe.hasValue() && !c.?workingDir.hasValue()
 {{- end -}}
 
@@ -477,14 +490,16 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
       ).filter(l, l.size() > 0).map(l, l.join("; "))
   # A projected service-account token for another audience (a cloud's workload identity, a
   # vault) or for longer than the kubelet's own (kube-api-access: 3607 s). The store's own
-  # workload identity is the one other audience, given by the runs' mutating policy; who
-  # mounts it is judged by storeLeaks.
+  # workload identity is the one other audience, in the volume the runs' mutating policy adds
+  # and as it adds it (a token of the run's own for that audience, laid out as a file of its
+  # outputs, is not it); who mounts it is judged by storeLeaks.
   {{- $id := include "polyaxon.artifactsStore.identity" . | fromJson }}
   {{- $badToken := printf `p.?serviceAccountToken.hasValue()
             && (p.serviceAccountToken.?audience.orValue("") != "" || p.serviceAccountToken.?expirationSeconds.orValue(3600) > %d)` (int .Values.runs.maxTokenSeconds) }}
   {{- if $id }}
   {{- $badToken = printf `%s
-            && !(p.serviceAccountToken.?audience.orValue("") == %q && p.serviceAccountToken.?expirationSeconds.orValue(3600) <= %d)` $badToken $id.audience (int $id.expirationSeconds) }}
+            && !(v.name == %q && p.serviceAccountToken.?path.orValue("") == "token"
+              && p.serviceAccountToken.?audience.orValue("") == %q && p.serviceAccountToken.?expirationSeconds.orValue(3600) <= %d)` $badToken $id.volume $id.audience (int $id.expirationSeconds) }}
   {{- end }}
   - name: badTokens
     expression: >-
@@ -506,6 +521,11 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
     expression: 'variables.specs.map(s, s.?serviceAccountName.orValue("default")).filter(n, !(n in variables.serviceAccounts))'
   - name: nodeNames
     expression: 'variables.specs.map(s, s.?nodeName.orValue("")).filter(n, n != "")'
+  # One process namespace for the pod: the run's container would read the files and the
+  # environment of Polyaxon's sidecar (/proc/<pid>/root, /proc/<pid>/environ), the store's keys
+  # or token among them. Polyaxon never asks for it.
+  - name: sharedProcesses
+    expression: 'variables.specs.filter(s, s.?shareProcessNamespace.orValue(false))'
   - name: badPriorityClasses
     expression: 'variables.specs.map(s, s.?priorityClassName.orValue("")).filter(n, !(n in variables.priorityClasses))'
   - name: badSchedulers
@@ -636,6 +656,10 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
       "spec.serviceAccountName: a run pod uses the runs ServiceAccount " + variables.serviceAccounts.join(", ")
       + ", not " + variables.badServiceAccounts.join(", ")
       + ": remove serviceAccountName from the run's environment"
+  - expression: 'variables.sharedProcesses.size() == 0'
+    reason: Forbidden
+    messageExpression: >-
+      "spec.shareProcessNamespace: a run pod may not share one process namespace among its containers: the run's own would read what Polyaxon's sidecar holds; remove it"
   - expression: 'variables.nodeNames.size() == 0'
     reason: Forbidden
     messageExpression: >-
