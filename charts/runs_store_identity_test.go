@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/admission"
@@ -261,7 +262,8 @@ func TestStoreIdentityOnGCS(t *testing.T) {
 			continue
 		}
 		namespaces = append(namespaces, cm.GetNamespace())
-		data, _, _ := unstructuredString(cm.Object, "data", "application_default_credentials.json")
+		data, _, err := unstructured.NestedString(cm.Object, "data", "application_default_credentials.json")
+		require.NoError(t, err)
 		var conf map[string]any
 		require.NoError(t, json.Unmarshal([]byte(data), &conf))
 		assert.Equal(t, "external_account", conf["type"])
@@ -292,19 +294,6 @@ func TestStoreIdentityOnGCS(t *testing.T) {
 	assert.Equal(t, identityMount, envOf(sidecar)["CLOUDSDK_CONFIG"])
 	assert.True(t, holdsIdentity(out.Spec.InitContainers[0]), "the init container fetching the run's artifacts from gs://")
 	assert.False(t, holdsIdentity(out.Spec.Containers[0]))
-}
-
-func unstructuredString(obj map[string]any, fields ...string) (string, bool, error) {
-	var cur any = obj
-	for _, f := range fields {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false, nil
-		}
-		cur = m[f]
-	}
-	s, ok := cur.(string)
-	return s, ok, nil
 }
 
 // What the chart refuses at render, each naming the value and the fix.
