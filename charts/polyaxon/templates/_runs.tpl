@@ -228,6 +228,11 @@ a container only in the shape Polyaxon itself gives it (polyaxon.runs.specVariab
     expression: '{{ .Values.runs.artifactsOfOtherRuns }} ? "[0-9a-f]{32}" : variables.ownRun'
 {{- end -}}
 
+{{/* CEL, over volume v: it carries the store's Secret, whole or projected. */}}
+{{- define "polyaxon.runs.storeSecretVolumeCEL" -}}
+v.?secret.?secretName.orValue("") == variables.store.secret || v.?projected.?sources.orValue([]).exists(p, p.?secret.?name.orValue("") == variables.store.secret)
+{{- end -}}
+
 {{/* CEL, over container c of spec s: c holds the store's keys (its Secret, as variables, a
 mount or a projection) or its identity (a mounted token for the identity's audience, or a mount
 of the volume the mutating policy adds, by its name: Polyaxon's objects do not have it yet). */}}
@@ -235,7 +240,7 @@ of the volume the mutating policy adds, by its name: Polyaxon's objects do not h
 (variables.store.secret != "" && (c.?envFrom.orValue([]).exists(e, e.?secretRef.?name.orValue("") == variables.store.secret)
             || c.?env.orValue([]).exists(e, e.?valueFrom.?secretKeyRef.?name.orValue("") == variables.store.secret)))
             || c.?volumeMounts.orValue([]).exists(m, s.?volumes.orValue([]).exists(v, v.name == m.name
-              && ((variables.store.secret != "" && (v.?secret.?secretName.orValue("") == variables.store.secret || v.?projected.?sources.orValue([]).exists(p, p.?secret.?name.orValue("") == variables.store.secret)))
+              && ((variables.store.secret != "" && ({{ include "polyaxon.runs.storeSecretVolumeCEL" . }}))
                 || (variables.store.audience != "" && v.?projected.?sources.orValue([]).exists(p, p.?serviceAccountToken.?audience.orValue("") == variables.store.audience)))))
             || (variables.store.audience != "" && c.?volumeMounts.orValue([]).exists(m, m.name == variables.store.identityVolume))
 {{- end -}}
@@ -256,7 +261,7 @@ c.?env.orValue([]).all(e, e.name in variables.store.env
                 (m.mountPath == "/plx-context/artifacts" && v.?emptyDir.hasValue())
                 || (m.mountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && v.name.startsWith("kube-api-access-"))
                 || (variables.store.mountPath != "" && m.mountPath == variables.store.mountPath
-                  && (v.?secret.?secretName.orValue("") == variables.store.secret || v.?projected.?sources.orValue([]).exists(p, p.?secret.?name.orValue("") == variables.store.secret)))
+                  && ({{ include "polyaxon.runs.storeSecretVolumeCEL" . }}))
                 || (variables.store.audience != "" && m.mountPath == variables.store.identityMount && v.name == variables.store.identityVolume))))
             && !c.?lifecycle.hasValue() && !c.?livenessProbe.hasValue() && !c.?readinessProbe.hasValue() && !c.?startupProbe.hasValue() && !c.?workingDir.hasValue()
 {{- end -}}
@@ -493,13 +498,13 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
   # workload identity is the one other audience, in the volume the runs' mutating policy adds
   # and as it adds it (a token of the run's own for that audience, laid out as a file of its
   # outputs, is not it); who mounts it is judged by storeLeaks.
-  {{- $id := include "polyaxon.artifactsStore.identity" . | fromJson }}
   {{- $badToken := printf `p.?serviceAccountToken.hasValue()
             && (p.serviceAccountToken.?audience.orValue("") != "" || p.serviceAccountToken.?expirationSeconds.orValue(3600) > %d)` (int .Values.runs.maxTokenSeconds) }}
-  {{- if $id }}
+  {{- if (include "polyaxon.runs.storeGuard" . | fromJson).audience }}
   {{- $badToken = printf `%s
-            && !(v.name == %q && p.serviceAccountToken.?path.orValue("") == "token"
-              && p.serviceAccountToken.?audience.orValue("") == %q && p.serviceAccountToken.?expirationSeconds.orValue(3600) <= %d)` $badToken $id.volume $id.audience (int $id.expirationSeconds) }}
+            && !(v.name == variables.store.identityVolume && p.serviceAccountToken.?path.orValue("") == "token"
+              && p.serviceAccountToken.?audience.orValue("") == variables.store.audience
+              && p.serviceAccountToken.?expirationSeconds.orValue(3600) <= variables.store.expirationSeconds)` $badToken }}
   {{- end }}
   - name: badTokens
     expression: >-
