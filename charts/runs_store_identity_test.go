@@ -3,6 +3,7 @@ package charts_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,7 +95,7 @@ func TestStoreIdentityReachesOnlyPolyaxonsOwnContainers(t *testing.T) {
 	assert.Equal(t, "sts.amazonaws.com", token.Audience)
 	assert.EqualValues(t, 3600, *token.ExpirationSeconds)
 
-	init, main, sidecar := admitted.Spec.InitContainers[0], admitted.Spec.Containers[0], admitted.Spec.Containers[1]
+	init, main, sidecar := admitted.Spec.InitContainers[0], admitted.Spec.Containers[0], nativeSidecar(t, admitted)
 	require.Equal(t, "polyaxon-main", main.Name)
 	for _, c := range []corev1.Container{init, sidecar} {
 		assert.True(t, holdsIdentity(c), "%s: Polyaxon's own container gets the token", c.Name)
@@ -127,8 +128,10 @@ func TestStoreIdentityReachesOnlyPolyaxonsOwnContainers(t *testing.T) {
 			continue // refused for another reason is as good
 		}
 		for _, c := range pod.Spec.InitContainers {
-			// Polyaxon's own, fetching the run's outputs, is in every fixture and keeps it.
-			assert.Equal(t, c.Name == "polyaxon-init-artifacts-default", holdsIdentity(c), "%s: init container %s", name, c.Name)
+			// Polyaxon's own, fetching the run's outputs, is in every fixture and keeps it, as
+			// does its sidecar, a native one.
+			own := c.Name == "polyaxon-init-artifacts-default" || c.Name == "polyaxon-sidecar"
+			assert.Equal(t, own, holdsIdentity(c), "%s: init container %s", name, c.Name)
 		}
 	}
 	sidecarChanges := map[string]func(*corev1.Pod){
@@ -156,8 +159,8 @@ func TestStoreIdentityReachesOnlyPolyaxonsOwnContainers(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		for _, c := range out.Spec.Containers {
-			assert.False(t, holdsIdentity(c), "sidecar with %s: %s gets no token", name, c.Name)
+		for _, c := range append(slices.Clone(out.Spec.InitContainers), out.Spec.Containers...) {
+			assert.False(t, holdsIdentity(c) && !strings.HasPrefix(c.Name, "polyaxon-init-artifacts-"), "sidecar with %s: %s gets no token", name, c.Name)
 		}
 	}
 
@@ -289,7 +292,7 @@ func TestStoreIdentityOnGCS(t *testing.T) {
 	}
 	out, err := ev.AdmitPod(context.Background(), pod)
 	require.NoError(t, err)
-	sidecar := out.Spec.Containers[1]
+	sidecar := nativeSidecar(t, out)
 	assert.True(t, holdsIdentity(sidecar))
 	assert.Equal(t, identityMount, envOf(sidecar)["CLOUDSDK_CONFIG"])
 	assert.True(t, holdsIdentity(out.Spec.InitContainers[0]), "the init container fetching the run's artifacts from gs://")

@@ -63,7 +63,7 @@ func TestBucketKeysReachOnlyPolyaxonsOwnContainers(t *testing.T) {
 	// server gives it the guarded command (files/sidecar-guard.py), with Polyaxon's arguments.
 	admitted, err := ev.AdmitPod(ctx, storePod(t, "plain"))
 	require.NoError(t, err)
-	sidecar := admitted.Spec.Containers[1]
+	sidecar := nativeSidecar(t, admitted)
 	require.Len(t, sidecar.Command, 3)
 	assert.Equal(t, []string{"python", "-c"}, sidecar.Command[:2])
 	assert.Contains(t, sidecar.Command[2], "every open, for reading or writing, walks the path one", "store-guard.py: no link is followed")
@@ -192,4 +192,20 @@ func objectText(t *testing.T, o interface{ MarshalJSON() ([]byte, error) }) stri
 	b, err := o.MarshalJSON()
 	require.NoError(t, err)
 	return string(b)
+}
+
+// nativeSidecar is Polyaxon's sidecar of an admitted pod: the runs' mutating policy makes it
+// the last init container, restarted Always (a native sidecar, which the kubelet stops with
+// SIGTERM once the run's containers ended), and no regular container is left of that name.
+func nativeSidecar(t *testing.T, pod *corev1.Pod) corev1.Container {
+	t.Helper()
+	for _, c := range pod.Spec.Containers {
+		require.NotEqual(t, "polyaxon-sidecar", c.Name, "Polyaxon's sidecar is left a regular container")
+	}
+	require.NotEmpty(t, pod.Spec.InitContainers)
+	sidecar := pod.Spec.InitContainers[len(pod.Spec.InitContainers)-1]
+	require.Equal(t, "polyaxon-sidecar", sidecar.Name, "the last init container")
+	require.NotNil(t, sidecar.RestartPolicy, "a native sidecar")
+	require.Equal(t, corev1.ContainerRestartPolicyAlways, *sidecar.RestartPolicy)
+	return sidecar
 }

@@ -161,15 +161,15 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 		// A run's own container gets none of the store's keys: only Polyaxon's init container
 		// and sidecar do (envFrom the store's Secret), in the shape Polyaxon gives them.
 		for _, ctr := range pods[0].Spec.Containers {
-			if ctr.Name == "polyaxon-main" {
-				assert.Empty(t, ctr.EnvFrom, "the run's own container")
-				for _, e := range ctr.Env {
-					assert.NotContains(t, e.Name, "AWS_", "the run's own container")
-				}
-			} else {
-				assert.Truef(t, referencesSecret(ctr.EnvFrom, "polyaxon-s3"), "container %s gets the store's keys", ctr.Name)
+			assert.Equal(t, "polyaxon-main", ctr.Name, "the run's one container: the sidecar is a native one")
+			assert.Empty(t, ctr.EnvFrom, "the run's own container")
+			for _, e := range ctr.Env {
+				assert.NotContains(t, e.Name, "AWS_", "the run's own container")
 			}
 		}
+		sidecar, ok := polyaxonSidecar(pods[0])
+		require.True(t, ok, "Polyaxon's sidecar, a native sidecar")
+		assert.True(t, referencesSecret(sidecar.EnvFrom, "polyaxon-s3"), "the sidecar gets the store's keys")
 		_, err := cli.run(ctx, "project", "create", "--name", "intruder")
 		require.NoError(t, err)
 		// Each way a polyaxonfile has to the keys or to another run's folder is refused by
@@ -203,16 +203,10 @@ func TestArtifactsInAnS3Store(t *testing.T) {
 		other := cli.submit(t, ctx, filepath.Join(files, "s3-through-the-sidecar.yaml"), "planter", "-P", "target="+uuid)
 		cli.waitStatus(t, ctx, "planter", other, "succeeded")
 		pod := waitRunPodsOf(t, c, cli, runsNS, "planter", other, 1)[0]
-		var guarded bool
-		for _, ctr := range pod.Spec.Containers {
-			if ctr.Name == "polyaxon-sidecar" {
-				guarded = len(ctr.Command) == 3 && strings.Contains(ctr.Command[2], "sidecar guard")
-			}
-		}
-		assert.True(t, guarded, "the API server gave the sidecar the chart's guarded command")
+		assertSidecarGuarded(t, pod)
 		keys := listKeys(t, ctx, client, bucket, other+"/")
 		t.Logf("the planting run's objects: %s", strings.Join(keys, ", "))
-		assert.Contains(t, keys, other+"/plxlogs/"+pod.Name+".jsonl", "the sidecar still syncs the run's own logs")
+		assert.Contains(t, keys, other+"/plxlogs/"+pod.Name+".jsonl", "the run's own logs are archived (the operator's collectLogs)")
 		assert.NotContains(t, keys, other+"/outputs/environ", "the link to the sidecar's environment is not followed")
 		for _, k := range keys {
 			assert.NotContains(t, getObject(t, ctx, client, bucket, k), secret, "%s holds the store's secret key", k)

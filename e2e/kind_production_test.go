@@ -228,6 +228,7 @@ func TestProductionOnKind(t *testing.T) {
 		pools := nodePools(t, cs)
 		for _, pod := range pods.Items {
 			assert.Equalf(t, cluster.PoolExperiments, pools[pod.Spec.NodeName], "run pod %s on node %s", pod.Name, pod.Spec.NodeName)
+			kindNativeSidecarEnded(t, ctx, cs, pod)
 		}
 		var logs string
 		waitFor(t, 3*time.Minute, "the run's log through polyaxon ops logs", func(ctx context.Context) (bool, string, error) {
@@ -312,15 +313,22 @@ func TestProductionOnKind(t *testing.T) {
 		kindScheduledBackup(t, c, ns)
 	})
 
+	var bucketStore *s3store.Store
 	t.Run("the S3 store runs on kind, and a Job of the backup CronJob keeps a sealed backup in its bucket", func(t *testing.T) {
-		kindScheduledBackupToABucket(t, c, ns, imageOf(t, images, s3store.ImageRepository))
+		bucketStore = kindScheduledBackupToABucket(t, c, ns, imageOf(t, images, s3store.ImageRepository))
 	})
 
+	// The upgrade also makes a bucket of that store the artifacts store (issue 56): the run
+	// below it is the first on a bucket with real kubelets and NetworkPolicies.
 	t.Run("an upgrade backs the database up, migrates once and serves the next version with the run kept", func(t *testing.T) {
 		backups := t.TempDir()
+		sets := slices.Clone(route)
+		if bucketStore != nil {
+			sets = append(sets, kindArtifactsBucket(t, c, bucketStore, ns, runs)...)
+		}
 		start := time.Now()
 		res := startDeploy(t, append([]string{"upgrade", "--profile", "production", "--kubeconfig", c.KubeconfigPath, "-n", ns,
-			"-f", values, "--chart", bumpedChart(t, next), "--backup-dir", backups, "--timeout", "20m", "-o", "json"}, route...)...).wait(t, 25*time.Minute)
+			"-f", values, "--chart", bumpedChart(t, next), "--backup-dir", backups, "--timeout", "20m", "-o", "json"}, sets...)...).wait(t, 25*time.Minute)
 		require.Equal(t, 0, res.Code, "upgrade: %s", res)
 		t.Logf("upgrade to %s: %s", next, time.Since(start).Round(time.Second))
 		var d upgradeData
@@ -354,6 +362,13 @@ func TestProductionOnKind(t *testing.T) {
 			return err == nil, fmt.Sprint(err), nil
 		})
 		assert.Equal(t, "succeeded", run.Status)
+	})
+
+	t.Run("on the bucket, a run's native sidecar uploads its outputs past the runs' NetworkPolicy", func(t *testing.T) {
+		require.NotNil(t, bucketStore, "the S3 store above")
+		requireWorkloadsReady(t, cs, ns, 5*time.Minute)
+		cli := newPolyaxonCLI(t, venv, kindPortForward(t, c, ns, "svc/"+releaseName+"-gateway", 80))
+		kindRunOutputsInTheBucket(t, c, cli, bucketStore, runs)
 	})
 
 	// Issue 53, with real kubelets: every hostile polyaxonfile ends failed with the API server's
@@ -687,4 +702,26 @@ func kubectlExec(c *cluster.Cluster, ns, target string, args ...string) (string,
 	cmd := exec.Command(filepath.Join(kubectl, "kubectl"), append([]string{"--kubeconfig", c.KubeconfigPath, "-n", ns, "exec", target, "--"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// kindNativeSidecarEnded: the run pod's guarded sidecar is a native one, which the kubelet
+// stopped after the run's container ended (it cannot ask the API server, which the runs'
+// NetworkPolicy keeps it from), and it made its last upload then and exited 0.
+func kindNativeSidecarEnded(t *testing.T, ctx context.Context, cs kubernetes.Interface, pod corev1.Pod) {
+	t.Helper()
+	assertSidecarGuarded(t, pod)
+	var state *corev1.ContainerStateTerminated
+	for _, st := range pod.Status.InitContainerStatuses {
+		if st.Name == "polyaxon-sidecar" {
+			state = st.State.Terminated
+		}
+	}
+	if !assert.NotNilf(t, state, "pod %s: the sidecar ended with the run", pod.Name) {
+		return
+	}
+	assert.Zerof(t, state.ExitCode, "pod %s: the sidecar's exit", pod.Name)
+	logs, err := cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "polyaxon-sidecar"}).DoRaw(ctx)
+	require.NoError(t, err)
+	assert.Containsf(t, string(logs), "stopped, after a last upload", "pod %s: the sidecar's log", pod.Name)
+	t.Logf("pod %s: the sidecar, a native one, exited %d: %s", pod.Name, state.ExitCode, lastLines(string(logs), 2))
 }

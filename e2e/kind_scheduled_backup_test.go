@@ -107,8 +107,9 @@ func kindScheduledBackup(t *testing.T, c *cluster.Cluster, ns string) {
 // node under the restricted Pod Security level), and a Job of the release's backup CronJob,
 // aimed at a bucket of it with keys in a Secret (what backup.location and backup.secret.name
 // render), keeps a sealed backup there: its manifest, its sealed dump and Secrets, and no
-// plain secrets.json. The objects are listed with the store's own S3 API.
-func kindScheduledBackupToABucket(t *testing.T, c *cluster.Cluster, ns, storeImage string) {
+// plain secrets.json. The objects are listed with the store's own S3 API. It returns the
+// store, which the upgrade then makes the artifacts store.
+func kindScheduledBackupToABucket(t *testing.T, c *cluster.Cluster, ns, storeImage string) *s3store.Store {
 	ctx := ctxT(t, 10*time.Minute)
 	cs := c.Clientset
 	const storeNS, bucket, access, secret = "s3", "ml-backups", "KINDBACKUPS000000001", "kind-backups-secret-0123456789abcdef01234"
@@ -175,4 +176,5 @@ func kindScheduledBackupToABucket(t *testing.T, c *cluster.Cluster, ns, storeIma
 		assert.Falsef(t, strings.HasSuffix(k, "/secrets.json"), "%s: the release's Secrets in plain text", k)
 	}
 	assert.True(t, manifest && dump && sealedSecrets, "a manifest, a sealed dump and sealed Secrets: %v", keys)
+	return st
 }

@@ -439,11 +439,14 @@ bad* variable lists, per spec that breaks the rule, what it names ("where: what"
   - name: storeLeaks
     expression: >-
       variables.specs.map(s,
-        s.?initContainers.orValue([]).filter(c, {{ include "polyaxon.runs.storeHolderCEL" . }})
+        s.?initContainers.orValue([]).filter(c, !c.?restartPolicy.hasValue() && ({{ include "polyaxon.runs.storeHolderCEL" . }}))
           .filter(c, !({{ include "polyaxon.runs.ownInitCEL" . }}))
           .map(c, "init container " + c.name + " (" + c.?image.orValue("") + ")"
             + (c.?image.orValue("") == variables.store.init ? " fetches more than this run's own artifacts, or with a command, variable or mount of the polyaxonfile's" : " is not Polyaxon's init container"))
-        + s.?containers.orValue([]).filter(c, {{ include "polyaxon.runs.storeHolderCEL" . }})
+        {{- /* A native sidecar (an init container restarted Always) is judged as a container: the
+        mutating policy makes Polyaxon's guarded sidecar one. */}}
+        + (s.?containers.orValue([]) + s.?initContainers.orValue([]).filter(c, c.?restartPolicy.hasValue()))
+          .filter(c, {{ include "polyaxon.runs.storeHolderCEL" . }})
           .filter(c, !({{ include "polyaxon.runs.ownSidecarCEL" . }}))
           .map(c, "container " + c.name + " (" + c.?image.orValue("") + ")"
             + (c.?image.orValue("") == variables.store.sidecar ? " runs with a command, variable or mount of the polyaxonfile's" : " is the run's own"))

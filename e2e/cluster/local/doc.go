@@ -67,8 +67,11 @@
 //     and, when the process exits, the container terminated with its exit code (phase
 //     Succeeded or Failed).
 //     Deleting the pod stops the process (SIGTERM, then SIGKILL after the grace period).
-//     A container is not restarted in place: its pod ends, and a Deployment's ReplicaSet
-//     replaces it (where a kubelet would restart the container under restartPolicy Always).
+//     An exit restarts the container in its pod, after the kubelet's back-off, or ends the
+//     pod, as the pod's restartPolicy says (hostrestart.go). The pod's other containers with
+//     a program run beside the first, and its native sidecars (init containers that restart
+//     Always) from before it until it ended for good, then get SIGTERM as on a kubelet (a
+//     run's sidecar uploads last then): hostcompanions.go.
 //     Pods annotated FailAnnotation keep kwok's failure instead.
 //   - Environment: ContainerEnv computes it from the pod spec as the kubelet does (envFrom,
 //     env, valueFrom from ConfigMaps, Secrets, the pod's fields and resources, $(VAR)); the

@@ -203,7 +203,7 @@ func hostPort(port intstr.IntOrString, pc ProgramContainer) (int, error) {
 		}
 		return 0, fmt.Errorf("probe port %d is not a port of the container", port.IntVal)
 	}
-	for _, c := range pc.Pod.Spec.Containers {
+	for _, c := range podContainers(pc.Pod) {
 		for _, cp := range c.Ports {
 			if cp.Name == port.StrVal {
 				return pc.Port(cp.ContainerPort), nil

@@ -163,3 +163,25 @@ func killProcessesUnder(dir string) []int {
 	}
 	return killed
 }
+
+// HandlesTerm says whether the process has a handler of its own for SIGTERM (its SigCgt in
+// /proc/<pid>/status); false once it ended or when that cannot be read.
+func (p *HostProcess) HandlesTerm() bool {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return false
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			caught, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+			return err == nil && caught&(1<<(uint(syscall.SIGTERM)-1)) != 0
+		}
+	}
+	return false
+}

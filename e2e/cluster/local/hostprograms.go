@@ -41,6 +41,11 @@ type Program struct {
 	// HostEnv, when set, gives variables that depend on where the container's files are here
 	// (its mounts, HOME, KUBECONFIG), set after everything else, each a HostRewrites row.
 	HostEnv func(c ProgramContainer) ([]EnvVar, error)
+	// AwaitsTermHandler: as a native sidecar, the pod goes on once the program handles
+	// SIGTERM (or ended). A kubelet's container start and its notice of a short run's end give
+	// a real sidecar a second or more to get there; the runner here takes milliseconds, and a
+	// process that is not a container's first one dies of an early SIGTERM.
+	AwaitsTermHandler bool
 }
 
 // ProgramContainer is a container as its Program sees it.
@@ -298,7 +303,7 @@ func (r *hostRunner) observe(ctx context.Context, obj any) {
 		return
 	}
 	go func(p *corev1.Pod) {
-		if err := r.serveLogs(ctx, p, r.runContainers(p)); err != nil && ctx.Err() == nil {
+		if err := r.serveLogs(ctx, p, append(r.runContainers(p), r.nativeSidecars(p)...)); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(os.Stderr, "host program for %s/%s: logs: %v\n", p.Namespace, p.Name, err)
 		}
 		r.supervise(ctx, hp, p, prog)

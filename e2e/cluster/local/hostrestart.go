@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -77,10 +79,15 @@ type hostPod struct {
 	mu         sync.Mutex
 	proc       *HostProcess   // the container's current process; nil before the first start
 	companions []*HostProcess // the other containers' processes of the current start
-	// companionNames are the companions' container names.
+	// sidecars are the native sidecars' processes, in init order: they outlive the starts.
+	sidecars []*HostProcess
+	// companionNames are the companions' and sidecars' container names.
 	companionNames map[*HostProcess]string
-	deleted        bool
-	halted         bool
+	// ports are the pod's loopback ports (podPorts): chosen again for each start of the first
+	// container, unless native sidecars run on them. Only supervise uses them.
+	ports   map[int32]int
+	deleted bool
+	halted  bool
 }
 
 // start starts proc as the pod's current process, unless the pod is being stopped.
@@ -116,8 +123,13 @@ func (hp *hostPod) beginHalt(deleted bool) func(grace time.Duration) {
 	}
 	hp.halted, hp.deleted = true, deleted
 	procs := append([]*HostProcess{hp.proc}, hp.companions...)
+	sidecars, names := slices.Clone(hp.sidecars), maps.Clone(hp.companionNames)
+	if !deleted {
+		procs = append(procs, sidecars...)
+	}
 	return func(grace time.Duration) {
 		hp.cancel()
+		start := time.Now()
 		var wg sync.WaitGroup
 		for _, proc := range procs {
 			switch {
@@ -129,6 +141,9 @@ func (hp *hostPod) beginHalt(deleted bool) func(grace time.Duration) {
 			}
 		}
 		wg.Wait()
+		if deleted { // as a kubelet, the native sidecars after the containers, in what is left
+			terminateInReverse(sidecars, grace-time.Since(start), names)
+		}
 	}
 }
 
@@ -164,6 +179,7 @@ func terminationGrace(p *corev1.Pod) time.Duration {
 // returns when the pod ends, is deleted, or the runner stops.
 func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, prog Program) {
 	defer close(hp.done)
+	defer hp.stopSidecars(terminationGrace(p)) // a pod that failed to start or init
 	c := &p.Spec.Containers[0]
 	restarts, last := r.adopt(p, c.Name)
 	if !r.runInitContainers(ctx, hp, p) {
@@ -175,7 +191,7 @@ func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, 
 		if attempt > 0 || last != nil {
 			keepPreviousLog(r.containerLog(p, c.Name))
 		}
-		ports, err := podPorts(p)
+		ports, err := hp.podPorts(p)
 		var proc *HostProcess
 		var pc ProgramContainer
 		if err == nil {
@@ -207,10 +223,10 @@ func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, 
 			code, msg = r.follow(hp, p, c, prog, pc, proc)
 		}
 		ended, endedCode, endedMsg := c.Name, code, msg
-		if err == nil && !restartsAfter(p.Spec.RestartPolicy, code) && hp.hasCompanions() {
+		if err == nil && !restartsAfter(p.Spec.RestartPolicy, code) && (hp.hasCompanions() || hp.hasSidecars()) {
 			// The first container ended for good: the pod runs on until its other
-			// containers end by themselves, as on a kubelet; the first one's exit is in
-			// the pod's status meanwhile (a run's sidecar waits for it).
+			// containers end by themselves and its native sidecars are stopped, as on a
+			// kubelet; the first one's exit is in the pod's status meanwhile.
 			wctx, cancel := context.WithTimeout(hp.ctx, 30*time.Second)
 			if serr := r.containerExited(wctx, p, c.Name, terminated(code, "", msg, started, metav1.Now()), -1); serr != nil && hp.ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "host program for %s/%s: status: %v\n", p.Namespace, p.Name, serr)
@@ -222,12 +238,18 @@ func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, 
 		}
 		hp.stopCompanions(terminationGrace(p))
 		finished := metav1.Now()
+		policy := p.Spec.RestartPolicy
+		if !restartsAfter(policy, code) {
+			// Waited for: a run's sidecar makes its last upload on SIGTERM, before the pod ends.
+			hp.stopSidecars(terminationGrace(p))
+		} else if !hp.hasSidecars() {
+			hp.ports = nil // nothing runs on them: the next start chooses its own
+		}
 		if hp.wasDeleted() {
 			return // the pod is going: nothing to report
 		}
 		// The status outlives the runner's context: a stopping runner still reports the exit.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		policy := p.Spec.RestartPolicy
 		if !restartsAfter(policy, code) {
 			err := endPod(wctx, r.c, p.Namespace, p.Name, ended, endedCode, endedMsg, started)
 			cancel()
@@ -262,63 +284,16 @@ func (r *hostRunner) supervise(ctx context.Context, hp *hostPod, p *corev1.Pod, 
 	}
 }
 
-// runInitContainers runs the pod's init containers whose image has a program, in order, each
-// until it succeeds, before the first container starts, as the kubelet does (kwok reports the
-// pod Initialized at once, and init containers of other images are not run). A failed one
-// starts again after the back-off, unless the pod's restartPolicy is Never: the pod then fails.
-// It runs them again for a pod another runner started (they are waits). It returns false when
-// the pod ended or is going.
-func (r *hostRunner) runInitContainers(ctx context.Context, hp *hostPod, p *corev1.Pod) bool {
-	for i := range p.Spec.InitContainers {
-		ic := &p.Spec.InitContainers[i]
-		prog, ok := r.programs[imageRepository(ic.Image)]
-		if !ok {
-			continue
+// podPorts are the pod's loopback ports, chosen at their first use after the last reset.
+func (hp *hostPod) podPorts(p *corev1.Pod) (map[int32]int, error) {
+	if hp.ports == nil {
+		ports, err := podPorts(p)
+		if err != nil {
+			return nil, err
 		}
-		backOff := newCrashBackOff()
-		for {
-			started := metav1.Now()
-			keepPreviousLog(r.containerLog(p, ic.Name))
-			proc, _, err := r.prepare(hp.ctx, p, ic, prog, nil)
-			if err == nil {
-				var ok bool
-				if ok, err = hp.start(proc); !ok {
-					return false
-				}
-			}
-			code, msg := 128, ""
-			if err == nil {
-				<-proc.Done()
-				code = proc.ExitCode()
-				msg = strings.TrimRight(criText(cluster.LogTail(proc.LogPath, 20)), "\n")
-			} else {
-				msg = err.Error()
-			}
-			if hp.ctx.Err() != nil || hp.wasDeleted() {
-				return false
-			}
-			if code == 0 {
-				break
-			}
-			fmt.Fprintf(os.Stderr, "host program for %s/%s: init container %s exited %d: %s\n", p.Namespace, p.Name, ic.Name, code, msg)
-			if p.Spec.RestartPolicy == corev1.RestartPolicyNever {
-				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-				defer cancel()
-				if err := endPod(wctx, r.c, p.Namespace, p.Name, p.Spec.Containers[0].Name, code, "init container "+ic.Name+": "+msg, started); err != nil && ctx.Err() == nil {
-					fmt.Fprintf(os.Stderr, "host program for %s/%s: %v\n", p.Namespace, p.Name, err)
-				}
-				return false
-			}
-			t := time.NewTimer(backOff.next(time.Since(started.Time)))
-			select {
-			case <-hp.ctx.Done():
-				t.Stop()
-				return false
-			case <-t.C:
-			}
-		}
+		hp.ports = ports
 	}
-	return true
+	return hp.ports, nil
 }
 
 // adopt reads the container's restart count and state from the pod as the runner finds it: a

@@ -28,22 +28,24 @@ const (
 // RunProgramTable is RunPrograms as docs/development.md shows it (a test keeps them equal).
 var RunProgramTable = []PolyaxonProgram{
 	{SidecarImage, "a run pod's sidecar (command `polyaxon sidecar`, or the chart's guarded `python -c <guard>`; args `--container-id=<main> --sleep-interval --sync-interval ...`)",
-		"the venv's `python -c <sidecar>`: kubernetes_asyncio's in-cluster config taken from the pod's ServiceAccount files, then `polyaxon sidecar` (or the pod's guard program) with the container's args; it runs on after the main container ended until it has synced and exits", "`POLYAXON_SERVICE=sidecar`: the `sidecar` command exists only then"},
+		"the venv's `python -c <sidecar>`: kubernetes_asyncio's in-cluster config taken from the pod's ServiceAccount files, then `polyaxon sidecar` (or the pod's guard program) with the container's args; a native sidecar (an init container that restarts Always), it runs until SIGTERM, sent once the main container ended, then syncs one last time and exits", "`POLYAXON_SERVICE=sidecar`: the `sidecar` command exists only then"},
 	{RunPythonImage, "a run's own container (`python ...`)",
 		"this machine's `python3` with the container's arguments", "-"},
 }
 
 // RunPrograms run a run pod's processes here (opt-in: without them run pods are kwok's, marked
 // Running and then Complete): its main container when the run's image is Python's, and
-// Polyaxon's sidecar from the virtual environment venvs gives for the image's tag. Polyaxon's
-// init containers (their `/bin/sh -c` scripts name the container's paths) are not run: the
-// artifacts context starts empty, as for a run that has no earlier artifacts.
+// Polyaxon's sidecar from the virtual environment venvs gives for the image's tag, a native
+// sidecar (hostcompanions.go) that gets SIGTERM once the main container ended. Polyaxon's
+// other init containers (their `/bin/sh -c` scripts name the container's paths) are not run:
+// the artifacts context starts empty, as for a run that has no earlier artifacts.
 func RunPrograms(venvs Venvs) []Program {
 	return []Program{
 		{
-			Image:    SidecarImage,
-			ImageEnv: []EnvVar{{"POLYAXON_SERVICE", "sidecar"}},
-			HostEnv:  sidecarHostEnv,
+			Image:             SidecarImage,
+			ImageEnv:          []EnvVar{{"POLYAXON_SERVICE", "sidecar"}},
+			HostEnv:           sidecarHostEnv,
+			AwaitsTermHandler: true,
 			Command: func(c ProgramContainer) ([]string, error) {
 				guarded := len(c.Command) == 3 && c.Command[0] == "python" && c.Command[1] == "-c"
 				if !guarded && (len(c.Command) != 2 || c.Command[0] != "polyaxon" || c.Command[1] != "sidecar") {
@@ -85,13 +87,15 @@ func RunPrograms(venvs Venvs) []Program {
 // sidecar loads the in-cluster config whatever POLYAXON_K8S_IN_CLUSTER says
 // (polyaxon/_sidecar/container/__init__.py), and the API server's address comes from
 // KUBERNETES_SERVICE_HOST and _PORT (sidecarHostEnv). With `--program P`, it runs the pod's
-// own `python -c P` program (the chart's guarded sidecar) with the arguments that follow.
+// own `python -c P` program (the chart's guarded sidecar, which reads the run's logs there
+// when it can) with the arguments that follow.
 const sidecarStart = `import sys
 from kubernetes_asyncio.config import incluster_config
 incluster_config.SERVICE_TOKEN_FILENAME, incluster_config.SERVICE_CERT_FILENAME = sys.argv[1], sys.argv[2]
 if sys.argv[3] == "--program":
     program, sys.argv = sys.argv[4], ["-c"] + sys.argv[5:]
     exec(compile(program, "<string>", "exec"), {"__name__": "__main__"})
+    sys.exit(0)
 sys.argv = ["polyaxon"] + sys.argv[3:]
 from polyaxon.cli import cli
 sys.exit(cli())
