@@ -32,11 +32,23 @@ if not re.fullmatch(r"[0-9a-f]{32}", _RUN):
 install(_CONTEXT)
 
 
+import json  # noqa: E402
+
 import polyaxon._fs.async_manager as _manager  # noqa: E402
+from polyaxon._connections import V1Connection  # noqa: E402
 from polyaxon._fs.fs import get_artifacts_connection  # noqa: E402
 
+# A bucket is the chart's (_CHART_STORE, rendered before this program), not the one the
+# connection catalog in the environment names: a sidecar of the polyaxonfile's own, shaped as
+# Polyaxon's and given the keys, would name another bucket, prefix or endpoint there. A claim's
+# path is the container's mount, which the catalog says where the pod is run.
+_CHART = json.loads(_CHART_STORE)
+if _CHART.get("kind") in ("s3", "gcs", "wasb"):
+    _CONNECTION = V1Connection.from_dict(_CHART)
+else:
+    _CONNECTION = get_artifacts_connection()
 # Where the sidecar sends the run's files: <the store's path>/<run uuid>/...
-_STORE = get_artifacts_connection().store_path
+_STORE = _CONNECTION.store_path
 _FOLDER = _STORE.rstrip("/") + "/" + _RUN
 
 
@@ -140,7 +152,7 @@ async def _main():
         stop.set()
     owner, project, _ = get_run_info()
     client = RunClient(owner=owner, project=project, run_uuid=_RUN)
-    fs = await get_async_fs_from_connection(connection=get_artifacts_connection())
+    fs = await get_async_fs_from_connection(connection=_CONNECTION)
     if os.path.exists(_paths.CONTEXT_MOUNT_FILE_WATCHER):
         fw = FSWatcher.read(_paths.CONTEXT_MOUNT_FILE_WATCHER)
     else:
@@ -152,12 +164,15 @@ async def _main():
             await asyncio.wait_for(stop.wait(), timeout=_EVERY)
         except asyncio.TimeoutError:
             pass
+        # Stopped before this pass began, it is the last: a SIGTERM during a pass gets one more,
+        # which sees what the run wrote while the first one walked its files.
+        last = stop.is_set()
         if asyncio.get_running_loop().time() - made > _REFRESH:
             await close_fs(fs)
-            fs = await get_async_fs_from_connection(connection=get_artifacts_connection())
+            fs = await get_async_fs_from_connection(connection=_CONNECTION)
             made = asyncio.get_running_loop().time()
         await _sync(fs, fw, client, state)
-        if stop.is_set():
+        if last:
             break
     _say("stopped, after a last upload")
     await close_fs(fs)

@@ -294,7 +294,8 @@ run's folder of the same claim) as the run's own output. JSON list; [] when not.
 */}}
 {{- define "polyaxon.runs.sidecarGuardCommand" -}}
 {{- if and .Values.agent.enabled (include "polyaxon.runs.mutatingServed" .) -}}
-{{- toJson (list "python" "-c" (printf "%s%s" (.Files.Get "files/store-guard.py") (.Files.Get "files/sidecar-guard.py"))) -}}
+{{- $store := printf "# The artifacts store as the chart gives it to the agent (POLYAXON_AGENT_ARTIFACTS_STORE).\n_CHART_STORE = %s\n" (include "polyaxon.artifactsStore.connection" . | toJson) -}}
+{{- toJson (list "python" "-c" (printf "%s%s%s" (.Files.Get "files/store-guard.py") $store (.Files.Get "files/sidecar-guard.py"))) -}}
 {{- else -}}
 []
 {{- end -}}
