@@ -209,3 +209,23 @@ func nativeSidecar(t *testing.T, pod *corev1.Pod) corev1.Container {
 	require.Equal(t, corev1.ContainerRestartPolicyAlways, *sidecar.RestartPolicy)
 	return sidecar
 }
+
+// The API server applies the mutating policies in an order it does not define: the sidecar's
+// guard, its identity and its move to a native sidecar, the hardening and the placement give
+// the same pod whichever runs first.
+func TestRunPodMutationsDoNotDependOnPolicyOrder(t *testing.T) {
+	ctx := context.Background()
+	for store, values := range map[string]map[string]any{"keys": bucketStoreValues(nil), "identity": identityStoreValues(nil)} {
+		ev := admitter(t, render(t, profileValues(t, "production"), values))
+		for _, name := range []string{"plain", "user-sidecar", "init-own"} {
+			pod := storePod(t, name)
+			if store == "identity" {
+				pod = identityPod(t, name)
+			}
+			assert.NoError(t, ev.CheckOrderIndependent(ctx, pod), "%s store, pod %s", store, name)
+			noInit := pod.DeepCopy()
+			noInit.Spec.InitContainers = nil
+			assert.NoError(t, ev.CheckOrderIndependent(ctx, noInit), "%s store, pod %s without init containers", store, name)
+		}
+	}
+}
