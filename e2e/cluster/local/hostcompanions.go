@@ -144,20 +144,27 @@ func (r *hostRunner) startCompanions(hp *hostPod, p *corev1.Pod, ports map[int32
 // startCompanion starts proc, container name's, beside the pod's first process, unless the pod
 // is being stopped.
 func (hp *hostPod) startCompanion(name string, proc *HostProcess) error {
+	_, err := hp.startBeside(&hp.companions, name, proc)
+	return err
+}
+
+// startBeside starts proc, container name's, and keeps it in *procs, unless the pod is being
+// stopped (false).
+func (hp *hostPod) startBeside(procs *[]*HostProcess, name string, proc *HostProcess) (bool, error) {
 	hp.mu.Lock()
 	defer hp.mu.Unlock()
 	if hp.halted {
-		return nil
+		return false, nil
 	}
 	if err := proc.Start(); err != nil {
-		return err
+		return true, err
 	}
-	hp.companions = append(hp.companions, proc)
+	*procs = append(*procs, proc)
 	if hp.companionNames == nil {
 		hp.companionNames = map[*HostProcess]string{}
 	}
 	hp.companionNames[proc] = name
-	return nil
+	return true, nil
 }
 
 // awaitCompanions waits until every companion of the current start has exited by itself, as
@@ -203,20 +210,7 @@ func (hp *hostPod) stopCompanions(grace time.Duration) {
 
 // startSidecar starts proc, native sidecar name's, unless the pod is being stopped (false).
 func (hp *hostPod) startSidecar(name string, proc *HostProcess) (bool, error) {
-	hp.mu.Lock()
-	defer hp.mu.Unlock()
-	if hp.halted {
-		return false, nil
-	}
-	if err := proc.Start(); err != nil {
-		return true, err
-	}
-	hp.sidecars = append(hp.sidecars, proc)
-	if hp.companionNames == nil {
-		hp.companionNames = map[*HostProcess]string{}
-	}
-	hp.companionNames[proc] = name
-	return true, nil
+	return hp.startBeside(&hp.sidecars, name, proc)
 }
 
 // hasSidecars says whether native sidecars were started and not stopped yet.
