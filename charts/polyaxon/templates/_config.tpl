@@ -2,17 +2,36 @@
 Connection settings the Polyaxon images read from the environment.
 */}}
 
+{{/* Where the platform's database runs: statefulset or cloudnativepg (the chart's, in the
+cluster), or external (postgresql.enabled=false). */}}
+{{- define "polyaxon.postgresql.mode" -}}
+{{- if .Values.postgresql.enabled }}{{ .Values.postgresql.mode | default "statefulset" }}{{ else }}external{{ end -}}
+{{- end -}}
+
+{{/* The CloudNativePG Cluster's name; the operator names its Services, pods and Secrets after it. */}}
+{{- define "polyaxon.postgresql.clusterName" -}}
+{{- include "polyaxon.componentName" (dict "ctx" . "component" "postgresql") -}}
+{{- end -}}
+
 {{- define "polyaxon.postgresql.host" -}}
-{{- if .Values.postgresql.enabled -}}
+{{- $mode := include "polyaxon.postgresql.mode" . -}}
+{{- if eq $mode "cloudnativepg" -}}
+{{- /* The operator's read-write Service follows the primary through a failover. */ -}}
+{{- include "polyaxon.postgresql.clusterName" . }}-rw
+{{- else if eq $mode "statefulset" -}}
 {{- include "polyaxon.componentName" (dict "ctx" . "component" "postgresql") -}}
 {{- else -}}
 {{- .Values.externalServices.postgresql.host -}}
 {{- end -}}
 {{- end -}}
 
-{{/* Secret name and key holding the database password. */}}
+{{/* Secret name and key holding the database password. A CloudNativePG Cluster takes its
+owner's password from a kubernetes.io/basic-auth Secret (keys username, password). */}}
 {{- define "polyaxon.postgresql.secretName" -}}
-{{- if .Values.postgresql.enabled -}}
+{{- $mode := include "polyaxon.postgresql.mode" . -}}
+{{- if eq $mode "cloudnativepg" -}}
+{{- .Values.postgresql.auth.existingSecret | default (printf "%s-auth" (include "polyaxon.postgresql.clusterName" .)) -}}
+{{- else if eq $mode "statefulset" -}}
 {{- .Values.postgresql.auth.existingSecret | default (include "polyaxon.componentName" (dict "ctx" . "component" "postgresql")) -}}
 {{- else -}}
 {{- .Values.externalServices.postgresql.existingSecret | default (include "polyaxon.componentName" (dict "ctx" . "component" "postgresql")) -}}
@@ -20,7 +39,10 @@ Connection settings the Polyaxon images read from the environment.
 {{- end -}}
 
 {{- define "polyaxon.postgresql.secretKey" -}}
-{{- if and (not .Values.postgresql.enabled) .Values.externalServices.postgresql.existingSecret -}}
+{{- $mode := include "polyaxon.postgresql.mode" . -}}
+{{- if eq $mode "cloudnativepg" -}}
+password
+{{- else if and (eq $mode "external") .Values.externalServices.postgresql.existingSecret -}}
 {{- .Values.externalServices.postgresql.passwordKey -}}
 {{- else -}}
 postgres-password

@@ -25,7 +25,13 @@ what run pods may never run as (the runs' restrictions) and what the NOTES repor
 {{- $v := index $.Values $name -}}
 {{- if $v.enabled -}}
 {{- $c := dict "ctx" $ "component" $name "values" $v "volumeName" (include "polyaxon.dependency.volumeName" (dict "ctx" $ "component" $name)) -}}
-{{- $out = append $out (merge (dict "name" $name) (include "polyaxon.dependency.ids" $c | fromJson)) -}}
+{{- $ids := include "polyaxon.dependency.ids" $c | fromJson -}}
+{{- if and (eq $name "postgresql") (eq (include "polyaxon.postgresql.mode" $) "cloudnativepg") -}}
+{{- /* CloudNativePG runs Postgres as the image's own postgres user. */ -}}
+{{- $cnpg := $v.cloudnativepg -}}
+{{- $ids = dict "user" ($cnpg.postgresUID | int64) "group" ($cnpg.postgresGID | int64) "fsGroup" ($cnpg.postgresGID | int64) -}}
+{{- end -}}
+{{- $out = append $out (merge (dict "name" $name) $ids) -}}
 {{- end -}}
 {{- end -}}
 {{- toJson $out -}}

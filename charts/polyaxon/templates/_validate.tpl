@@ -15,6 +15,7 @@ which every render includes.
 {{- if and .Values.postgresql.enabled .Values.externalServices.postgresql.host -}}
 {{- fail "values: both postgresql.enabled and externalServices.postgresql.host are set: choose one (set postgresql.enabled=false to use the external database)" -}}
 {{- end -}}
+{{- include "polyaxon.validate.postgresqlMode" . -}}
 {{- range $c := list "scheduler" "worker" "beat" -}}
 {{- if and (index $.Values $c).enabled (not (include "polyaxon.broker.available" $)) -}}
 {{- fail (printf "values: %s.enabled needs the broker %q, which is not available: set %s.enabled=true or externalServices.%s.host" $c $.Values.broker $.Values.broker $.Values.broker) -}}
@@ -44,12 +45,39 @@ which every render includes.
 {{- include "polyaxon.validate.backup" . -}}
 {{- end -}}
 
+{{/* postgresql.mode and what a CloudNativePG Cluster needs. */}}
+{{- define "polyaxon.validate.postgresqlMode" -}}
+{{- $pg := .Values.postgresql -}}
+{{- $mode := $pg.mode | default "statefulset" -}}
+{{- if not (has $mode (list "statefulset" "cloudnativepg")) -}}
+{{- fail (printf "values: postgresql.mode is %q: set it to statefulset (one Postgres pod) or cloudnativepg (a CloudNativePG Cluster); for an external database set postgresql.enabled=false and externalServices.postgresql.host" $mode) -}}
+{{- end -}}
+{{- if and $pg.enabled (eq $mode "cloudnativepg") -}}
+{{- $cnpg := $pg.cloudnativepg -}}
+{{- if lt ($cnpg.instances | int) 1 -}}
+{{- fail (printf "values: postgresql.cloudnativepg.instances is %v: a Cluster needs at least 1 instance, and 2 or more to survive a node (3 is the chart's default)" $cnpg.instances) -}}
+{{- end -}}
+{{- if not $pg.persistence.enabled -}}
+{{- fail "values: postgresql.persistence.enabled is false with postgresql.mode=cloudnativepg: every CloudNativePG instance keeps its data on a claim of postgresql.persistence.size; set postgresql.persistence.enabled=true" -}}
+{{- end -}}
+{{- if not (has $cnpg.podAntiAffinityType (list "required" "preferred")) -}}
+{{- fail (printf "values: postgresql.cloudnativepg.podAntiAffinityType is %q: set required (one instance per node) or preferred" $cnpg.podAntiAffinityType) -}}
+{{- end -}}
+{{- if not $cnpg.topologyKey -}}
+{{- fail "values: postgresql.cloudnativepg.topologyKey is empty: name the node label the instances spread across (kubernetes.io/hostname)" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Scheduled backups: somewhere to go, sealed, pruned, from the in-cluster database. */}}
 {{- define "polyaxon.validate.backup" -}}
 {{- $b := .Values.backup -}}
 {{- if $b.schedule -}}
 {{- if not .Values.postgresql.enabled -}}
 {{- fail "values: backup.schedule dumps the in-cluster Postgres through its pod, and postgresql.enabled is false: back an external database up with its provider's backups, or run `polyaxon-deploy backup --local` where the PostgreSQL client is; or leave backup.schedule empty" -}}
+{{- end -}}
+{{- if eq (include "polyaxon.postgresql.mode" .) "cloudnativepg" -}}
+{{- fail "values: backup.schedule execs into the StatefulSet's Postgres pod by name, and postgresql.mode is cloudnativepg, whose primary moves between pods: run `polyaxon-deploy backup` (it finds the primary) from a scheduler of yours, or leave backup.schedule empty" -}}
 {{- end -}}
 {{- if and $b.location $b.persistence.existingClaim -}}
 {{- fail "values: backup.location and backup.persistence.existingClaim are both set: choose one place for the backups" -}}

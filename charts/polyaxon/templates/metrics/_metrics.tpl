@@ -8,7 +8,7 @@ rules also read kube-state-metrics and the kubelet.
 {{- define "polyaxon.metrics.ports" -}}
 {{- $ports := dict -}}
 {{- if .Values.metrics.enabled -}}
-{{- if .Values.postgresql.enabled }}{{ $_ := set $ports "postgresql" 9187 }}{{ end -}}
+{{- if eq (include "polyaxon.postgresql.mode" .) "statefulset" }}{{ $_ := set $ports "postgresql" 9187 }}{{ end -}}
 {{- if .Values.redis.enabled }}{{ $_ := set $ports "redis" 9121 }}{{ end -}}
 {{- if .Values.operator.enabled }}{{ $_ := set $ports "operator" 8080 }}{{ end -}}
 {{- if .Values.metrics.installer.enabled }}{{ $_ := set $ports "installer-exporter" 9150 }}{{ end -}}
