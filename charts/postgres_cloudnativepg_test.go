@@ -84,12 +84,14 @@ func TestCloudNativePGNetworkPolicy(t *testing.T) {
 	var np networkingv1.NetworkPolicy
 	decodeStrict(t, r.get("NetworkPolicy", "polyaxon-postgresql"), &np)
 	assert.Equal(t, map[string]string{"cnpg.io/cluster": "polyaxon-postgresql"}, np.Spec.PodSelector.MatchLabels)
-	require.Len(t, np.Spec.Ingress, 3)
+	require.Len(t, np.Spec.Ingress, 4)
 	platform := np.Spec.Ingress[0].From[0].PodSelector
 	assert.Equal(t, "polyaxon", platform.MatchLabels["app.kubernetes.io/part-of"], "the platform's pods; a run pod is part-of polyaxon-runs")
 	assert.Equal(t, int32(5432), np.Spec.Ingress[0].Ports[0].Port.IntVal)
-	assert.Equal(t, map[string]string{"kubernetes.io/metadata.name": "cnpg-system"}, np.Spec.Ingress[2].From[0].NamespaceSelector.MatchLabels)
-	assert.Equal(t, int32(8000), np.Spec.Ingress[2].Ports[0].Port.IntVal)
+	assert.Equal(t, "db-client", np.Spec.Ingress[1].From[0].PodSelector.MatchLabels["app.kubernetes.io/component"],
+		"polyaxon-deploy's backup client; Polyaxon overwrites a run pod's component")
+	assert.Equal(t, map[string]string{"kubernetes.io/metadata.name": "cnpg-system"}, np.Spec.Ingress[3].From[0].NamespaceSelector.MatchLabels)
+	assert.Equal(t, int32(8000), np.Spec.Ingress[3].Ports[0].Port.IntVal)
 	assert.Contains(t, np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
 
 	// A render that sees the cluster sends the instance managers to the API server's addresses only.

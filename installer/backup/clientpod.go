@@ -19,8 +19,8 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
-// ClientPodSpec describes the short-lived pod that reaches an external
-// database from inside the cluster.
+// ClientPodSpec describes the short-lived pod that reaches a database over the network from
+// inside the cluster: an external one, or a CloudNativePG Cluster's primary.
 type ClientPodSpec struct {
 	Namespace string
 	// Names name the Job and label it as the release's.
@@ -166,7 +166,11 @@ func StartClientPod(ctx context.Context, k Kube, spec ClientPodSpec) (Target, fu
 		}
 		return nil, nil, fmt.Errorf("database client pod of Job %s/%s did not start: %w", spec.Namespace, name, err)
 	}
-	return NewPodTarget(k.execer(), spec.Namespace, pod, PostgresContainer, SourceExternal), cleanup, nil
+	source := SourceExternal
+	if spec.DB.InCluster {
+		source = SourceInCluster // a CloudNativePG Cluster of the chart's
+	}
+	return NewPodTarget(k.execer(), spec.Namespace, pod, PostgresContainer, source), cleanup, nil
 }
 
 func podWaitReason(p *corev1.Pod) string {

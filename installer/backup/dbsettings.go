@@ -26,7 +26,10 @@ func ReleaseSecretPassword(ctx context.Context, client kubernetes.Interface, nam
 
 // DBSettings is where a release's database is, from its values.
 type DBSettings struct {
-	InCluster   bool
+	// InCluster: the chart runs the database (a StatefulSet or a CloudNativePG Cluster).
+	InCluster bool
+	// Where is chartvalues.PostgresStatefulSet, PostgresCloudNativePG or PostgresExternal.
+	Where       string
 	Host        string
 	Port        int
 	User        string
@@ -42,6 +45,8 @@ type DBSettings struct {
 const (
 	postgresPasswordKey = "postgres-password"
 	postgresPort        = 5432
+	// cnpgPasswordKey is the password's key in a kubernetes.io/basic-auth Secret.
+	cnpgPasswordKey = "password"
 )
 
 // DatabaseSettings reads the database location from a release's values.
@@ -49,6 +54,7 @@ func DatabaseSettings(names render.Names, v *chartvalues.Values) DBSettings {
 	pg := names.Component("postgresql")
 	d := DBSettings{
 		InCluster:   v.Postgresql.Enabled,
+		Where:       v.Postgresql.Where(),
 		SecretName:  pg,
 		SecretKey:   postgresPasswordKey,
 		ClientImage: "postgres:" + string(v.Postgresql.Image.Tag),
@@ -56,6 +62,11 @@ func DatabaseSettings(names render.Names, v *chartvalues.Values) DBSettings {
 	if d.InCluster {
 		auth := v.Postgresql.Auth
 		d.Host, d.Port, d.User, d.Database = pg, postgresPort, auth.Username, auth.Database
+		if d.Where == chartvalues.PostgresCloudNativePG {
+			// The operator's read-write Service, which follows the primary; the owner's
+			// credentials are in the basic-auth Secret the Cluster was bootstrapped from.
+			d.Host, d.SecretName, d.SecretKey = pg+"-rw", pg+"-auth", cnpgPasswordKey
+		}
 		if auth.ExistingSecret != "" {
 			d.SecretName = auth.ExistingSecret
 		}

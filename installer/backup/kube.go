@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
@@ -87,7 +88,9 @@ func ReleaseTarget(ctx context.Context, k Kube, rel *Release, o TargetOptions) (
 		}
 		return NewLocalTarget(conn, lo...), noop, nil
 	}
-	if db.InCluster {
+	// A CloudNativePG primary moves between pods and its container holds no password: its
+	// database is reached as an external one, through the read-write Service, as the owner.
+	if db.InCluster && db.Where != chartvalues.PostgresCloudNativePG {
 		pod, err := FindPostgresPod(ctx, k.Client, ns, rel.Names)
 		if err != nil {
 			return nil, nil, err

@@ -144,7 +144,7 @@ func typedValues(t *testing.T, vals map[string]any) *chartvalues.Values {
 // values.yaml (the client image's tag is the chart's PostgreSQL tag).
 func TestDatabaseSettings(t *testing.T) {
 	in := DatabaseSettings(rt.ChartNames(t, "prod", nil), typedValues(t, nil))
-	assert.Equal(t, DBSettings{InCluster: true, Host: "prod-polyaxon-postgresql", Port: 5432, User: "polyaxon", Database: "polyaxon",
+	assert.Equal(t, DBSettings{InCluster: true, Where: "statefulset", Host: "prod-polyaxon-postgresql", Port: 5432, User: "polyaxon", Database: "polyaxon",
 		SecretName: "prod-polyaxon-postgresql", SecretKey: "postgres-password", ClientImage: "postgres:16.4"}, in)
 
 	ext := DatabaseSettings(rt.ChartNames(t, "polyaxon", nil), typedValues(t, map[string]any{
@@ -154,13 +154,20 @@ func TestDatabaseSettings(t *testing.T) {
 			"existingSecret": "db-creds", "passwordKey": "pw", "options": map[string]any{"sslmode": "require"},
 		}},
 	}))
-	assert.Equal(t, DBSettings{Host: "db.example.com", Port: 6432, User: "px", Database: "pxdb",
+	assert.Equal(t, DBSettings{Where: "external", Host: "db.example.com", Port: 6432, User: "px", Database: "pxdb",
 		SecretName: "db-creds", SecretKey: "pw", SSLMode: "require", ClientImage: "postgres:17"}, ext)
 
 	over := map[string]any{"nameOverride": "platform", "fullnameOverride": "core"}
 	in = DatabaseSettings(rt.ChartNames(t, "ml", over), typedValues(t, over))
 	assert.Equal(t, "core-postgresql", in.Host, "the Service the chart names")
 	assert.Equal(t, "core-postgresql", in.SecretName)
+
+	// A CloudNativePG Cluster is reached through the operator's read-write Service, as the
+	// owner whose password is in the Secret the Cluster was bootstrapped from.
+	cnpg := map[string]any{"postgresql": map[string]any{"mode": "cloudnativepg"}}
+	in = DatabaseSettings(rt.ChartNames(t, "prod", cnpg), typedValues(t, cnpg))
+	assert.Equal(t, DBSettings{InCluster: true, Where: "cloudnativepg", Host: "prod-polyaxon-postgresql-rw", Port: 5432, User: "polyaxon", Database: "polyaxon",
+		SecretName: "prod-polyaxon-postgresql-auth", SecretKey: "password", ClientImage: "postgres:16.4"}, in)
 }
 
 func TestClientJob(t *testing.T) {

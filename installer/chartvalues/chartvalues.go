@@ -72,6 +72,9 @@ type StoreAuth struct {
 // Postgresql is the chart's in-cluster PostgreSQL.
 type Postgresql struct {
 	Enabled bool `json:"enabled"`
+	// Mode is how the in-cluster Postgres runs (see Where); empty is a StatefulSet.
+	Mode          string        `json:"mode"`
+	CloudNativePG CloudNativePG `json:"cloudnativepg"`
 	Image   struct {
 		Tag Scalar `json:"tag"`
 	} `json:"image"`
@@ -80,6 +83,33 @@ type Postgresql struct {
 		Database string `json:"database"`
 		StoreAuth
 	} `json:"auth"`
+}
+
+// Where the platform's database runs (postgresql.mode, or postgresql.enabled=false).
+const (
+	PostgresStatefulSet   = "statefulset"
+	PostgresCloudNativePG = "cloudnativepg"
+	PostgresExternal      = "external"
+)
+
+// Where says where the platform's database runs: PostgresStatefulSet, PostgresCloudNativePG
+// or PostgresExternal.
+func (p Postgresql) Where() string {
+	switch {
+	case !p.Enabled:
+		return PostgresExternal
+	case p.Mode == "":
+		return PostgresStatefulSet
+	}
+	return p.Mode
+}
+
+// CloudNativePG is what a CloudNativePG Cluster of the chart takes (postgresql.cloudnativepg).
+type CloudNativePG struct {
+	Instances           int    `json:"instances"`
+	PodAntiAffinityType string `json:"podAntiAffinityType"`
+	TopologyKey         string `json:"topologyKey"`
+	OperatorNamespace   string `json:"operatorNamespace"`
 }
 
 // ExternalServices are the services used in place of the chart's data stores.

@@ -39,7 +39,8 @@ func (e *Env) checkOrigin(ctx context.Context) (string, error) {
 
 // PostChecks verify an installed release (`check` without --pre): the API, the version, the
 // release record, who made the deployed revision, the guards that keep runs apart, the
-// gateway's proxy in front of haupt, the edge's Secrets and the readiness of every workload.
+// gateway's proxy in front of haupt, the edge's Secrets, a CloudNativePG database's health and
+// the readiness of every workload.
 func PostChecks(env *Env) []check.Check {
 	all := Checks(env)
 	var checks []check.Check
@@ -47,6 +48,8 @@ func PostChecks(env *Env) []check.Check {
 	for _, c := range all {
 		switch c.ID {
 		case "kube-api", "kube-version":
+			checks = append(checks, c)
+		case "postgres-failover":
 			checks = append(checks, c)
 		case "edge-secrets":
 			// After the install too: a Secret changed since is why the edge's pods are not ready.
@@ -73,6 +76,9 @@ func PostChecks(env *Env) []check.Check {
 		check.Check{ID: "scheduled-backups", Category: "backup", Description: "the scheduled backup (backup.schedule) last succeeded", Severity: check.Error,
 			Hint: scheduledBackupsFix,
 			Run:  env.checkScheduledBackups},
+		check.Check{ID: "postgres-cluster", Category: "database", Description: "the CloudNativePG Cluster is healthy, every instance ready, with one primary", Severity: check.Error,
+			Hint: postgresClusterFix,
+			Run:  env.checkPostgresCluster},
 		check.Check{ID: "workloads-ready", Category: "release", Description: "every Deployment and StatefulSet of the release is ready", Severity: check.Error,
 			Hint: "kubectl -n NAMESPACE describe pods -l app.kubernetes.io/instance=RELEASE shows why pods are not ready",
 			Run:  env.checkWorkloadsReady},

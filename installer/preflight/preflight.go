@@ -12,6 +12,8 @@
 //	crd-ownership            polyaxon.com CRDs are not owned by another release
 //	dry-run                  a server-side dry-run of every rendered object is accepted
 //	run-placement            run pods are placed per category and hardened by admission policies (warning)
+//	postgres-operator        with postgresql.mode=cloudnativepg, CloudNativePG's Cluster is served and a supported operator runs
+//	postgres-failover        a CloudNativePG database survives the loss of one node (warning)
 //	distributed-backends     the CRDs of every enabled operators.* backend are served
 //	scheduling-core          every core pod fits a Ready node (labels, taints, resources)
 //	scheduling-dependencies  Postgres, RabbitMQ and Redis pods fit a Ready node
@@ -157,6 +159,12 @@ func Checks(env *Env) []check.Check {
 		{ID: "run-placement", Category: "runs", Description: "the API server places run pods per category and hardens them", Severity: check.Warning,
 			Hint: "use Kubernetes 1.36 or later with admissionregistration.k8s.io/v1 served, and runs.admissionPolicies.enabled=true; until then set each run's own environment.nodeSelector/tolerations",
 			Run:  env.checkRunPlacement},
+		{ID: "postgres-operator", Category: "database", Description: "with postgresql.mode=cloudnativepg, CloudNativePG's Cluster is served and a supported operator runs", Severity: check.Error,
+			Hint: postgresOperatorFix,
+			Run:  env.checkPostgresOperator},
+		{ID: "postgres-failover", Category: "database", Description: "a CloudNativePG database survives the loss of one node", Severity: check.Warning,
+			Hint: postgresFailoverFix,
+			Run:  env.checkPostgresFailover},
 		{ID: "distributed-backends", Category: "runs", Description: "the custom resources of every enabled distributed backend are served", Severity: check.Error,
 			Hint: "install the backend's operator (it brings its CRDs), or switch the backend off (operators.<name>=false)",
 			Run:  env.checkDistributedBackends},

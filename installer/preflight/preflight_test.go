@@ -597,7 +597,7 @@ func TestPostChecks(t *testing.T) {
 	c.objects = append(c.objects, ready)
 	rep := check.NewRunner(preflight.PostChecks(env(t, c, true, restricted))).Run(context.Background())
 	res := byID(rep)
-	assert.Equal(t, []string{"kube-api", "kube-version", "release-deployed", "release-origin", "run-guards", "gateway-proxy", "gateway-route-status", "edge-secrets", "scheduled-backups", "workloads-ready"}, ids(rep))
+	assert.Equal(t, []string{"kube-api", "kube-version", "postgres-failover", "release-deployed", "release-origin", "run-guards", "gateway-proxy", "gateway-route-status", "edge-secrets", "scheduled-backups", "postgres-cluster", "workloads-ready"}, ids(rep))
 	assert.Equal(t, check.Passed, res["release-deployed"].Status)
 	assert.Equal(t, check.Passed, res["workloads-ready"].Status, res["workloads-ready"].Detail)
 	assert.Equal(t, check.Skipped, res["run-guards"].Status, res["run-guards"].Detail)
@@ -728,7 +728,7 @@ func TestPreflightWarnsWhileTheGatewayIsOpen(t *testing.T) {
 func TestIDsAreStable(t *testing.T) {
 	assert.Equal(t, []string{
 		"gateway-replicas", "pod-security", "rbac-scope", "kube-api", "kube-version", "release-state", "rbac", "crd-ownership", "dry-run",
-		"runs-namespace", "run-placement", "distributed-backends", "scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
+		"runs-namespace", "run-placement", "postgres-operator", "postgres-failover", "distributed-backends", "scheduling-core", "scheduling-dependencies", "scheduling-experiments", "scheduling-jobs", "scheduling-builds",
 		"scheduling-tensorboards", "scheduling-notebooks", "gpu-capacity", "storage-class", "artifacts-store", "artifacts-sharing", "artifacts-bucket", "backup-location", "ingress-class", "gateway-route", "gateway-sources",
 		"edge-secrets", "monitoring-crds", "edge-exposure",
 	}, preflight.IDs())

@@ -50,6 +50,9 @@ type Policy struct {
 	OwnRunsNamespace bool `json:"ownRunsNamespace,omitempty"`
 	// MinGatewayReplicas is the least gateway.replicas accepted.
 	MinGatewayReplicas int `json:"minGatewayReplicas,omitempty"`
+	// MinPostgresInstances: with postgresql.mode=cloudnativepg, fewer instances is a warning
+	// (a database that one node's loss stops).
+	MinPostgresInstances int `json:"minPostgresInstances,omitempty"`
 	// Timeout bounds install/upgrade waits.
 	Timeout metav1.Duration `json:"timeout,omitempty"`
 }
@@ -172,7 +175,7 @@ func Parse(name string, data []byte) (*Profile, error) {
 		dec := json.NewDecoder(bytes.NewReader(raw.Policy))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&f.Policy); err != nil {
-			return nil, fmt.Errorf("profile %s: policy: %w (allowed keys: podSecurityLevel, backupRequired, fatalChecks, ignoreChecks, minGatewayReplicas, ownRunsNamespace, timeout)", name, err)
+			return nil, fmt.Errorf("profile %s: policy: %w (allowed keys: podSecurityLevel, backupRequired, fatalChecks, ignoreChecks, minGatewayReplicas, minPostgresInstances, ownRunsNamespace, timeout)", name, err)
 		}
 	}
 	if f.Name != "" && f.Name != name {
@@ -206,6 +209,9 @@ func (p Policy) validate() error {
 	}
 	if p.MinGatewayReplicas < 0 {
 		errs = append(errs, fmt.Errorf("policy.minGatewayReplicas: must be >= 0, got %d", p.MinGatewayReplicas))
+	}
+	if p.MinPostgresInstances < 0 {
+		errs = append(errs, fmt.Errorf("policy.minPostgresInstances: must be >= 0, got %d", p.MinPostgresInstances))
 	}
 	if p.Timeout.Duration < 0 {
 		errs = append(errs, fmt.Errorf("policy.timeout: must be positive, got %s", p.Timeout.Duration))
