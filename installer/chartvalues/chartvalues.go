@@ -75,7 +75,7 @@ type Postgresql struct {
 	// Mode is how the in-cluster Postgres runs (see Where); empty is a StatefulSet.
 	Mode          string        `json:"mode"`
 	CloudNativePG CloudNativePG `json:"cloudnativepg"`
-	Image   struct {
+	Image         struct {
 		Tag Scalar `json:"tag"`
 	} `json:"image"`
 	Auth struct {

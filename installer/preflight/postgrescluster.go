@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/cnpg"
 )
 

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
 )
 
 // CloudNativePG, as postgresql.mode=cloudnativepg needs it.
