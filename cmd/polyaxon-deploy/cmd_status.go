@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/cnpg"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
@@ -46,6 +47,34 @@ type statusData struct {
 	LastBackup           *facts.Attempt `json:"lastBackup,omitempty"`
 	LastSuccessfulBackup *facts.Attempt `json:"lastSuccessfulBackup,omitempty"`
 	LastUpgrade          *facts.Attempt `json:"lastUpgrade,omitempty"`
+	// The CloudNativePG Cluster of postgresql.mode=cloudnativepg; absent otherwise.
+	Postgres *cnpg.State `json:"postgres,omitempty"`
+}
+
+// postgresRows are a CloudNativePG Cluster's lines: its state, then each instance.
+func postgresRows(s *cnpg.State) [][]string {
+	state := fmt.Sprintf("%s: %d of %d instances ready, primary %s", s.Phase, s.Ready, s.Instances, s.Primary)
+	if p := s.Problem(); p != "" {
+		state += " (not healthy: " + p + ")"
+	}
+	rows := [][]string{{"postgres", state}}
+	for _, m := range s.Members {
+		line := m.Role + " on " + m.Node
+		if !m.Ready {
+			line += ", not ready"
+		}
+		switch {
+		case m.LagBytes != nil:
+			line += fmt.Sprintf(", %s behind the primary (replay lag %s)", output.HumanBytes(*m.LagBytes), m.ReplayLag)
+		case m.Role != cnpg.RolePrimary && s.LagUnknown == "":
+			line += ", not streaming from the primary"
+		}
+		rows = append(rows, []string{"postgres " + m.Pod, line})
+	}
+	if s.LagUnknown != "" {
+		rows = append(rows, []string{"postgres lag", "unknown: " + s.LagUnknown})
+	}
+	return rows
 }
 
 // attemptText is one backup or upgrade on a line: when, how it ended, and its size and place.
@@ -93,6 +122,9 @@ func (d statusData) Table() ([]string, [][]string) {
 		rows = append(rows, []string{"last successful backup", attemptText(d.LastSuccessfulBackup)})
 	}
 	rows = append(rows, []string{"last upgrade", attemptText(d.LastUpgrade)})
+	if d.Postgres != nil {
+		rows = append(rows, postgresRows(d.Postgres)...)
+	}
 	if len(d.Pods) > 0 {
 		// An empty line ends the two-column block, so the pod table aligns on its own.
 		rows = append(rows, []string{}, placementHeader)
@@ -126,7 +158,14 @@ func runStatus(c *cli.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		res := output.NewResult("status", status).WithData(statusData{Status: st, Pods: pods,
+		pg, err := cnpg.Read(ctx, rc.Kube(), rc.Namespace(), names.Component("postgresql"))
+		if errors.Is(err, cnpg.ErrNoCluster) {
+			pg, err = nil, nil // a StatefulSet's or an external database
+		}
+		if err != nil {
+			return nil, err
+		}
+		res := output.NewResult("status", status).WithData(statusData{Status: st, Pods: pods, Postgres: pg,
 			LastBackup: f.LastBackup, LastSuccessfulBackup: f.LastSuccessfulBackup, LastUpgrade: f.LastUpgrade})
 		info := st.Info
 		fillRelease(res, &info, st.Profile)

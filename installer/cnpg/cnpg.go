@@ -29,6 +29,7 @@ const (
 	LabelPodRole      = "cnpg.io/podRole"
 	LabelInstanceRole = "cnpg.io/instanceRole"
 	RolePrimary       = "primary"
+	groupVersion      = "postgresql.cnpg.io/v1"
 	// statusPort is the instance manager's status server (/pg/status).
 	statusPort = "8000"
 )
@@ -100,6 +101,13 @@ type cluster struct {
 // manager (through the API server's pod proxy), each replica's lag. A lag that cannot be read
 // leaves LagUnknown set, not an error.
 func Read(ctx context.Context, cs kubernetes.Interface, namespace, name string) (*State, error) {
+	// Discovery first: a cluster without CloudNativePG has no Cluster of anyone's.
+	if _, err := cs.Discovery().ServerResourcesForGroupVersionWithContext(ctx, groupVersion); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w %s/%s (the cluster serves no %s)", ErrNoCluster, namespace, name, groupVersion)
+		}
+		return nil, fmt.Errorf("asking the API server for %s: %w", groupVersion, err)
+	}
 	raw, err := cs.CoreV1().RESTClient().Get().
 		AbsPath("/apis/postgresql.cnpg.io/v1/namespaces", namespace, "clusters", name).DoRaw(ctx)
 	if apierrors.IsNotFound(err) {
