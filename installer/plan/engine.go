@@ -3,6 +3,7 @@ package plan
 import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
@@ -48,7 +49,12 @@ import (
 // uncertain verdicts from 7.1% to 2.4%, and what stays uncertain truly depends on scoring.
 // plantest checks the verdicts against random schedulers, the e2e suite against kube-scheduler.
 //
-// Not evaluated (the verdict becomes "uncertain" where they apply, with a note): required
+// InterPodAffinity is evaluated for one shape only: a required anti-affinity term on
+// kubernetes.io/hostname that selects the pod's own labels (replicas kept one per node, as
+// CloudNativePG's instances are), as a slot each node has once, taken by a planned replica or
+// by a pod already there that the term selects (antiaffinity.go).
+//
+// Not evaluated (the verdict becomes "uncertain" where they apply, with a note): other required
 // inter-pod affinity/anti-affinity, DoNotSchedule topology spread, scheduling gates, resource
 // claims. Volume binding is assumed to succeed (noted), preemption is not modelled, DaemonSet
 // pods are placed before all others.
@@ -102,22 +108,26 @@ type engine struct {
 }
 
 type class struct {
-	id          int
-	pod         *corev1.Pod
-	placement   *Placement
-	ds          bool
-	fixed       []int64 // R, nil for a GPU-fraction claim
-	perNode     matrix  // per node, for a GPU-fraction claim
-	aff         nodeaffinity.RequiredNodeAffinity
-	tols        []corev1.Toleration
-	ports       []HostPort
-	passes      []int32        // nodes passing the non-resource filters
-	static      map[string]int // non-resource failures
-	feasible    []int32        // passes with room before any planned pod
-	fbits       []uint64
-	slotsAt     []int32 // per node: slots before any planned pod (0 outside feasible)
-	unevaluated []string
-	notes       []string
+	id        int
+	pod       *corev1.Pod
+	placement *Placement
+	ds        bool
+	fixed     []int64 // R, nil for a GPU-fraction claim
+	perNode   matrix  // per node, for a GPU-fraction claim
+	aff       nodeaffinity.RequiredNodeAffinity
+	tols      []corev1.Toleration
+	ports     []HostPort
+	// slots are the dimensions of its evaluated anti-affinity terms (antiaffinity.go), and
+	// slotSelectors their selectors, for the pods already on a node.
+	slots         []string
+	slotSelectors []labels.Selector
+	passes        []int32        // nodes passing the non-resource filters
+	static        map[string]int // non-resource failures
+	feasible      []int32        // passes with room before any planned pod
+	fbits         []uint64
+	slotsAt       []int32 // per node: slots before any planned pod (0 outside feasible)
+	unevaluated   []string
+	notes         []string
 }
 
 func (c *class) req(e *engine, n int) []int64 {

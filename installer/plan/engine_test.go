@@ -356,3 +356,37 @@ func TestDaemonSetShortOfRoom(t *testing.T) {
 	assert.Empty(t, r.Message)
 	assert.Empty(t, r.DaemonSet.Unfit)
 }
+
+// Replicas whose required anti-affinity keeps them one per node (CloudNativePG's instances) are
+// placed one per node, and the one without a node of its own gets the scheduler's reason.
+func TestSelfAntiAffinityKeepsReplicasOnePerNode(t *testing.T) {
+	p := spec("db", map[string]string{"cpu": "100m"})
+	p.Labels = map[string]string{"cnpg.io/cluster": "db", "cnpg.io/podRole": "instance"}
+	p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+		{TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: p.Labels}}}}}
+	snap := plan.NewSnapshot([]corev1.Node{node("a", 8, 32, 0, nil), node("b", 8, 32, 0, nil)}, nil)
+	res := plan.Plan(snap, replicas(p, 3))
+	nodes := map[string]bool{}
+	for _, r := range res.Pods[:2] {
+		assert.Equal(t, plan.Fits, r.Verdict, r.Name)
+		assert.Empty(t, r.Notes, "the anti-affinity is evaluated, not noted")
+		nodes[r.Node+r.AssumedNode] = true
+	}
+	assert.Len(t, nodes, 2, "two replicas, two nodes")
+	assert.Equal(t, plan.Unschedulable, res.Pods[2].Verdict)
+	assert.Equal(t, "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.", res.Pods[2].Message)
+
+	// A pod already on a node that the term selects (an instance of the same Cluster) takes
+	// that node's slot.
+	running := boundPod("db-1", "a", nil)
+	running.Labels = p.Labels
+	res = plan.Plan(plan.NewSnapshot([]corev1.Node{node("a", 8, 32, 0, nil), node("b", 8, 32, 0, nil)}, []corev1.Pod{running}), replicas(p, 2))
+	assert.Equal(t, "b", res.Pods[0].Node)
+	assert.Equal(t, plan.Unschedulable, res.Pods[1].Verdict)
+
+	// On another topology key (zones) it stays a note.
+	p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey = corev1.LabelTopologyZone
+	res = plan.Plan(snap, replicas(p, 1))
+	assert.Equal(t, plan.Uncertain, res.Pods[0].Verdict)
+	assert.Contains(t, res.Pods[0].Notes, "required pod anti-affinity (not evaluated)")
+}

@@ -77,6 +77,13 @@ func (e *engine) buildClasses(pods []PodToPlace) []int {
 				portList = append(portList, hp)
 			}
 		}
+		c.slots, c.slotSelectors, _ = selfAntiAffinityTerms(p.Pod)
+		for _, k := range c.slots {
+			if _, ok := e.dimOf[corev1.ResourceName(k)]; !ok {
+				e.dimOf[corev1.ResourceName(k)] = len(e.names)
+				e.names = append(e.names, corev1.ResourceName(k))
+			}
+		}
 		c.unevaluated = unevaluated(p.Pod, e.snap)
 		c.notes = volumeNotes(p.Pod)
 		ids[k] = c.id
@@ -100,7 +107,7 @@ func (e *engine) buildClasses(pods []PodToPlace) []int {
 				continue
 			}
 			for _, o := range e.classes {
-				if o != c && sel.Matches(labels.Set(o.pod.Labels)) {
+				if o != c && sel.Matches(labels.Set(o.pod.Labels)) && !sharesSlot(c, o) {
 					o.unevaluated = appendOnce(o.unevaluated, "another planned pod's required anti-affinity selects this pod (not evaluated)")
 				}
 			}
@@ -124,12 +131,27 @@ func (e *engine) buildClasses(pods []PodToPlace) []int {
 		for _, hp := range c.ports {
 			c.fixed[e.ports[hp]] = 1
 		}
+		for _, k := range c.slots {
+			c.fixed[e.dimOf[corev1.ResourceName(k)]] = 1
+		}
 		e.filter(c)
 	}
 	return classOf
 }
 
 func gpuResourceOf(p *PodToPlace) corev1.ResourceName { return p.Placement.gpuName() }
+
+// sharesSlot: two classes keep apart by one evaluated anti-affinity slot.
+func sharesSlot(a, b *class) bool {
+	for _, k := range a.slots {
+		for _, l := range b.slots {
+			if k == l {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 func appendOnce(list []string, s string) []string {
 	for _, x := range list {
@@ -147,7 +169,7 @@ func unevaluated(p *corev1.Pod, snap *Snapshot) []string {
 		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
 			out = append(out, "required pod affinity (not evaluated)")
 		}
-		if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		if _, others := selfAntiAffinity(p); others {
 			out = append(out, "required pod anti-affinity (not evaluated)")
 		}
 	}
@@ -219,6 +241,10 @@ func (e *engine) filter(c *class) {
 		}
 		if portConflict(c.ports, ni.HostPorts) {
 			c.static[reasonPorts]++
+			continue
+		}
+		if slotTaken(c, ni) {
+			c.static[reasonAntiAffinity]++
 			continue
 		}
 		c.passes = append(c.passes, int32(n))

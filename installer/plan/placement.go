@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // fitsOn reports whether class c fits node n now.
@@ -114,6 +116,12 @@ func (e *engine) placeOne(p *PodToPlace, c *class, sureFit, sureNot bool) PodRes
 	return r
 }
 
+// isSlotDim: a dimension every node has once (a host port, an evaluated anti-affinity term),
+// not a resource.
+func isSlotDim(name corev1.ResourceName) bool {
+	return strings.HasPrefix(string(name), "hostport/") || strings.HasPrefix(string(name), antiAffinityDimPrefix)
+}
+
 // explain builds the scheduler's histogram for a pod that fits nowhere now.
 func (e *engine) explain(c *class) (string, []Reason) {
 	hist := make(map[string]int, len(c.static)+2)
@@ -124,14 +132,19 @@ func (e *engine) explain(c *class) (string, []Reason) {
 		n := int(n32)
 		req := c.req(e, n)
 		f := e.free.row(n)
-		portBad := false
+		portBad, antiBad := false, false
 		for d := firstScalarDim; d < e.R; d++ {
-			if strings.HasPrefix(string(e.names[d]), "hostport/") && req[d] > 0 && req[d] > f[d] {
-				portBad = true
+			if req[d] > 0 && req[d] > f[d] {
+				portBad = portBad || strings.HasPrefix(string(e.names[d]), "hostport/")
+				antiBad = antiBad || strings.HasPrefix(string(e.names[d]), antiAffinityDimPrefix)
 			}
 		}
 		if portBad {
 			hist[reasonPorts]++
+			continue
+		}
+		if antiBad {
+			hist[reasonAntiAffinity]++
 			continue
 		}
 		for d, q := range req {
@@ -140,7 +153,7 @@ func (e *engine) explain(c *class) (string, []Reason) {
 			}
 			if d == dimPods {
 				hist[reasonTooManyPods]++
-			} else if !strings.HasPrefix(string(e.names[d]), "hostport/") {
+			} else if !isSlotDim(e.names[d]) {
 				hist[reasonInsufficient(e.names[d])]++
 			}
 		}
@@ -155,7 +168,7 @@ func (e *engine) requestsMap(req []int64) map[string]string {
 		return out
 	}
 	for d, q := range req {
-		if d == dimPods || q <= 0 || strings.HasPrefix(string(e.names[d]), "hostport/") {
+		if d == dimPods || q <= 0 || isSlotDim(e.names[d]) {
 			continue
 		}
 		out[string(e.names[d])] = amountText(e.names[d], q)

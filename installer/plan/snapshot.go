@@ -68,6 +68,8 @@ type NodeInfo struct {
 	// Pods is the number of non-terminal pods bound to the node.
 	Pods      int
 	HostPorts []HostPort
+	// podLabels are the labels of its pods, which an evaluated anti-affinity term may select.
+	podLabels []labels.Set
 	// filterTaints are the NoSchedule and NoExecute taints, the ones the scheduler filters on.
 	filterTaints []corev1.Taint
 }
@@ -289,6 +291,9 @@ func (s *Snapshot) addPod(p *corev1.Pod, cfg *snapshotConfig) {
 	})
 	ni.Requested.add(s.reuse)
 	ni.HostPorts = append(ni.HostPorts, hostPorts(&p.Spec)...)
+	if len(p.Labels) > 0 {
+		ni.podLabels = append(ni.podLabels, labels.Set(p.Labels))
+	}
 	if a := p.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
 		for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
 			if sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector); err == nil {
@@ -398,7 +403,7 @@ func (e *engine) buildFree() {
 			switch {
 			case d == dimPods:
 				f[d] = ni.Allocatable.AllowedPods - int64(ni.Pods)
-			case strings.HasPrefix(string(name), "hostport/"):
+			case isSlotDim(name):
 				f[d] = 1
 			default:
 				f[d] = ni.Allocatable.get(name) - ni.Requested.get(name)

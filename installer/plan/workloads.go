@@ -56,12 +56,20 @@ type PodToPlace struct {
 // PodsFromObjects yields the pods that rendered objects would create, with replica counts:
 // Deployments, StatefulSets, ReplicaSets (spec.replicas, default 1), Jobs and CronJobs
 // (parallelism, at most completions; a CronJob counts one run), DaemonSets (one entry standing
-// for a pod per eligible node) and bare Pods. Objects may be typed k8s.io/api values or
+// for a pod per eligible node), bare Pods, and CloudNativePG Clusters (one pod per instance). Objects may be typed k8s.io/api values or
 // *unstructured.Unstructured; other kinds are ignored, as are Helm test hooks and suspended
 // Jobs/CronJobs.
 func PodsFromObjects(objs []runtime.Object) ([]PodToPlace, error) {
 	var out []PodToPlace
 	for _, o := range objs {
+		if u, ok := isCNPGCluster(o); ok {
+			pods, err := cnpgInstancePods(u)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, pods...)
+			continue
+		}
 		typed, err := toTyped(o)
 		if err != nil {
 			return nil, err

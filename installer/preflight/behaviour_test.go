@@ -165,7 +165,8 @@ func TestPreflightUncertainPodsWarnWithTheReason(t *testing.T) {
 	for _, m := range e.Rendered.Manifests {
 		if dep, ok := m.Typed.(*appsv1.Deployment); ok {
 			dep.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname",
+				// Across zones: the plan evaluates a term that keeps replicas one per node, not this.
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelTopologyZone,
 					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/component": "gateway"}}}}}}
 		}
 	}

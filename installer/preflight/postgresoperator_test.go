@@ -153,3 +153,23 @@ func TestPostgresFailover(t *testing.T) {
 	res = postgresCheck(t, "postgres-failover", renderProduction(t, render.Options{}, "postgresql.mode=cloudnativepg", "postgresql.cloudnativepg.instances=1"), dev.Policy, true)
 	assert.Equal(t, check.Passed, res.Status, "development asks for no second instance: %s", res.Detail)
 }
+
+// The instances are planned as the operator creates them: one per node of postgresql's pool, so
+// a pool of fewer nodes than instances leaves the rest Pending, said before the install.
+func TestPostgresInstancesNeedANodeEach(t *testing.T) {
+	prod, err := profile.Load("production")
+	require.NoError(t, err)
+	cnpg := renderProduction(t, render.Options{}, "postgresql.mode=cloudnativepg")
+	res := postgresCheck(t, "scheduling-dependencies", cnpg, prod.Policy, true)
+	assert.Equal(t, check.Failed, res.Status, res.Detail)
+	assert.Contains(t, res.Detail, "polyaxon-postgresql-2")
+	assert.Contains(t, res.Detail, "node(s) didn't match pod anti-affinity rules")
+
+	more := []runtime.Object{
+		node("core-2", map[string]string{"polyaxon": "core"}, true, nil, nil),
+		node("core-3", map[string]string{"polyaxon": "core"}, true, nil, nil),
+	}
+	res = postgresCheck(t, "scheduling-dependencies", cnpg, prod.Policy, true, more...)
+	assert.Equal(t, check.Passed, res.Status, res.Detail)
+	assert.Equal(t, "4 pods fit", res.Detail, "the three instances and Redis")
+}
