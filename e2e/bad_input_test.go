@@ -19,7 +19,8 @@ import (
 // TestBadInputChangesNothing: invalid values, and a cluster whose nodes match no `core` selector
 // (the core pool is labelled polyaxon=general). Both are rejected before anything is created:
 // invalid values with exit 1 and the value paths in the message, the cluster by the
-// scheduling checks (exit 3, their IDs in the output). Afterwards the cluster holds exactly
+// scheduling checks (exit 3, their IDs in the output), a CloudNativePG database without its
+// operator by postgres-operator. Afterwards the cluster holds exactly
 // the objects it held before: no namespace, no Helm release Secret, no CRD, nothing.
 func TestBadInputChangesNothing(t *testing.T) {
 	sideBySide(t, controlPlaneOnly) // a cluster of its own (package doc)
@@ -73,6 +74,18 @@ func TestBadInputChangesNothing(t *testing.T) {
 		// The table output names the failing checks too.
 		res = c.deploy(t, "check", "--pre", "--profile", "production").requireExit(t, 3)
 		assert.Contains(t, res.Stdout+res.Stderr, "scheduling-core")
+	})
+
+	// A Postgres that CloudNativePG would run, on a cluster without the operator: refused by
+	// its check with how to install it, before Helm meets a kind the API server does not know.
+	t.Run("postgresql.mode=cloudnativepg without the operator", func(t *testing.T) {
+		res := c.deploy(t, "install", "--profile", "production", "--set", "postgresql.mode=cloudnativepg", "-o", "json").requireExit(t, 3)
+		r := res.result(t)
+		assert.Contains(t, failedChecks(r), "postgres-operator")
+		assert.Equal(t, "postgresql.mode is cloudnativepg but the cluster does not serve CloudNativePG's Cluster (postgresql.cnpg.io/v1): the operator and its CRDs are not installed",
+			checkDetail(r, "postgres-operator"))
+		assert.Contains(t, res.Stderr, "releases/cnpg-1.28.0.yaml", "how to install the operator")
+		assert.Contains(t, res.Stderr, "nothing was installed")
 	})
 
 	// kubectl's flags reach the real API server's authentication and authorization: an
