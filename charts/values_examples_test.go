@@ -108,3 +108,16 @@ func TestExampleMetrics(t *testing.T) {
 		assertRestricted(t, r)
 	}
 }
+
+func TestExampleCloudNativePG(t *testing.T) {
+	r := render(t, profileValues(t, "production"), exampleValues(t, "cloudnativepg.yaml"))
+	assert.Nil(t, r.get("StatefulSet", "polyaxon-postgresql"))
+	spec := cnpgCluster(t, r)
+	assert.EqualValues(t, 3, spec["instances"])
+	affinity := spec["affinity"].(map[string]any)
+	assert.Equal(t, "required", affinity["podAntiAffinityType"])
+	assert.Equal(t, map[string]any{"polyaxon": "core"}, affinity["nodeSelector"])
+	cfg, _, _ := unstructured.NestedStringMap(r.get("ConfigMap", "polyaxon-config").Object, "data")
+	assert.Equal(t, "polyaxon-postgresql-rw", cfg["POLYAXON_DB_HOST"])
+	assertRestricted(t, r)
+}
