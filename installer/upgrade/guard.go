@@ -7,6 +7,8 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 )
 
 // UpgradeFromAnnotation on the new chart is a semver constraint on the installed chart
@@ -90,6 +92,22 @@ func appOlder(installed, next string) (older, ok bool) {
 }
 
 var leadingDigits = regexp.MustCompile(`^[0-9]+`)
+
+// PostgresWhere says where a release's database runs, from the chart defaults coalesced with
+// its values: chartvalues.PostgresStatefulSet, PostgresCloudNativePG or PostgresExternal.
+func PostgresWhere(ch *chart.Chart, vals map[string]any) (string, error) {
+	all, err := chartutil.CoalesceValues(ch, vals)
+	if err != nil {
+		return "", fmt.Errorf("coalescing values of chart %s: %w", ch.Metadata.Version, err)
+	}
+	pg, err := all.Table("postgresql")
+	if err != nil {
+		return chartvalues.PostgresStatefulSet, nil
+	}
+	enabled, _ := pg["enabled"].(bool)
+	mode, _ := pg["mode"].(string)
+	return chartvalues.Postgresql{Enabled: enabled, Mode: mode}.Where(), nil
+}
 
 // PostgresMajor returns the major version of the in-cluster Postgres (postgresql.image.tag,
 // "16.4-bookworm" -> "16") from the chart defaults coalesced with the release's values, and

@@ -7,6 +7,7 @@ import (
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
 )
@@ -53,6 +54,12 @@ func (p *pipeline) inspect(ctx context.Context) error {
 		p.base.Version, p.base.Chart.Metadata.Version, polyaxonversion.Of(p.base.Chart.Metadata, p.base.Config),
 		p.o.Chart.Metadata.Version, polyaxonversion.Of(p.o.Chart.Metadata, p.o.Values), diff.String())
 
+	if p.whereFrom, err = PostgresWhere(p.base.Chart, p.base.Config); err != nil {
+		return err
+	}
+	if p.whereTo, err = PostgresWhere(p.o.Chart, p.o.Values); err != nil {
+		return err
+	}
 	from, fromOn, err := PostgresMajor(p.base.Chart, p.base.Config)
 	if err != nil {
 		return err
@@ -61,7 +68,9 @@ func (p *pipeline) inspect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if fromOn && toOn && from != to {
+	// The StatefulSet's major switch only: CloudNativePG upgrades its own instances' major.
+	statefulset := p.whereFrom == chartvalues.PostgresStatefulSet && p.whereTo == chartvalues.PostgresStatefulSet
+	if fromOn && toOn && statefulset && from != to {
 		p.pg = &MajorChange{From: from, To: to}
 		p.res.PostgresMajor = p.pg
 	}
@@ -84,6 +93,9 @@ func (p *pipeline) guard(ctx context.Context) error {
 	if err := p.guardKeptSecrets(ctx); err != nil {
 		return err
 	}
+	if err := p.guardPostgresMove(); err != nil {
+		return err
+	}
 	if p.pg == nil {
 		return nil
 	}
@@ -101,4 +113,28 @@ func (p *pipeline) guard(ctx context.Context) error {
 	}
 	p.printf("Postgres %s -> %s: dump, verify, new server on a new volume, restore, then migrations", p.pg.From, p.pg.To)
 	return nil
+}
+
+// guardPostgresMove refuses a change of where the database runs to or from CloudNativePG: the
+// new database would start empty under a platform that expects its data, while the old one
+// stays on its volume unused.
+func (p *pipeline) guardPostgresMove() error {
+	if p.whereFrom == p.whereTo || (p.whereFrom != chartvalues.PostgresCloudNativePG && p.whereTo != chartvalues.PostgresCloudNativePG) {
+		return nil
+	}
+	return &VersionError{
+		Reason: fmt.Sprintf("the database would move from %s to %s (postgresql.mode, postgresql.enabled): the new one starts empty, and `upgrade` does not move the data", describeWhere(p.whereFrom), describeWhere(p.whereTo)),
+		Fix: fmt.Sprintf("keep postgresql.mode as the release has it; to move, take a backup (`polyaxon-deploy backup -n %s`), install a release with the new mode in another namespace, and restore the backup into it (`polyaxon-deploy restore`, which compares the row counts before the platform serves), then point users at it",
+			p.o.Release.Namespace()),
+	}
+}
+
+func describeWhere(where string) string {
+	switch where {
+	case chartvalues.PostgresCloudNativePG:
+		return "a CloudNativePG Cluster"
+	case chartvalues.PostgresExternal:
+		return "an external database"
+	}
+	return "the StatefulSet"
 }

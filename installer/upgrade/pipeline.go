@@ -147,9 +147,11 @@ type pipeline struct {
 	checkpoint *helmrelease.Release // last good revision: the rollback target
 	next       *helmrelease.Release // dry-run render of the upgrade
 	pg         *MajorChange
-	oldPG      *appsv1.StatefulSet
-	newPG      *appsv1.StatefulSet
-	newPVCs    []string // claims the new Postgres StatefulSet creates (this run's copy of the data)
+	// whereFrom and whereTo say where the database runs before and after (PostgresWhere).
+	whereFrom, whereTo string
+	oldPG              *appsv1.StatefulSet
+	newPG              *appsv1.StatefulSet
+	newPVCs            []string // claims the new Postgres StatefulSet creates (this run's copy of the data)
 
 	backupDir   string
 	verified    bool

@@ -441,6 +441,21 @@ func TestPipelinePostgresMajorUpgradeNeedsFlag(t *testing.T) {
 	assert.Equal(t, map[int]string{1: "deployed"}, s.statuses(t))
 }
 
+// Moving the database to or from CloudNativePG by an upgrade would leave the platform on an
+// empty database: refused before anything is written, with the way to move it.
+func TestPipelineRefusesToMoveTheDatabaseToCloudNativePG(t *testing.T) {
+	s := newSetup(t)
+	s.o.Values = map[string]any{"postgresql": map[string]any{"mode": "cloudnativepg"}}
+	_, err := Run(context.Background(), s.o)
+	var ve *VersionError
+	require.ErrorAs(t, err, &ve)
+	assert.Contains(t, err.Error(), "the database would move from the StatefulSet to a CloudNativePG Cluster (postgresql.mode, postgresql.enabled): the new one starts empty")
+	assert.Contains(t, err.Error(), "restore the backup into it")
+	assert.Equal(t, map[int]string{1: "deployed"}, s.statuses(t))
+	assert.Equal(t, []string{"start lock", "start checks", "checks", "start inspect release", "start version guard", "fail version guard", "cleanup inspect release", "cleanup checks"}, s.rec.Events(),
+		"no backup, no migration, nothing applied")
+}
+
 func TestPipelinePostgresMajorUpgradeDumpsSwitchesRestoresThenMigrates(t *testing.T) {
 	s := newSetup(t)
 	s.o.Values = pgValues("17")
