@@ -19,7 +19,7 @@ TEST_FLAGS ?= -count=1 -timeout $(TEST_TIMEOUT) -ldflags=-w
 # Polyaxon's programs); -parallel only has to let them all wait.
 E2E_PARALLEL ?= 16
 
-.PHONY: all build image release test unit lint scan mutate package deps demo-deps binaries gateway promtool cosign s3store demo demo-down kind-images kind-images-if-possible bench-plan bench-backup bench-bucket bench-adopt clean
+.PHONY: all build image release test unit lint scan mutate package deps demo-deps binaries gateway promtool cosign s3store demo demo-down kind-images kind-images-if-possible cloudnativepg-kind bench-plan bench-backup bench-bucket bench-adopt clean
 
 all: build
 
@@ -154,6 +154,14 @@ kind-images:
 # the kind scenario reports that kind was not tested.
 kind-images-if-possible:
 	@bash e2e/scripts/build-kind-images.sh if-possible
+
+# CloudNativePG 1.28.0 on kind, not part of make test: its operator (built from the Go module
+# proxy, build-cloudnativepg.sh) and a Postgres of Debian's packages as kind images, then
+# TestCloudNativePGFailoverOnKind: three instances on three nodes, a primary's pod deleted and
+# a primary's node frozen, each failover timed (e2e/cluster/addons/cloudnativepg).
+cloudnativepg-kind: kind-images
+	@bash e2e/scripts/build-kind-images.sh cloudnativepg >/dev/null
+	E2E_CLOUDNATIVEPG=1 $(GO) test $(TEST_FLAGS) -run 'TestCloudNativePGFailoverOnKind$$' -v ./e2e
 
 # E2E_PROVIDER=kind make demo: the same demo on kind (real kubelets, containers and CNI).
 demo: $(if $(filter kind,$(E2E_PROVIDER)),kind-images binaries build,demo-deps binaries gateway build)

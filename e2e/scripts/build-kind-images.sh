@@ -9,7 +9,7 @@
 # The images live in a private Docker engine (its own socket and data root), never the default
 # socket, so that tools looking for an engine at /var/run/docker.sock do not find this one.
 #
-# Usage: e2e/scripts/build-kind-images.sh [build|docker|stop|env|polyaxon]
+# Usage: e2e/scripts/build-kind-images.sh [build|docker|stop|env|polyaxon|cloudnativepg]
 #   build   (default) start the private engine and build whatever is missing; a second run is a
 #           no-op. Prints the node image's name on stdout.
 #   docker  only start the private engine
@@ -21,6 +21,9 @@
 #           scheduler, events-handlers on the Python root; the operator stand-in), Postgres,
 #           Redis and the demo run's Python from Debian's packages, Traefik from
 #           build-traefik.sh's binary; prints every image's name on stdout, one a line
+#   cloudnativepg  CloudNativePG's operator and operand (Postgres) images
+#           (kind-images/cloudnativepg-images.sh), only on request: neither make test nor
+#           if-possible builds them; prints both names, the operator's first
 #   roots   only the Debian root filesystems the images are made from
 #   if-possible  build and polyaxon on a machine that can run kind's nodes (roots beside build's
 #           Go programs); elsewhere say why and succeed (make test: the kind scenario then
@@ -439,6 +442,7 @@ build_node_image() {
 # shellcheck source=kind-images/polyaxon-images.sh
 . "$(dirname "$0")/kind-images/polyaxon-images.sh"
 . "$(dirname "$0")/kind-images/monitoring-images.sh"
+. "$(dirname "$0")/kind-images/cloudnativepg-images.sh"
 
 case "${1:-build}" in
   docker) start_docker ;;
@@ -449,6 +453,11 @@ case "${1:-build}" in
     start_docker
     mkdir -p "$CACHE"
     build_polyaxon_images
+    ;;
+  cloudnativepg)
+    start_docker
+    mkdir -p "$CACHE"
+    build_cloudnativepg_images
     ;;
   build)
     start_docker
@@ -479,5 +488,5 @@ case "${1:-build}" in
     mkdir -p "$CACHE"
     step "root filesystems (debootstrap)" make_roots
     ;;
-  *) die "unknown command $1 (build|docker|stop|env|preflight|polyaxon|roots|if-possible)" ;;
+  *) die "unknown command $1 (build|docker|stop|env|preflight|polyaxon|cloudnativepg|roots|if-possible)" ;;
 esac
