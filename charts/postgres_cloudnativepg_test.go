@@ -131,6 +131,18 @@ func TestCloudNativePGKeepsThePassword(t *testing.T) {
 	assert.Len(t, password(fresh), 32, "generated on a first install")
 }
 
+// Postgres settings reach the Cluster as Postgres reads them; one instance gets no budget that
+// would block every drain of its node.
+func TestCloudNativePGParametersAndBudget(t *testing.T) {
+	r := render(t, profileValues(t, "production"), yamlValues(t, "postgresql: {mode: cloudnativepg, cloudnativepg: {instances: 1, parameters: {work_mem: 1048576, random_page_cost: 1.1, max_wal_size: 2GB}}}"))
+	spec := cnpgCluster(t, r)
+	params, _, _ := unstructured.NestedStringMap(spec, "postgresql", "parameters")
+	assert.Equal(t, map[string]string{"work_mem": "1048576", "random_page_cost": "1.1", "max_wal_size": "2GB"}, params)
+	assert.Equal(t, false, spec["enablePDB"])
+	assert.Equal(t, "keep", r.get("Cluster", "polyaxon-postgresql").GetAnnotations()["helm.sh/resource-policy"],
+		"the Cluster owns its claims: kept on uninstall")
+}
+
 func TestCloudNativePGBadValues(t *testing.T) {
 	prod := profileValues(t, "production")
 	for _, tc := range []struct{ name, values, want string }{
@@ -138,6 +150,8 @@ func TestCloudNativePGBadValues(t *testing.T) {
 		{"no instance", "postgresql: {mode: cloudnativepg, cloudnativepg: {instances: 0}}", "at '/postgresql/cloudnativepg/instances': minimum: got 0, want 1"},
 		{"anti-affinity of another operator", "postgresql: {mode: cloudnativepg, cloudnativepg: {podAntiAffinityType: soft}}", "at '/postgresql/cloudnativepg/podAntiAffinityType': value must be one of 'required', 'preferred'"},
 		{"no claims", "postgresql: {mode: cloudnativepg, persistence: {enabled: false}}", "postgresql.persistence.enabled is false with postgresql.mode=cloudnativepg"},
+		{"no NetworkPolicies", "postgresql: {mode: cloudnativepg}\nnetworkPolicy: {enabled: false}", "postgresql.mode=cloudnativepg needs networkPolicy.enabled=true"},
+		{"a name CloudNativePG refuses", "postgresql: {mode: cloudnativepg}\nfullnameOverride: a-release-name-of-forty-one-characters-xy", "CloudNativePG takes at most 50; set fullnameOverride to a shorter name"},
 		{"scheduled backups by pod name", "postgresql: {mode: cloudnativepg}\nbackup: {schedule: '0 3 * * *', location: 's3://backups/p', encryptTo: ['age1qqqq']}", "postgresql.mode is cloudnativepg, whose primary moves between pods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,18 +3,23 @@ package main
 // Reading an installed release: status and history.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/cnpg"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/output"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 func statusCommand() *cli.Command {
@@ -158,10 +163,7 @@ func runStatus(c *cli.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		pg, err := cnpg.Read(ctx, rc.Kube(), rc.Namespace(), names.Component("postgresql"))
-		if errors.Is(err, cnpg.ErrNoCluster) {
-			pg, err = nil, nil // a StatefulSet's or an external database
-		}
+		pg, err := postgresState(ctx, c, rc, names)
 		if err != nil {
 			return nil, err
 		}
@@ -211,4 +213,30 @@ func runHistory(c *cli.Context) error {
 		fillRelease(res, &last, "")
 		return res, nil
 	})
+}
+
+// postgresState is the release's CloudNativePG Cluster, with each replica's lag read from the
+// primary; nil for a StatefulSet's or an external database, or for a user who may not read
+// Clusters (status says what it can).
+func postgresState(ctx context.Context, c *cli.Context, rc *release.Client, names render.Names) (*cnpg.State, error) {
+	ks := kubeSettings(c)
+	cfg, err := ks.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	execer := backup.NewExecer(cfg, rc.Kube())
+	exec := func(ctx context.Context, namespace, pod, container string, command []string) (string, error) {
+		var out, errOut bytes.Buffer
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := execer.Exec(ctx, namespace, pod, container, command, backup.Stdio{Stdout: &out, Stderr: &errOut}); err != nil {
+			return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(errOut.String()))
+		}
+		return out.String(), nil
+	}
+	pg, err := cnpg.Read(ctx, rc.Kube(), rc.Namespace(), names.Component("postgresql"), exec)
+	if errors.Is(err, cnpg.ErrNoCluster) || apierrors.IsForbidden(err) {
+		return nil, nil
+	}
+	return pg, err
 }

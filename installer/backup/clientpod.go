@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -70,7 +71,7 @@ func ClientJob(spec ClientPodSpec, name string) *batchv1.Job {
 	backoff := int32(0)
 	grace := int64(1)
 	yes, no := true, false
-	uid := int64(999) // the postgres user of the official image
+	uid := cmp.Or(spec.DB.ClientUID, 999) // the postgres user of the image (the official one's: 999)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: spec.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{

@@ -38,6 +38,8 @@ type DBSettings struct {
 	SecretKey   string
 	SSLMode     string
 	ClientImage string // postgres image for the external client pod
+	// ClientUID is the client image's postgres user (0: the official image's, 999).
+	ClientUID int64
 }
 
 // The chart's in-cluster PostgreSQL: its Secret's password key and its Service's port are
@@ -66,6 +68,9 @@ func DatabaseSettings(names render.Names, v *chartvalues.Values) DBSettings {
 			// The operator's read-write Service, which follows the primary; the owner's
 			// credentials are in the basic-auth Secret the Cluster was bootstrapped from.
 			d.Host, d.SecretName, d.SecretKey = pg+"-rw", pg+"-auth", cnpgPasswordKey
+			// The instances' own image: its pg_dump is the server's major, and it is where
+			// the Cluster's images come from (its registry, not Docker Hub's).
+			d.ClientImage, d.ClientUID = v.OperandImage(), v.Postgresql.CloudNativePG.PostgresUID
 		}
 		if auth.ExistingSecret != "" {
 			d.SecretName = auth.ExistingSecret

@@ -167,7 +167,7 @@ func TestDatabaseSettings(t *testing.T) {
 	cnpg := map[string]any{"postgresql": map[string]any{"mode": "cloudnativepg"}}
 	in = DatabaseSettings(rt.ChartNames(t, "prod", cnpg), typedValues(t, cnpg))
 	assert.Equal(t, DBSettings{InCluster: true, Where: "cloudnativepg", Host: "prod-polyaxon-postgresql-rw", Port: 5432, User: "polyaxon", Database: "polyaxon",
-		SecretName: "prod-polyaxon-postgresql-auth", SecretKey: "password", ClientImage: "postgres:16.4"}, in)
+		SecretName: "prod-polyaxon-postgresql-auth", SecretKey: "password", ClientImage: "ghcr.io/cloudnative-pg/postgresql:16.4", ClientUID: 26}, in)
 }
 
 func TestClientJob(t *testing.T) {

@@ -6,6 +6,7 @@ package chartvalues
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 // Values are the chart's values the installer reads.
 type Values struct {
+	ImageRegistry    string           `json:"imageRegistry"`
 	Postgresql       Postgresql       `json:"postgresql"`
 	ExternalServices ExternalServices `json:"externalServices"`
 	RabbitMQ         Store            `json:"rabbitmq"`
@@ -104,9 +106,24 @@ func (p Postgresql) Where() string {
 	return p.Mode
 }
 
+// OperandImage is the image of a CloudNativePG Cluster's instances, as the chart names it
+// (postgresql.cloudnativepg.image; its tag postgresql.image.tag unless set).
+func (v *Values) OperandImage() string {
+	i := v.Postgresql.CloudNativePG.Image
+	registry := cmp.Or(i.Registry, v.ImageRegistry, "ghcr.io")
+	tag := cmp.Or(string(i.Tag), string(v.Postgresql.Image.Tag))
+	return strings.TrimSuffix(registry, "/") + "/" + i.Repository + ":" + tag
+}
+
 // CloudNativePG is what a CloudNativePG Cluster of the chart takes (postgresql.cloudnativepg).
 type CloudNativePG struct {
-	Instances           int    `json:"instances"`
+	Instances int `json:"instances"`
+	Image     struct {
+		Registry   string `json:"registry"`
+		Repository string `json:"repository"`
+		Tag        Scalar `json:"tag"`
+	} `json:"image"`
+	PostgresUID         int64  `json:"postgresUID"`
 	PodAntiAffinityType string `json:"podAntiAffinityType"`
 	TopologyKey         string `json:"topologyKey"`
 	OperatorNamespace   string `json:"operatorNamespace"`

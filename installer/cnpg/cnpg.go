@@ -1,6 +1,7 @@
 // Package cnpg reads the state of a CloudNativePG Cluster (postgresql.mode=cloudnativepg): its
 // phase, its instances with their roles and nodes, and how far each replica is behind the
-// primary. Read-only: the operator alone changes a Cluster.
+// primary. Read-only but for DeleteClusters (uninstall --purge-data): the operator alone
+// changes a Cluster.
 package cnpg
 
 import (
@@ -30,8 +31,6 @@ const (
 	LabelInstanceRole = "cnpg.io/instanceRole"
 	RolePrimary       = "primary"
 	groupVersion      = "postgresql.cnpg.io/v1"
-	// statusPort is the instance manager's status server (/pg/status).
-	statusPort = "8000"
 )
 
 // ErrNoCluster: the namespace has no Cluster of that name (or the cluster serves no Cluster kind).
@@ -58,8 +57,12 @@ type State struct {
 	Ready     int    `json:"readyInstances"`
 	Primary   string `json:"primary"`
 	// TargetPrimary differs from Primary while a switchover or failover is under way.
-	TargetPrimary string     `json:"targetPrimary,omitempty"`
-	Members       []Instance `json:"members"`
+	TargetPrimary string `json:"targetPrimary,omitempty"`
+	// Image is the operand image the Cluster asks for, RunningImage the one its instances run:
+	// they differ while the operator rolls an update out.
+	Image        string     `json:"image,omitempty"`
+	RunningImage string     `json:"runningImage,omitempty"`
+	Members      []Instance `json:"members"`
 	// LagUnknown says why the replicas' lag could not be read from the primary.
 	LagUnknown string `json:"lagUnknown,omitempty"`
 }
@@ -76,6 +79,9 @@ func (s *State) Problem() string {
 	if s.Ready < s.Instances {
 		out = append(out, fmt.Sprintf("%d of %d instances ready", s.Ready, s.Instances))
 	}
+	if s.RunningImage != "" && s.Image != "" && s.RunningImage != s.Image {
+		out = append(out, fmt.Sprintf("the instances run %s, the Cluster asks for %s", s.RunningImage, s.Image))
+	}
 	if s.Primary == "" {
 		out = append(out, "no primary")
 	} else if s.TargetPrimary != "" && s.TargetPrimary != s.Primary {
@@ -87,9 +93,11 @@ func (s *State) Problem() string {
 // cluster is the part of a Cluster read here.
 type cluster struct {
 	Spec struct {
-		Instances int `json:"instances"`
+		Instances int    `json:"instances"`
+		ImageName string `json:"imageName"`
 	} `json:"spec"`
 	Status struct {
+		Image          string `json:"image"`
 		Phase          string `json:"phase"`
 		ReadyInstances int    `json:"readyInstances"`
 		CurrentPrimary string `json:"currentPrimary"`
@@ -97,10 +105,9 @@ type cluster struct {
 	} `json:"status"`
 }
 
-// Read reads Cluster name in namespace, its instance pods and, from the primary's instance
-// manager (through the API server's pod proxy), each replica's lag. A lag that cannot be read
-// leaves LagUnknown set, not an error.
-func Read(ctx context.Context, cs kubernetes.Interface, namespace, name string) (*State, error) {
+// Read reads Cluster name in namespace, its instance pods and, with lag, each replica's lag as
+// the primary reports it. A lag that cannot be read leaves LagUnknown set, not an error.
+func Read(ctx context.Context, cs kubernetes.Interface, namespace, name string, lag Exec) (*State, error) {
 	// Discovery first: a cluster without CloudNativePG has no Cluster of anyone's.
 	if _, err := cs.Discovery().ServerResourcesForGroupVersionWithContext(ctx, groupVersion); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -121,7 +128,7 @@ func Read(ctx context.Context, cs kubernetes.Interface, namespace, name string) 
 		return nil, fmt.Errorf("decoding CloudNativePG Cluster %s/%s: %w", namespace, name, err)
 	}
 	s := &State{Cluster: name, Phase: c.Status.Phase, Instances: c.Spec.Instances, Ready: c.Status.ReadyInstances,
-		Primary: c.Status.CurrentPrimary, TargetPrimary: c.Status.TargetPrimary}
+		Primary: c.Status.CurrentPrimary, TargetPrimary: c.Status.TargetPrimary, Image: c.Spec.ImageName, RunningImage: c.Status.Image}
 	sel := labels.SelectorFromSet(labels.Set{LabelCluster: name, LabelPodRole: "instance"}).String()
 	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -131,26 +138,12 @@ func Read(ctx context.Context, cs kubernetes.Interface, namespace, name string) 
 		s.Members = append(s.Members, Instance{Pod: p.Name, Node: p.Spec.NodeName, Role: p.Labels[LabelInstanceRole], Ready: podReady(&p)})
 	}
 	sort.Slice(s.Members, func(i, j int) bool { return s.Members[i].Pod < s.Members[j].Pod })
-	if err := s.readLag(ctx, cs, namespace); err != nil {
-		s.LagUnknown = err.Error()
-	}
-	return s, nil
-}
-
-// PrimaryPod returns the running primary instance of Cluster name: the pod the operator labels
-// primary, which is the one the read-write Service sends connections to.
-func PrimaryPod(ctx context.Context, cs kubernetes.Interface, namespace, name string) (string, error) {
-	sel := labels.SelectorFromSet(labels.Set{LabelCluster: name, LabelInstanceRole: RolePrimary}).String()
-	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return "", fmt.Errorf("finding the primary of CloudNativePG Cluster %s/%s (%s): %w", namespace, name, sel, err)
-	}
-	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-			return p.Name, nil
+	if lag != nil {
+		if err := s.readLag(ctx, lag, namespace); err != nil {
+			s.LagUnknown = err.Error()
 		}
 	}
-	return "", fmt.Errorf("CloudNativePG Cluster %s/%s has no running primary (kubectl -n %s get pods -l %s): a failover may be under way; try again when `polyaxon-deploy status` shows one", namespace, name, namespace, sel)
+	return s, nil
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -162,71 +155,70 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// pgStatus is the part of the instance manager's /pg/status read here.
-type pgStatus struct {
-	CurrentLsn      string `json:"currentLsn"`
-	ReplicationInfo []struct {
-		ApplicationName string `json:"applicationName"`
-		ReplayLsn       string `json:"replayLsn"`
-		ReplayLag       string `json:"replayLag"`
-	} `json:"replicationInfo"`
-}
+// Exec runs command in a container of a pod and returns its standard output.
+type Exec func(ctx context.Context, namespace, pod, container string, command []string) (string, error)
 
-// readLag asks the primary's instance manager for its replication, over TLS as the operator
-// starts new instances, else over plain HTTP (instances started before that).
-func (s *State) readLag(ctx context.Context, cs kubernetes.Interface, namespace string) error {
+// lagQuery is each standby's replay position behind the primary's WAL, in bytes, and its
+// replay lag, as the primary reports them; a standby not replaying yet has no position.
+const lagQuery = `SELECT application_name, coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint::text, ''), coalesce(replay_lag::text, '0') FROM pg_stat_replication`
+
+// readLag asks the primary's Postgres for its standbys, with psql in its container through the
+// kubelet (an exec): the instance manager's status port is for the operator and the instances
+// alone, and the Postgres NetworkPolicy keeps it so.
+func (s *State) readLag(ctx context.Context, exec Exec, namespace string) error {
 	if s.Primary == "" {
 		return errors.New("no primary")
 	}
-	var raw []byte
-	var err error
-	for _, scheme := range []string{"https", "http"} {
-		raw, err = cs.CoreV1().Pods(namespace).ProxyGet(scheme, s.Primary, statusPort, "/pg/status", nil).DoRaw(ctx)
-		if err == nil {
-			break
+	out, err := exec(ctx, namespace, s.Primary, "postgres", []string{"psql", "-U", "postgres", "-d", "postgres", "-AtF", "\t", "-c", lagQuery})
+	if err != nil {
+		return fmt.Errorf("asking the primary %s for its standbys: %w", s.Primary, err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			continue
 		}
-	}
-	if err != nil {
-		return fmt.Errorf("asking the primary %s for its replication: %w", s.Primary, err)
-	}
-	var st pgStatus
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return fmt.Errorf("decoding the primary's status: %w", err)
-	}
-	current, err := parseLSN(st.CurrentLsn)
-	if err != nil {
-		return err
-	}
-	for i := range s.Members {
-		m := &s.Members[i]
-		for _, r := range st.ReplicationInfo {
-			if r.ApplicationName != m.Pod {
-				continue
+		for i := range s.Members {
+			m := &s.Members[i]
+			if m.Pod != f[0] || f[1] == "" {
+				continue // not this one, or not replaying yet
 			}
-			replayed, err := parseLSN(r.ReplayLsn)
+			n, err := strconv.ParseInt(f[1], 10, 64)
 			if err != nil {
-				return err
+				return fmt.Errorf("the primary's lag of %s: %w", f[0], err)
 			}
-			lag := max(int64(current-replayed), 0)
-			m.LagBytes, m.ReplayLag = &lag, r.ReplayLag
+			n = max(n, 0)
+			m.LagBytes, m.ReplayLag = &n, f[2]
 		}
 	}
 	return nil
 }
 
-// parseLSN reads a WAL position as Postgres prints it: two hexadecimal halves, "16/B374D848".
-func parseLSN(s string) (uint64, error) {
-	hi, lo, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, fmt.Errorf("WAL position %q: want HI/LO", s)
+// DeleteClusters deletes the Clusters in namespace that selector selects (a release's), which
+// the chart keeps on uninstall: the operator owns their instances' claims, so this deletes the
+// data. It returns their names; a cluster that serves no Cluster kind has none.
+func DeleteClusters(ctx context.Context, cs kubernetes.Interface, namespace, selector string) ([]string, error) {
+	if _, err := cs.Discovery().ServerResourcesForGroupVersionWithContext(ctx, groupVersion); apierrors.IsNotFound(err) {
+		return nil, nil
 	}
-	h, err := strconv.ParseUint(hi, 16, 32)
+	path := "/apis/" + groupVersion + "/namespaces/" + namespace + "/clusters"
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath(path).Param("labelSelector", selector).DoRaw(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("WAL position %q: %w", s, err)
+		return nil, fmt.Errorf("listing CloudNativePG Clusters in %s (%s): %w", namespace, selector, err)
 	}
-	l, err := strconv.ParseUint(lo, 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("WAL position %q: %w", s, err)
+	var list struct {
+		Items []metav1.PartialObjectMetadata `json:"items"`
 	}
-	return h<<32 | l, nil
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("decoding CloudNativePG Clusters of %s: %w", namespace, err)
+	}
+	var deleted []string
+	for _, c := range list.Items {
+		err := cs.CoreV1().RESTClient().Delete().AbsPath(path, c.Name).Do(ctx).Error()
+		if err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("deleting CloudNativePG Cluster %s/%s: %w", namespace, c.Name, err)
+		}
+		deleted = append(deleted, c.Name)
+	}
+	return deleted, nil
 }

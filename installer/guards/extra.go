@@ -66,7 +66,7 @@ func (c Client) Extra(ctx context.Context, rev Revision) ([]Extra, error) {
 		})
 		out, errs = append(out, found...), append(errs, err)
 		found, err = listExtra(ctx, c, roleBindings, ns, "RoleBinding", rendered, func(rb *rbacv1.RoleBinding) string {
-			if madeForARun(rb.OwnerReferences) {
+			if madeForARun(rb.OwnerReferences) || rev.madeForTheDatabase(rb) {
 				return ""
 			}
 			return rev.binds(rb.Namespace, rb.Subjects, rb.RoleRef)
@@ -125,6 +125,24 @@ func madeForARun(owners []metav1.OwnerReference) bool {
 		}
 	}
 	return false
+}
+
+// cnpgGroup is CloudNativePG's API group.
+const cnpgGroup = "postgresql.cnpg.io"
+
+// madeForTheDatabase: the binding is the one CloudNativePG keeps for a Cluster of the revision,
+// named after it, binding the Cluster's own account (its instances') to the Cluster's own Role,
+// and controlled by it. Runs cannot use that account (the runs' admission policy names theirs).
+func (rev Revision) madeForTheDatabase(rb *rbacv1.RoleBinding) bool {
+	if !slices.Contains(rev.Databases, rb.Namespace+"/"+rb.Name) {
+		return false
+	}
+	owner := metav1.GetControllerOfNoCopy(rb)
+	if owner == nil || owner.Kind != "Cluster" || owner.Name != rb.Name || !strings.HasPrefix(owner.APIVersion, cnpgGroup+"/") {
+		return false
+	}
+	own := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: rb.Name, Namespace: rb.Namespace}
+	return rb.RoleRef.Kind == "Role" && rb.RoleRef.Name == rb.Name && len(rb.Subjects) == 1 && rb.Subjects[0] == own
 }
 
 // kubernetesDefault is one of the ClusterRoleBindings the API server itself keeps.

@@ -48,6 +48,9 @@ type Revision struct {
 	// Accounts are the release's ServiceAccounts, "namespace/name": those it renders and those
 	// its pods run as ("default" when a pod names none).
 	Accounts []string
+	// Databases are the CloudNativePG Clusters the revision renders, "namespace/name": the
+	// operator binds each one's own account to its own Role (madeForTheDatabase).
+	Databases []string
 }
 
 // Of returns the guards of a revision of the release in namespace.
@@ -68,6 +71,9 @@ func Of(r *render.Result, namespace string) Revision {
 		}
 		if m.Kind() == "ServiceAccount" {
 			accounts[ns+"/"+m.Name()] = true
+		}
+		if m.Kind() == "Cluster" && m.Object.GroupVersionKind().Group == cnpgGroup {
+			rev.Databases = append(rev.Databases, ns+"/"+m.Name())
 		}
 		if m.IsHook() || !slices.Contains(kinds, m.Kind()) {
 			continue

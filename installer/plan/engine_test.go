@@ -384,6 +384,21 @@ func TestSelfAntiAffinityKeepsReplicasOnePerNode(t *testing.T) {
 	assert.Equal(t, "b", res.Pods[0].Node)
 	assert.Equal(t, plan.Unschedulable, res.Pods[1].Verdict)
 
+	// A pod of another namespace with those labels is not one the term counts.
+	elsewhere := boundPod("db-1", "a", nil)
+	elsewhere.Labels, elsewhere.Namespace = p.Labels, "staging"
+	res = plan.Plan(plan.NewSnapshot([]corev1.Node{node("a", 8, 32, 0, nil)}, []corev1.Pod{elsewhere}), replicas(p, 1))
+	assert.Equal(t, plan.Fits, res.Pods[0].Verdict, "kube-scheduler counts the pod's own namespace only")
+
+	// A term that also selects a planned pod without the same term is not evaluated: neither
+	// pod is sure.
+	other := spec("other", map[string]string{"cpu": "100m"})
+	other.Labels = map[string]string{"cnpg.io/cluster": "db", "cnpg.io/podRole": "instance", "extra": "x"}
+	res = plan.Plan(plan.NewSnapshot([]corev1.Node{node("a", 8, 32, 0, nil)}, nil), append(replicas(other, 1), replicas(p, 1)...))
+	assert.Equal(t, plan.Uncertain, res.Pods[0].Verdict)
+	assert.Equal(t, plan.Uncertain, res.Pods[1].Verdict)
+	assert.Contains(t, res.Pods[1].Notes, "required pod anti-affinity (not evaluated)")
+
 	// On another topology key (zones) it stays a note.
 	p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey = corev1.LabelTopologyZone
 	res = plan.Plan(snap, replicas(p, 1))

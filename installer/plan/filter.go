@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	resourcehelper "k8s.io/component-helpers/resource"
 	schedcorev1 "k8s.io/component-helpers/scheduling/corev1"
@@ -96,23 +95,7 @@ func (e *engine) buildClasses(pods []PodToPlace) []int {
 	}
 	e.R = len(e.names)
 	// A planned pod with required anti-affinity may keep later pods off its node.
-	for _, c := range e.classes {
-		a := c.pod.Spec.Affinity
-		if a == nil || a.PodAntiAffinity == nil {
-			continue
-		}
-		for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-			sel, err := metav1.LabelSelectorAsSelector(t.LabelSelector)
-			if err != nil {
-				continue
-			}
-			for _, o := range e.classes {
-				if o != c && sel.Matches(labels.Set(o.pod.Labels)) && !sharesSlot(c, o) {
-					o.unevaluated = appendOnce(o.unevaluated, "another planned pod's required anti-affinity selects this pod (not evaluated)")
-				}
-			}
-		}
-	}
+	e.crossClassAntiAffinity()
 	for _, c := range e.classes {
 		c.fixed = make([]int64, e.R)
 		c.fixed[dimPods] = 1
@@ -140,18 +123,6 @@ func (e *engine) buildClasses(pods []PodToPlace) []int {
 }
 
 func gpuResourceOf(p *PodToPlace) corev1.ResourceName { return p.Placement.gpuName() }
-
-// sharesSlot: two classes keep apart by one evaluated anti-affinity slot.
-func sharesSlot(a, b *class) bool {
-	for _, k := range a.slots {
-		for _, l := range b.slots {
-			if k == l {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 func appendOnce(list []string, s string) []string {
 	for _, x := range list {

@@ -68,8 +68,9 @@ type NodeInfo struct {
 	// Pods is the number of non-terminal pods bound to the node.
 	Pods      int
 	HostPorts []HostPort
-	// podLabels are the labels of its pods, which an evaluated anti-affinity term may select.
-	podLabels []labels.Set
+	// podLabels are its pods' namespaces and labels, which an evaluated anti-affinity term may
+	// select.
+	podLabels []podRef
 	// filterTaints are the NoSchedule and NoExecute taints, the ones the scheduler filters on.
 	filterTaints []corev1.Taint
 }
@@ -292,7 +293,7 @@ func (s *Snapshot) addPod(p *corev1.Pod, cfg *snapshotConfig) {
 	ni.Requested.add(s.reuse)
 	ni.HostPorts = append(ni.HostPorts, hostPorts(&p.Spec)...)
 	if len(p.Labels) > 0 {
-		ni.podLabels = append(ni.podLabels, labels.Set(p.Labels))
+		ni.podLabels = append(ni.podLabels, podRef{namespace: p.Namespace, labels: labels.Set(p.Labels)})
 	}
 	if a := p.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
 		for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {

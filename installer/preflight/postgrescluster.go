@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/check"
@@ -58,12 +59,29 @@ func (e *Env) checkPostgresCluster(ctx context.Context) (string, error) {
 		return "", err
 	}
 	name := names.Component("postgresql")
-	s, err := cnpg.Read(ctx, cs, e.Namespace, name)
-	if err != nil {
-		return "", err
+	// After an install or upgrade the operator rolls a changed Cluster out instance by instance,
+	// with a switchover: wait for it, up to the profile's timeout. A plain `check` reports it as
+	// it is.
+	wait := e.SettleTime
+	if wait > 0 {
+		wait = max(wait, e.Policy.TimeoutOrDefault())
 	}
-	if p := s.Problem(); p != "" {
-		return "", fmt.Errorf("CloudNativePG Cluster %s is not healthy: %s", name, p)
+	deadline := time.Now().Add(wait)
+	for {
+		s, err := cnpg.Read(ctx, cs, e.Namespace, name, nil)
+		if err == nil && s.Healthy() {
+			return fmt.Sprintf("Cluster %s: %d of %d instances ready, primary %s", name, s.Ready, s.Instances, s.Primary), nil
+		}
+		if err == nil {
+			err = fmt.Errorf("CloudNativePG Cluster %s is not healthy: %s", name, s.Problem())
+		}
+		if time.Now().After(deadline) {
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(2 * time.Second):
+		}
 	}
-	return fmt.Sprintf("Cluster %s: %d of %d instances ready, primary %s", name, s.Ready, s.Instances, s.Primary), nil
 }

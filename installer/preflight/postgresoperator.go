@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -64,6 +65,14 @@ func (e *Env) checkPostgresOperator(ctx context.Context) (string, error) {
 	}
 	want := v.Postgresql.CloudNativePG.OperatorNamespace
 	op, err := findCNPGOperator(ctx, cs, want)
+	if errors.Is(err, errCannotSeeOperator) {
+		// An installer with rights in its own namespaces only: the CRDs are served, which is
+		// what Helm needs; the operator is the cluster administrator's.
+		if err := e.checkCNPGSecret(ctx, cs, v); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("CloudNativePG's Cluster is served; the operator in %q is not checked (you may not list Deployments there)", want), nil
+	}
 	if err != nil {
 		return "", err
 	}
@@ -93,13 +102,19 @@ func (e *Env) checkPostgresOperator(ctx context.Context) (string, error) {
 	return detail + " (its version is not in its image's tag: not checked)", nil
 }
 
+// errCannotSeeOperator: the user may not list Deployments in the operator's namespace.
+var errCannotSeeOperator = errors.New("cannot list the operator's Deployments")
+
 // findCNPGOperator finds the operator's Deployment: in the namespace the values name, else
 // anywhere the user may list Deployments (to say where it is).
 func findCNPGOperator(ctx context.Context, cs kubernetes.Interface, namespace string) (*appsv1.Deployment, error) {
 	for _, ns := range []string{namespace, metav1.NamespaceAll} {
 		list, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: cnpgOperatorLabel})
-		if apierrors.IsForbidden(err) && ns == metav1.NamespaceAll {
-			break
+		if apierrors.IsForbidden(err) {
+			if ns == metav1.NamespaceAll {
+				break
+			}
+			return nil, errCannotSeeOperator
 		}
 		if err != nil {
 			return nil, fmt.Errorf("listing the CloudNativePG operator's Deployments (%s): %w", cnpgOperatorLabel, err)
@@ -111,30 +126,34 @@ func findCNPGOperator(ctx context.Context, cs kubernetes.Interface, namespace st
 	return nil, fmt.Errorf("the cluster serves CloudNativePG's Cluster, but no operator Deployment (label %s) runs in %q or any namespace you may list: nothing would run the instances", cnpgOperatorLabel, namespace)
 }
 
-// cnpgOperatorVersion reads the operator's version from the image it runs (OPERATOR_IMAGE_NAME,
-// else the container's image): its tag, when that is a version.
+// cnpgOperatorVersion reads the operator's version from the image its container runs (else
+// OPERATOR_IMAGE_NAME): the tag's leading major.minor[.patch], so CloudNativePG's own variants
+// (1.28.0-ubi9) read as their version. A tag without one (a digest alone, "1", "latest") is
+// not a version.
 func cnpgOperatorVersion(d *appsv1.Deployment) (string, bool) {
 	for _, c := range d.Spec.Template.Spec.Containers {
-		image := c.Image
+		images := []string{c.Image}
 		for _, env := range c.Env {
 			if env.Name == "OPERATOR_IMAGE_NAME" && env.Value != "" {
-				image = env.Value
+				images = append(images, env.Value)
 			}
 		}
-		if tag := imageTag(image); tag != "" {
-			if _, err := semver.NewVersion(tag); err == nil {
-				return tag, true
+		for _, image := range images {
+			if v := leadingVersion.FindString(imageTag(image)); v != "" {
+				return strings.TrimPrefix(v, "v"), true
 			}
 		}
 	}
 	return "", false
 }
 
-// imageTag is an image reference's tag ("" for a digest, none, or a reference that is not one).
+// leadingVersion is a tag's version part: v1.28, 1.28.0 of 1.28.0-ubi9.
+var leadingVersion = regexp.MustCompile(`^v?\d+\.\d+(\.\d+)?`)
+
+// imageTag is an image reference's tag ("" for none, or a reference that is not one); a
+// digest after it is dropped.
 func imageTag(image string) string {
-	if strings.Contains(image, "@") {
-		return ""
-	}
+	image, _, _ = strings.Cut(image, "@")
 	tag, err := name.NewTag(image, name.WithDefaultTag(""))
 	if err != nil {
 		return ""

@@ -104,6 +104,11 @@ func TestPostgresOperator(t *testing.T) {
 	assert.Equal(t, check.Passed, res.Status, res.Detail)
 	assert.Equal(t, "CloudNativePG's Cluster is served and its operator cnpg-system/cnpg-controller-manager is available (version 1.28.0)", res.Detail)
 
+	res = run(cnpg, true, cnpgOperator("cnpg-system", "ghcr.io/cloudnative-pg/cloudnative-pg:1.28.0-ubi9", 1))
+	assert.Equal(t, check.Passed, res.Status, "CloudNativePG's own image variants: %s", res.Detail)
+	res = run(cnpg, true, cnpgOperator("cnpg-system", "ghcr.io/cloudnative-pg/cloudnative-pg:1.24.1@sha256:"+sha256Zeros, 1))
+	assert.Equal(t, check.Failed, res.Status, "a pinned digest still names its version: %s", res.Detail)
+
 	res = run(cnpg, true, cnpgOperator("cnpg-system", "registry.example.com/cnpg@sha256:"+sha256Zeros, 1))
 	assert.Equal(t, check.Passed, res.Status, res.Detail)
 	assert.Contains(t, res.Detail, "its version is not in its image's tag")

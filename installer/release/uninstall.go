@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/cnpg"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/facts"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
@@ -30,6 +31,8 @@ type UninstallResult struct {
 	KeptVolumes   []string `json:"keptVolumes,omitempty"`
 	PurgedVolumes []string `json:"purgedVolumes,omitempty"`
 	PurgedSecrets []string `json:"purgedSecrets,omitempty"`
+	// PurgedDatabases are the CloudNativePG Clusters deleted, with their instances' claims.
+	PurgedDatabases []string `json:"purgedDatabases,omitempty"`
 	// PurgedNamespaces: the runs' own namespace the release created, with every run in it.
 	PurgedNamespaces []string `json:"purgedNamespaces,omitempty"`
 }
@@ -191,6 +194,14 @@ func (c *Client) Uninstall(ctx context.Context, opts ...UninstallOption) (*Unins
 		return res, nil
 	}
 	var errs []error
+	// A CloudNativePG Cluster first: it owns its instances' claims and would make them again.
+	if !o.dryRun {
+		clusters, err := cnpg.DeleteClusters(ctx, c.kube, c.namespace, names.SelectorString())
+		res.PurgedDatabases = clusters
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(kept.pvcs)) {
 		if o.dryRun {
 			res.PurgedVolumes = append(res.PurgedVolumes, name)

@@ -37,6 +37,9 @@ func TestEmbeddedChartProfilesAndSeeds(t *testing.T) {
 		p, err := profile.Load(name)
 		require.NoError(t, err)
 		for _, files := range inputs {
+			if name == "development" && len(files) == 1 && filepath.Base(files[0]) == "cloudnativepg.yaml" {
+				continue // needs the production profile's NetworkPolicies, by its own comment
+			}
 			t.Run(name+"/"+strings.Join(files, ","), func(t *testing.T) {
 				vals, _, err := values.BuildFiles(p.Name, p.Values, values.Options{ValueFiles: files})
 				require.NoError(t, err)
@@ -44,7 +47,9 @@ func TestEmbeddedChartProfilesAndSeeds(t *testing.T) {
 				require.NoError(t, err)
 				assert.NotEmpty(t, res.Manifests)
 				for _, m := range res.Manifests {
-					if m.Kind() != "CustomResourceDefinition" {
+					// CloudNativePG's Cluster is decoded by its operator's webhooks, not here (its
+					// Go API would bring the operator's dependencies into the installer).
+					if m.Kind() != "CustomResourceDefinition" && m.Object.GroupVersionKind().Group != "postgresql.cnpg.io" {
 						assert.NotNil(t, m.Typed, "%s %s: every chart kind is a k8s.io/api kind", m.Kind(), m.Name())
 					}
 				}

@@ -109,6 +109,22 @@ func PostgresWhere(ch *chart.Chart, vals map[string]any) (string, error) {
 	return chartvalues.Postgresql{Enabled: enabled, Mode: mode}.Where(), nil
 }
 
+// OperandMajor returns the major version of a CloudNativePG Cluster's instances: the tag of
+// postgresql.cloudnativepg.image, else postgresql.image.tag.
+func OperandMajor(ch *chart.Chart, vals map[string]any) (string, error) {
+	all, err := chartutil.CoalesceValues(ch, vals)
+	if err != nil {
+		return "", fmt.Errorf("coalescing values of chart %s: %w", ch.Metadata.Version, err)
+	}
+	tag, err := all.PathValue("postgresql.cloudnativepg.image.tag")
+	if err != nil || fmt.Sprint(tag) == "" {
+		if tag, err = all.PathValue("postgresql.image.tag"); err != nil {
+			return "", nil
+		}
+	}
+	return leadingDigits.FindString(fmt.Sprint(tag)), nil
+}
+
 // PostgresMajor returns the major version of the in-cluster Postgres (postgresql.image.tag,
 // "16.4-bookworm" -> "16") from the chart defaults coalesced with the release's values, and
 // whether the in-cluster Postgres is enabled at all.

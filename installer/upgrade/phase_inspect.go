@@ -68,6 +68,19 @@ func (p *pipeline) inspect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if p.whereFrom == chartvalues.PostgresCloudNativePG && p.whereTo == chartvalues.PostgresCloudNativePG {
+		from, err := OperandMajor(p.base.Chart, p.base.Config)
+		if err != nil {
+			return err
+		}
+		to, err := OperandMajor(p.o.Chart, p.o.Values)
+		if err != nil {
+			return err
+		}
+		if from != "" && to != "" && from != to {
+			p.operandMajor = &MajorChange{From: from, To: to}
+		}
+	}
 	// The StatefulSet's major switch only: CloudNativePG upgrades its own instances' major.
 	statefulset := p.whereFrom == chartvalues.PostgresStatefulSet && p.whereTo == chartvalues.PostgresStatefulSet
 	if fromOn && toOn && statefulset && from != to {
@@ -94,6 +107,9 @@ func (p *pipeline) guard(ctx context.Context) error {
 		return err
 	}
 	if err := p.guardPostgresMove(); err != nil {
+		return err
+	}
+	if err := p.guardOperandMajor(); err != nil {
 		return err
 	}
 	if p.pg == nil {
@@ -137,4 +153,28 @@ func describeWhere(where string) string {
 		return "an external database"
 	}
 	return "the StatefulSet"
+}
+
+// guardOperandMajor: CloudNativePG upgrades its instances to a new major in place (pg_upgrade),
+// and its webhook then refuses the old image, so a failed upgrade cannot be rolled back: only
+// with --allow-postgres-major-upgrade, and a verified backup taken first.
+func (p *pipeline) guardOperandMajor() error {
+	m := p.operandMajor
+	if m == nil {
+		return nil
+	}
+	if !p.o.AllowPostgresMajorUpgrade {
+		return &VersionError{
+			Reason: fmt.Sprintf("the CloudNativePG Cluster's image changes Postgres' major version from %s to %s: the operator upgrades the data in place, and after that refuses the old version, so the upgrade cannot be rolled back", m.From, m.To),
+			Fix:    fmt.Sprintf("keep a %s.x tag, or pass --allow-postgres-major-upgrade: a verified backup is taken first, the way back is a restore of it", m.From),
+		}
+	}
+	if p.o.SkipBackup || p.o.Backuper == nil {
+		return &VersionError{
+			Reason: fmt.Sprintf("a Postgres major upgrade (%s to %s) needs a verified backup taken now", m.From, m.To),
+			Fix:    "run the upgrade without --skip-backup, with access to the database",
+		}
+	}
+	p.printf("Postgres %s -> %s: CloudNativePG upgrades the instances in place after a verified backup", m.From, m.To)
+	return nil
 }

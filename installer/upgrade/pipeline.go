@@ -149,9 +149,11 @@ type pipeline struct {
 	pg         *MajorChange
 	// whereFrom and whereTo say where the database runs before and after (PostgresWhere).
 	whereFrom, whereTo string
-	oldPG              *appsv1.StatefulSet
-	newPG              *appsv1.StatefulSet
-	newPVCs            []string // claims the new Postgres StatefulSet creates (this run's copy of the data)
+	// operandMajor is a CloudNativePG Cluster's major change (OperandMajor), made by its operator.
+	operandMajor *MajorChange
+	oldPG        *appsv1.StatefulSet
+	newPG        *appsv1.StatefulSet
+	newPVCs      []string // claims the new Postgres StatefulSet creates (this run's copy of the data)
 
 	backupDir   string
 	verified    bool

@@ -456,6 +456,25 @@ func TestPipelineRefusesToMoveTheDatabaseToCloudNativePG(t *testing.T) {
 		"no backup, no migration, nothing applied")
 }
 
+// A CloudNativePG Cluster's major upgrade cannot be rolled back: only with the flag, after a
+// verified backup.
+func TestPipelineCloudNativePGMajorNeedsFlag(t *testing.T) {
+	s := newSetup(t)
+	cnpg := map[string]any{"postgresql": map[string]any{"mode": "cloudnativepg"}}
+	_, err := s.f.Client.Upgrade(context.Background(), rt.Chart("2.0.0", "2.15.0", nil), cnpg)
+	require.NoError(t, err)
+	s.o.Values = map[string]any{"postgresql": map[string]any{"mode": "cloudnativepg", "cloudnativepg": map[string]any{"image": map[string]any{"tag": "17.2"}}}}
+	_, err = Run(context.Background(), s.o)
+	var ve *VersionError
+	require.ErrorAs(t, err, &ve)
+	assert.Contains(t, err.Error(), "from 16 to 17: the operator upgrades the data in place")
+	assert.Contains(t, err.Error(), "--allow-postgres-major-upgrade")
+	s.o.AllowPostgresMajorUpgrade, s.o.SkipBackup, s.o.Yes = true, true, true
+	_, err = Run(context.Background(), s.o)
+	require.ErrorAs(t, err, &ve)
+	assert.Contains(t, err.Error(), "needs a verified backup taken now")
+}
+
 func TestPipelinePostgresMajorUpgradeDumpsSwitchesRestoresThenMigrates(t *testing.T) {
 	s := newSetup(t)
 	s.o.Values = pgValues("17")

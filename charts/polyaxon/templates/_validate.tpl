@@ -63,6 +63,13 @@ which every render includes.
 {{- if not (has $cnpg.podAntiAffinityType (list "required" "preferred")) -}}
 {{- fail (printf "values: postgresql.cloudnativepg.podAntiAffinityType is %q: set required (one instance per node) or preferred" $cnpg.podAntiAffinityType) -}}
 {{- end -}}
+{{- if not .Values.networkPolicy.enabled -}}
+{{- fail "values: postgresql.mode=cloudnativepg needs networkPolicy.enabled=true: each instance serves CloudNativePG's instance manager on port 8000 without authentication (its status, its backups), and without the release's NetworkPolicies every pod, a run's too, reaches it; set networkPolicy.enabled=true (the production profile does)" -}}
+{{- end -}}
+{{- $name := include "polyaxon.postgresql.clusterName" . -}}
+{{- if gt (len $name) 50 -}}
+{{- fail (printf "values: postgresql.mode=cloudnativepg names its Cluster %q, %d characters: CloudNativePG takes at most 50; set fullnameOverride to a shorter name" $name (len $name)) -}}
+{{- end -}}
 {{- if not $cnpg.topologyKey -}}
 {{- fail "values: postgresql.cloudnativepg.topologyKey is empty: name the node label the instances spread across (kubernetes.io/hostname)" -}}
 {{- end -}}
