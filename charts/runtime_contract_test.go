@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/contract/polyaxonkeys"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/values"
 )
 
 // The runtime contract with the Polyaxon 2.15 images. Our local clusters simulate containers,
@@ -435,11 +436,9 @@ func contractRenders(t *testing.T) map[string]rendered {
 		for _, f := range files {
 			name := filepath.Base(f)
 			vals := exampleValues(t, name)
-			if name == "artifacts-host-path.yaml" && prof == "production" {
-				continue // development only, by its own comment
-			}
-			if name == "cloudnativepg.yaml" && prof == "development" {
-				continue // needs the production profile's NetworkPolicies, by its own comment
+			if ok, err := values.ExampleFor(f, prof); err != nil || !ok {
+				require.NoError(t, err)
+				continue // not for this profile, by its own "# profiles:" line
 			}
 			out[fmt.Sprintf("profile %s -f values/%s", prof, name)] = render(t, base, vals)
 		}

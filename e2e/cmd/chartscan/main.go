@@ -136,6 +136,11 @@ func plan(valuesDir string) ([]renderSpec, error) {
 			if slices.Contains(names, base) {
 				continue
 			}
+			if ok, err := values.ExampleFor(f, p); err != nil {
+				return nil, err
+			} else if !ok {
+				continue // not for this profile, by its own "# profiles:" line
+			}
 			out = append(out, renderSpec{name: p + "+" + base, profile: p, valuesFile: f})
 		}
 	}
