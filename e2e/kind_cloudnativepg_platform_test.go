@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/cloudnativepg"
+	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/cnpg"
+)
+
+// TestPlatformOnCloudNativePGOnKind (issue 55, item 4): the production profile with
+// postgresql.mode=cloudnativepg, on kind with three core nodes, the operator and a Postgres
+// built here (build-kind-images.sh cloudnativepg):
+//   - `install` brings up a Cluster of three instances, one per core node, and the platform on
+//     its read-write Service; `status` shows each instance, its role and its lag, and `check`
+//     passes;
+//   - runs submitted through Polyaxon's CLI before the failures succeed; the primary's pod is
+//     deleted while a run is being submitted, then the new primary's node is drained (cordon,
+//     then every pod evicted as `kubectl drain` does): each time the API answers again within
+//     the bound below, a write succeeds, no run is lost, and no container of the platform's
+//     restarts;
+//   - `status` shows the new primary, and `check` passes once the node is back.
+//
+// It runs with E2E_CLOUDNATIVEPG=1 on a machine that can run kind's nodes. It fails today, at
+// the install's check-postgres-cluster: under the chart's NetworkPolicies the operator's calls
+// to the instances' port 8000 are refused on kind (docs/kind-offline.md), so only the first
+// instance comes up.
+func TestPlatformOnCloudNativePGOnKind(t *testing.T) {
+	if os.Getenv(cloudNativePGEnv) != "1" {
+		t.Skipf("%s=1 runs it (CloudNativePG on kind is not part of make test yet)", cloudNativePGEnv)
+	}
+	t.Parallel()
+	p, images := kindScenarioSetup(t)
+	ctx := context.Background()
+	root, err := cluster.RepoRoot()
+	require.NoError(t, err)
+	deployBinary(t)
+	cnpgImages, err := cloudnativepg.BuildImages(ctxT(t, 20*time.Minute), nil)
+	require.NoError(t, err)
+	moduleDir, err := cloudnativepg.ModuleDir(ctxT(t, 10*time.Minute))
+	require.NoError(t, err)
+
+	pools := kind.Pools()
+	for i := range pools {
+		if pools[i].Name == cluster.PoolCore {
+			pools[i].Count = 3 // an instance each
+		}
+	}
+	name := cluster.UniqueName("e2e-cnpg-platform")
+	start := time.Now()
+	c, err := p.Create(ctx, name, cluster.WithNodePools(pools...), cluster.WithTimeout(10*time.Minute))
+	t.Cleanup(func() {
+		if os.Getenv("KIND_RETAIN") == "1" {
+			t.Logf("kind cluster %s kept (KIND_RETAIN=1)", name)
+			return
+		}
+		assert.NoError(t, p.Delete(context.Background(), name))
+	})
+	require.NoError(t, err)
+	nodes := 0
+	for _, pool := range pools {
+		nodes += pool.Count
+	}
+	t.Logf("kind cluster %s: a control plane and %d pool nodes created in %s", name, nodes, time.Since(start).Round(time.Second))
+	start = time.Now()
+	require.NoError(t, p.LoadImages(ctx, c, kind.ImagesByPool(images)...))
+	t.Logf("loaded %d images into the nodes in %s", len(images), time.Since(start).Round(time.Second))
+	takeShare(t, rank{share: kindCluster, longest: true})
+
+	// The operator on the control plane, so that no node below takes it along.
+	const controlPlane = "node-role.kubernetes.io/control-plane"
+	op, err := cloudnativepg.Install(ctxT(t, 10*time.Minute), c, cloudnativepg.Options{
+		ModuleDir: moduleDir, Images: cnpgImages, Kind: p,
+		NodeSelector: map[string]string{controlPlane: ""},
+		Tolerations:  []corev1.Toleration{{Key: controlPlane, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+	})
+	require.NoError(t, err)
+	t.Logf("operator %s available after %s", op.Image, (op.Load + op.Apply + op.Available + op.Webhooks).Round(time.Second))
+
+	ns, cluster0 := nsInstall, releaseName+"-postgresql"
+	start = time.Now()
+	res := startDeploy(t, "install", "--profile", "production", "--kubeconfig", c.KubeconfigPath, "-n", ns,
+		"-f", filepath.Join(root, "values", "kind-demo.yaml"), "-f", filepath.Join(root, "values", "cloudnativepg.yaml"),
+		"--set", "postgresql.persistence.size=1Gi", "--set", "edge.enabled=false", "--timeout", "20m", "-o", "json").wait(t, 25*time.Minute)
+	require.Equal(t, 0, res.Code, "install: %s", res)
+	t.Logf("install --profile production -f values/cloudnativepg.yaml: %s", time.Since(start).Round(time.Second))
+	cs := c.Clientset
+
+	pgStatus := func(t *testing.T) *cnpg.State {
+		t.Helper()
+		out := deploy(t, "status", "--kubeconfig", c.KubeconfigPath, "-n", ns, "-o", "json").requireExit(t, 0)
+		var doc struct {
+			Data struct {
+				Postgres *cnpg.State `json:"postgres"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out.Stdout), &doc), out.Stdout)
+		require.NotNil(t, doc.Data.Postgres, "status shows the Cluster")
+		return doc.Data.Postgres
+	}
+	before := pgStatus(t)
+	t.Run("the Cluster has three instances on three core nodes, and status shows their roles and lag", func(t *testing.T) {
+		assert.True(t, before.Healthy(), before.Problem())
+		require.Len(t, before.Members, 3)
+		nodes := map[string]bool{}
+		pools := nodePools(t, cs)
+		for _, m := range before.Members {
+			nodes[m.Node] = true
+			assert.Equal(t, cluster.PoolCore, pools[m.Node], "%s on %s", m.Pod, m.Node)
+			if m.Role != cnpg.RolePrimary {
+				require.NotNil(t, m.LagBytes, "%s: its lag behind the primary (%s)", m.Pod, before.LagUnknown)
+			}
+		}
+		assert.Len(t, nodes, 3, "one instance per node")
+		deploy(t, "check", "--kubeconfig", c.KubeconfigPath, "-n", ns).requireExit(t, 0)
+	})
+
+	venv, _ := polyaxonPrograms(t)
+	gateway := kindPortForward(t, c, ns, "svc/"+releaseName+"-gateway", 80)
+	cli := newPolyaxonCLI(t, venv, gateway)
+	cliCtx := ctxT(t, 30*time.Minute)
+	_, err = cli.run(cliCtx, "project", "create", "--name", "ha")
+	require.NoError(t, err)
+	hello := filepath.Join(root, "values", "polyaxonfiles", "hello-job.yaml")
+	var runs []string
+	for range 2 {
+		runs = append(runs, cli.submit(t, cliCtx, hello, "ha"))
+	}
+	for _, uuid := range runs {
+		cli.waitStatus(t, cliCtx, "ha", uuid, "succeeded")
+	}
+	restarts := platformRestarts(t, cs, ns)
+
+	// failover loses the primary with lose, and times, from then: the API's first failed and
+	// next successful read of a run (a database read), and the first write that succeeds (a
+	// project created through the CLI). The bound is what a user would wait.
+	const bound = 2 * time.Minute
+	writes := 0
+	failover := func(t *testing.T, what string, lose func(primary string)) string {
+		primary := pgStatus(t).Primary
+		t.Logf("%s (primary %s)", what, primary)
+		start := time.Now()
+		var during string
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // a run submitted while the primary goes
+			defer wg.Done()
+			for time.Since(start) < bound {
+				if out, err := cli.run(cliCtx, "run", "-f", hello, "-p", "ha"); err == nil {
+					if m := runCreatedRE.FindStringSubmatch(out); m != nil {
+						during = m[1]
+						return
+					}
+				}
+				time.Sleep(time.Second)
+			}
+		}()
+		lose(primary)
+		var firstFailure, back time.Duration
+		waitFor(t, bound, "the API reads a run again", func(ctx context.Context) (bool, string, error) {
+			_, _, err := cli.statuses(ctx, "ha", runs[0])
+			now := time.Since(start)
+			if err != nil {
+				if firstFailure == 0 {
+					firstFailure = now
+				}
+				return false, err.Error(), nil
+			}
+			// A read before the primary is gone proves nothing: wait for the new one.
+			s, serr := cnpg.Read(ctx, cs, ns, cluster0, nil)
+			if serr != nil || s.Primary == primary || s.Primary == "" {
+				return false, "still the old primary", nil
+			}
+			back = now
+			return true, "", nil
+		})
+		var wrote time.Duration
+		waitFor(t, bound, "a write succeeds", func(ctx context.Context) (bool, string, error) {
+			_, err := cli.run(ctx, "project", "create", "--name", fmt.Sprintf("after-%d", writes+1))
+			if err != nil {
+				return false, lastLines(err.Error(), 2), nil
+			}
+			writes++
+			wrote = time.Since(start)
+			return true, "", nil
+		})
+		wg.Wait()
+		require.NotEmpty(t, during, "a run submitted during the failover within %s", bound)
+		runs = append(runs, during)
+		after := pgStatus(t).Primary
+		t.Logf("%s: first failed read %s, reads again %s, first write %s, new primary %s (was %s)",
+			what, firstFailure.Round(100*time.Millisecond), back.Round(100*time.Millisecond), wrote.Round(100*time.Millisecond), after, primary)
+		assert.NotEqual(t, primary, after)
+		assert.Less(t, back, bound)
+		return after
+	}
+
+	t.Run("the primary's pod deleted: the API answers again, and no run is lost", func(t *testing.T) {
+		failover(t, "the primary's pod deleted", func(primary string) {
+			require.NoError(t, cs.CoreV1().Pods(ns).Delete(ctx, primary, metav1.DeleteOptions{}))
+		})
+	})
+
+	var drained string
+	t.Run("the primary's node drained: the operator switches over, and no run is lost", func(t *testing.T) {
+		failover(t, "the primary's node drained", func(primary string) {
+			pod, err := cs.CoreV1().Pods(ns).Get(ctx, primary, metav1.GetOptions{})
+			require.NoError(t, err)
+			drained = pod.Spec.NodeName
+			drainNode(t, c, drained)
+		})
+	})
+
+	t.Run("every run is there and succeeds, and no platform container restarted", func(t *testing.T) {
+		for _, uuid := range runs {
+			cli.waitStatus(t, cliCtx, "ha", uuid, "succeeded")
+		}
+		out, err := cli.run(cliCtx, "ops", "ls", "-p", "ha")
+		require.NoError(t, err)
+		for _, uuid := range runs {
+			assert.Contains(t, out, uuid[:8], "run %s listed", uuid)
+		}
+		after := platformRestarts(t, cs, ns)
+		for pod, n := range after {
+			assert.Equal(t, restarts[pod], n, "pod %s: restarts", pod)
+		}
+	})
+
+	t.Run("the node back, the Cluster is healthy with the new primary and check passes", func(t *testing.T) {
+		require.NotEmpty(t, drained)
+		patch := []byte(`{"spec":{"unschedulable":false}}`)
+		_, err := cs.CoreV1().Nodes().Patch(ctx, drained, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		require.NoError(t, err)
+		waitFor(t, 5*time.Minute, "the Cluster healthy again", func(ctx context.Context) (bool, string, error) {
+			s, err := cnpg.Read(ctx, cs, ns, cluster0, nil)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return s.Healthy(), s.Problem(), nil
+		})
+		s := pgStatus(t)
+		assert.NotEqual(t, before.Primary, s.Primary, "status shows the new primary")
+		deploy(t, "check", "--kubeconfig", c.KubeconfigPath, "-n", ns).requireExit(t, 0)
+	})
+}
+
+// platformRestarts are the restarts of each platform container, by "pod/container" (the
+// Postgres instances are the operator's to restart).
+func platformRestarts(t *testing.T, cs kubernetes.Interface, ns string) map[string]int32 {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=polyaxon,!cnpg.io/cluster"})
+	require.NoError(t, err)
+	out := map[string]int32{}
+	for _, p := range pods.Items {
+		for _, st := range p.Status.ContainerStatuses {
+			out[p.Labels["app.kubernetes.io/component"]+"/"+st.Name] += st.RestartCount
+		}
+	}
+	return out
+}
+
+// drainNode does what `kubectl drain --ignore-daemonsets --delete-emptydir-data` does: cordon,
+// then evict every pod but DaemonSets' through the Eviction API, again while a budget refuses.
+func drainNode(t *testing.T, c *cluster.Cluster, node string) {
+	t.Helper()
+	ctx := ctxT(t, 5*time.Minute)
+	cs := c.Clientset
+	_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	waitFor(t, 5*time.Minute, "node "+node+" drained", func(ctx context.Context) (bool, string, error) {
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		var left []string
+		for _, p := range pods.Items {
+			if slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "DaemonSet" }) ||
+				p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Namespace == "kube-system" {
+				continue
+			}
+			left = append(left, p.Namespace+"/"+p.Name)
+			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+			if err := cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsTooManyRequests(err) {
+				return false, "", err
+			}
+		}
+		return len(left) == 0, strings.Join(left, ", "), nil
+	})
+}
