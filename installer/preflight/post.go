@@ -116,16 +116,22 @@ func (e *Env) checkDeployed(ctx context.Context) (string, error) {
 
 // checkWorkloadsReady polls for up to SettleTime before reporting workloads not ready.
 func (e *Env) checkWorkloadsReady(ctx context.Context) (string, error) {
-	deadline := time.Now().Add(e.SettleTime)
+	return settle(ctx, e.SettleTime, 500*time.Millisecond, e.workloadsReadyOnce)
+}
+
+// settle runs once every interval until it succeeds, wait has passed or ctx ends, and returns
+// its last result: what a post-check reads while a rollout may still be under way.
+func settle(ctx context.Context, wait, interval time.Duration, once func(context.Context) (string, error)) (string, error) {
+	deadline := time.Now().Add(wait)
 	for {
-		detail, err := e.workloadsReadyOnce(ctx)
+		detail, err := once(ctx)
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return detail, err
 		}
 		select {
 		case <-ctx.Done():
 			return detail, err
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 }

@@ -66,22 +66,14 @@ func (e *Env) checkPostgresCluster(ctx context.Context) (string, error) {
 	if wait > 0 {
 		wait = max(wait, e.Policy.TimeoutOrDefault())
 	}
-	deadline := time.Now().Add(wait)
-	for {
+	return settle(ctx, wait, 2*time.Second, func(ctx context.Context) (string, error) {
 		s, err := cnpg.Read(ctx, cs, e.Namespace, name, nil)
-		if err == nil && s.Healthy() {
-			return fmt.Sprintf("Cluster %s: %d of %d instances ready, primary %s", name, s.Ready, s.Instances, s.Primary), nil
-		}
-		if err == nil {
-			err = fmt.Errorf("CloudNativePG Cluster %s is not healthy: %s", name, s.Problem())
-		}
-		if time.Now().After(deadline) {
+		if err != nil {
 			return "", err
 		}
-		select {
-		case <-ctx.Done():
-			return "", err
-		case <-time.After(2 * time.Second):
+		if p := s.Problem(); p != "" {
+			return "", fmt.Errorf("CloudNativePG Cluster %s is not healthy: %s", name, p)
 		}
-	}
+		return fmt.Sprintf("Cluster %s: %d of %d instances ready, primary %s", name, s.Ready, s.Instances, s.Primary), nil
+	})
 }

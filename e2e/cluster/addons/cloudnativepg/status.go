@@ -12,14 +12,15 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/cnpg"
 )
 
 // ClusterGVR is CloudNativePG's Cluster resource.
 var ClusterGVR = schema.GroupVersionResource{Group: "postgresql.cnpg.io", Version: "v1", Resource: "clusters"}
 
 // PhaseHealthy is a Cluster's status.phase once every instance is ready and the primary is
-// the one it wants.
-const PhaseHealthy = "Cluster in healthy state"
+// the one it wants (the installer's own reader, installer/cnpg, judges it the same).
+const PhaseHealthy = cnpg.HealthyPhase
 
 // ClusterStatus is the part of a Cluster's status the tests read.
 type ClusterStatus struct {
