@@ -118,9 +118,11 @@ start_docker() {
     # before runc sees a privileged container's spec. No bridge/iptables of Docker's own.
     printf '{"runtimes":{"kind-runc":{"path":"%s"}},"default-runtime":"kind-runc"}\n' "$BIN/kind-runc" >"$RUN_DIR/daemon.json"
     log "starting a private dockerd on $SOCK (data root $CACHE/docker)"
-    (cd "$RUN_DIR" && nohup dockerd -H "$DOCKER_HOST" --data-root "$CACHE/docker" --exec-root "$RUN_DIR/exec" \
+    # In its own session, every descriptor its own: a caller that reads this script's output
+    # (the e2e tests do) must see it end, not wait on the daemon.
+    (cd "$RUN_DIR" && setsid -f dockerd -H "$DOCKER_HOST" --data-root "$CACHE/docker" --exec-root "$RUN_DIR/exec" \
       --pidfile "$RUN_DIR/docker.pid" --config-file "$RUN_DIR/daemon.json" \
-      --bridge none --iptables=false --ip-masq=false >"$RUN_DIR/dockerd.log" 2>&1 &)
+      --bridge none --iptables=false --ip-masq=false </dev/null >"$RUN_DIR/dockerd.log" 2>&1)
     for _ in $(seq 60); do docker_up && break; sleep 1; done
     docker_up || die "dockerd did not answer on $SOCK; see $RUN_DIR/dockerd.log"
   fi
