@@ -13,11 +13,11 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/util/podutils"
 )
 
 // HealthyPhase is the phase of a Cluster whose every instance reports and whose reconcile is done
@@ -135,7 +135,7 @@ func Read(ctx context.Context, cs kubernetes.Interface, namespace, name string, 
 		return nil, fmt.Errorf("listing the instances of %s/%s (%s): %w", namespace, name, sel, err)
 	}
 	for _, p := range pods.Items {
-		s.Members = append(s.Members, Instance{Pod: p.Name, Node: p.Spec.NodeName, Role: p.Labels[LabelInstanceRole], Ready: podReady(&p)})
+		s.Members = append(s.Members, Instance{Pod: p.Name, Node: p.Spec.NodeName, Role: p.Labels[LabelInstanceRole], Ready: podutils.IsPodReady(&p)})
 	}
 	sort.Slice(s.Members, func(i, j int) bool { return s.Members[i].Pod < s.Members[j].Pod })
 	if lag != nil {
@@ -144,15 +144,6 @@ func Read(ctx context.Context, cs kubernetes.Interface, namespace, name string, 
 		}
 	}
 	return s, nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Exec runs command in a container of a pod and returns its standard output.

@@ -13,9 +13,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/util/podutils"
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/yaml"
@@ -189,12 +193,60 @@ func (k *Provider) Create(ctx context.Context, name string, opts ...cluster.Crea
 	if err := cluster.WaitNodesReady(ctx, c.Clientset, nil); err != nil {
 		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
 	}
+	if err := restartNetworkAgents(ctx, c.Clientset); err != nil {
+		return nil, fmt.Errorf("kind cluster %q: %w", name, err)
+	}
 	if o.KubeconfigPath != "" {
 		if err := cluster.CopyFile(kc, o.KubeconfigPath); err != nil {
 			return nil, fmt.Errorf("kind cluster %q: copy kubeconfig: %w", name, err)
 		}
 	}
 	return c, nil
+}
+
+// restartNetworkAgents restarts kube-router once every node is Ready. An agent that started
+// before the other nodes had their pod ranges keeps a list of the cluster's pod ranges without
+// them, and masquerades its pods' traffic to theirs as the node's address: a NetworkPolicy that
+// admits those pods (the CloudNativePG operator on the control plane calling its instances)
+// then refuses them.
+func restartNetworkAgents(ctx context.Context, cs kubernetes.Interface) error {
+	const selector = "k8s-app=kube-router"
+	pods := cs.CoreV1().Pods("kube-system")
+	old, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return fmt.Errorf("listing kube-router's pods: %w", err)
+	}
+	stale := map[string]bool{}
+	for _, p := range old.Items {
+		stale[p.Name] = true
+		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("restarting kube-router's pod %s: %w", p.Name, err)
+		}
+	}
+	var notReady []string
+	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until ctx ends
+		}
+		notReady = notReady[:0]
+		fresh := 0
+		for _, p := range list.Items {
+			if stale[p.Name] {
+				notReady = append(notReady, p.Name+" (stopping)")
+				continue
+			}
+			fresh++
+			if !podutils.IsPodReady(&p) {
+				notReady = append(notReady, p.Name)
+			}
+		}
+		return fresh == len(old.Items) && len(notReady) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-router after its restart: not ready: %s: %w", strings.Join(notReady, ", "), err)
+	}
+	return nil
 }
 
 // image is the node image: WithNodeImage's, else the offline one of the version (the
