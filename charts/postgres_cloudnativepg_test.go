@@ -82,7 +82,7 @@ func TestCloudNativePGClusterInProduction(t *testing.T) {
 func TestCloudNativePGNetworkPolicy(t *testing.T) {
 	r := render(t, profileValues(t, "production"), cnpgMode)
 	var np networkingv1.NetworkPolicy
-	decodeStrict(t, r.get("NetworkPolicy", "polyaxon-postgresql"), &np)
+	decodeStrict(t, r.get("NetworkPolicy", "polyaxon-postgresql-instances"), &np)
 	assert.Equal(t, map[string]string{"cnpg.io/cluster": "polyaxon-postgresql"}, np.Spec.PodSelector.MatchLabels)
 	require.Len(t, np.Spec.Ingress, 4)
 	platform := np.Spec.Ingress[0].From[0].PodSelector
@@ -98,7 +98,7 @@ func TestCloudNativePGNetworkPolicy(t *testing.T) {
 	api := object("v1", "Service", "default", "kubernetes", map[string]any{"spec": map[string]any{"clusterIP": "10.96.0.1", "clusterIPs": []any{"10.96.0.1"}}})
 	seen, err := renderWith(loadChart(t), mergeValues(profileValues(t, "production"), cnpgMode), false, clusterOf(api))
 	require.NoError(t, err)
-	decodeStrict(t, seen.get("NetworkPolicy", "polyaxon-postgresql"), &np)
+	decodeStrict(t, seen.get("NetworkPolicy", "polyaxon-postgresql-instances"), &np)
 	last := np.Spec.Egress[len(np.Spec.Egress)-1]
 	require.Len(t, last.To, 1)
 	assert.Equal(t, "10.96.0.1/32", last.To[0].IPBlock.CIDR)

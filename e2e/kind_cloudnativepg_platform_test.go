@@ -27,23 +27,23 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/cnpg"
 )
 
-// TestPlatformOnCloudNativePGOnKind (issue 55, item 4): the production profile with
-// postgresql.mode=cloudnativepg, on kind with three core nodes, the operator and a Postgres
-// built here (build-kind-images.sh cloudnativepg):
-//   - `install` brings up a Cluster of three instances, one per core node, and the platform on
-//     its read-write Service; `status` shows each instance, its role and its lag, and `check`
-//     passes;
-//   - runs submitted through Polyaxon's CLI before the failures succeed; the primary's pod is
-//     deleted while a run is being submitted, then the new primary's node is drained (cordon,
-//     then every pod evicted as `kubectl drain` does): each time the API answers again within
-//     the bound below, a write succeeds, no run is lost, and no container of the platform's
-//     restarts;
-//   - `status` shows the new primary, and `check` passes once the node is back.
+// TestPlatformOnCloudNativePGOnKind (issue 55, items 3 and 4): the production profile on kind
+// with three core nodes, the operator and a Postgres built here (build-kind-images.sh
+// cloudnativepg):
+//   - `install` on the chart's StatefulSet, runs submitted through Polyaxon's CLI; `upgrade
+//     --move-postgres -f values/cloudnativepg.yaml` moves the database onto a Cluster of three
+//     instances, one per core node, with every run (the row counts it reports, the runs the API
+//     lists); the StatefulSet's volume stays; `status` shows each instance, its role and its
+//     lag, and `check` passes;
+//   - the primary's pod is deleted while a run is being submitted, then the new primary's node
+//     is drained (cordon, then every pod evicted as `kubectl drain` does): each time the API
+//     answers again within the bound below, a write succeeds, no run is lost, and no container
+//     of the platform's restarts;
+//   - `status` shows the new primary, and `check` passes once the node is back;
+//   - the way back: `upgrade --move-postgres --set postgresql.mode=statefulset`, every run
+//     still there.
 //
-// It runs with E2E_CLOUDNATIVEPG=1 on a machine that can run kind's nodes. It fails today, at
-// the install's check-postgres-cluster: under the chart's NetworkPolicies the operator's calls
-// to the instances' port 8000 are refused on kind (docs/kind-offline.md), so only the first
-// instance comes up.
+// It runs with E2E_CLOUDNATIVEPG=1 on a machine that can run kind's nodes.
 func TestPlatformOnCloudNativePGOnKind(t *testing.T) {
 	if os.Getenv(cloudNativePGEnv) != "1" {
 		t.Skipf("%s=1 runs it (CloudNativePG on kind is not part of make test yet)", cloudNativePGEnv)
@@ -97,13 +97,68 @@ func TestPlatformOnCloudNativePGOnKind(t *testing.T) {
 	t.Logf("operator %s available after %s", op.Image, (op.Load + op.Apply + op.Available + op.Webhooks).Round(time.Second))
 
 	ns, cluster0 := nsInstall, releaseName+"-postgresql"
+	kubeconfig := []string{"--kubeconfig", c.KubeconfigPath, "-n", ns}
 	start = time.Now()
-	res := startDeploy(t, "install", "--profile", "production", "--kubeconfig", c.KubeconfigPath, "-n", ns,
-		"-f", filepath.Join(root, "values", "kind-demo.yaml"), "-f", filepath.Join(root, "values", "cloudnativepg.yaml"),
-		"--set", "postgresql.persistence.size=1Gi", "--set", "edge.enabled=false", "--timeout", "20m", "-o", "json").wait(t, 25*time.Minute)
+	res := startDeploy(t, append([]string{"install", "--profile", "production", "-f", filepath.Join(root, "values", "kind-demo.yaml"),
+		"--set", "postgresql.persistence.size=1Gi", "--set", "edge.enabled=false", "--timeout", "20m", "-o", "json"}, kubeconfig...)...).wait(t, 25*time.Minute)
 	require.Equal(t, 0, res.Code, "install: %s", res)
-	t.Logf("install --profile production -f values/cloudnativepg.yaml: %s", time.Since(start).Round(time.Second))
+	t.Logf("install --profile production (Postgres in the StatefulSet): %s", time.Since(start).Round(time.Second))
 	cs := c.Clientset
+
+	venv, _ := polyaxonPrograms(t)
+	gateway := kindPortForward(t, c, ns, "svc/"+releaseName+"-gateway", 80)
+	cli := newPolyaxonCLI(t, venv, gateway)
+	cliCtx := ctxT(t, 40*time.Minute)
+	_, err = cli.run(cliCtx, "project", "create", "--name", "ha")
+	require.NoError(t, err)
+	hello := filepath.Join(root, "values", "polyaxonfiles", "hello-job.yaml")
+	var runs []string
+	for range 2 {
+		runs = append(runs, cli.submit(t, cliCtx, hello, "ha"))
+	}
+	for _, uuid := range runs {
+		cli.waitStatus(t, cliCtx, "ha", uuid, "succeeded")
+	}
+	listed := func(t *testing.T) {
+		t.Helper()
+		out, err := cli.run(cliCtx, "ops", "ls", "-p", "ha")
+		require.NoError(t, err)
+		for _, uuid := range runs {
+			assert.Contains(t, out, uuid[:8], "run %s listed", uuid)
+		}
+	}
+	backups := t.TempDir()
+	move := func(t *testing.T, args ...string) {
+		t.Helper()
+		start := time.Now()
+		res := startDeploy(t, append(append([]string{"upgrade", "--move-postgres", "--backup-dir", backups, "--timeout", "15m", "-o", "json"}, args...), kubeconfig...)...).wait(t, 25*time.Minute)
+		require.Equal(t, 0, res.Code, "upgrade --move-postgres: %s", res)
+		var doc struct {
+			Data struct {
+				Move *struct {
+					From, To    string
+					Tables      int
+					Rows        int64
+					RowsByTable map[string]int64
+				} `json:"postgresMove"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(res.Stdout), &doc), res.Stdout)
+		m := doc.Data.Move
+		require.NotNil(t, m, "the upgrade reports the move")
+		t.Logf("upgrade --move-postgres %s: %s -> %s in %s: %d tables, %d rows (db_run %d, db_project %d)", strings.Join(args, " "), m.From, m.To,
+			time.Since(start).Round(time.Second), m.Tables, m.Rows, m.RowsByTable["public.db_run"], m.RowsByTable["public.db_project"])
+		assert.GreaterOrEqual(t, m.RowsByTable["public.db_run"], int64(len(runs)), "every run's row restored")
+		listed(t)
+	}
+	t.Run("the StatefulSet's database moves onto a CloudNativePG Cluster with every run", func(t *testing.T) {
+		move(t, "-f", filepath.Join(root, "values", "cloudnativepg.yaml"))
+		_, err := cs.AppsV1().StatefulSets(ns).Get(ctx, cluster0, metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "the StatefulSet is gone: %v", err)
+		claims, err := cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=postgresql,!cnpg.io/cluster"})
+		require.NoError(t, err)
+		assert.NotEmpty(t, claims.Items, "the StatefulSet's volume is kept: the way back")
+	})
 
 	pgStatus := func(t *testing.T) *cnpg.State {
 		t.Helper()
@@ -133,21 +188,6 @@ func TestPlatformOnCloudNativePGOnKind(t *testing.T) {
 		assert.Len(t, nodes, 3, "one instance per node")
 		deploy(t, "check", "--kubeconfig", c.KubeconfigPath, "-n", ns).requireExit(t, 0)
 	})
-
-	venv, _ := polyaxonPrograms(t)
-	gateway := kindPortForward(t, c, ns, "svc/"+releaseName+"-gateway", 80)
-	cli := newPolyaxonCLI(t, venv, gateway)
-	cliCtx := ctxT(t, 30*time.Minute)
-	_, err = cli.run(cliCtx, "project", "create", "--name", "ha")
-	require.NoError(t, err)
-	hello := filepath.Join(root, "values", "polyaxonfiles", "hello-job.yaml")
-	var runs []string
-	for range 2 {
-		runs = append(runs, cli.submit(t, cliCtx, hello, "ha"))
-	}
-	for _, uuid := range runs {
-		cli.waitStatus(t, cliCtx, "ha", uuid, "succeeded")
-	}
 	restarts := platformRestarts(t, cs, ns)
 
 	// failover loses the primary with lose, and times, from then: the API's first failed and
@@ -259,6 +299,14 @@ func TestPlatformOnCloudNativePGOnKind(t *testing.T) {
 		})
 		s := pgStatus(t)
 		assert.NotEqual(t, before.Primary, s.Primary, "status shows the new primary")
+		deploy(t, "check", "--kubeconfig", c.KubeconfigPath, "-n", ns).requireExit(t, 0)
+	})
+
+	t.Run("the way back: the database moves onto the StatefulSet again with every run", func(t *testing.T) {
+		move(t, "--set", "postgresql.mode=statefulset")
+		for _, uuid := range runs {
+			cli.waitStatus(t, cliCtx, "ha", uuid, "succeeded")
+		}
 		deploy(t, "check", "--kubeconfig", c.KubeconfigPath, "-n", ns).requireExit(t, 0)
 	})
 }

@@ -65,7 +65,7 @@ func TestReleaseCommandsParse(t *testing.T) {
 	read := func(c *cli.Context) seen {
 		out := seen{"namespace": c.String(flagNamespace), "release": c.String(flagRelease), "args": c.Args().Slice()}
 		for _, f := range []string{flagDryRun, flagKeepFailed, flagSkipBackup, flagYes, flagRestoreOnFailure, flagForce,
-			flagAllowPGMajor, flagResetValues, flagPurgeData} {
+			flagAllowPGMajor, flagMovePostgres, flagResetValues, flagPurgeData} {
 			if c.IsSet(f) {
 				out[f] = c.Bool(f)
 			}
@@ -93,8 +93,8 @@ func TestReleaseCommandsParse(t *testing.T) {
 		{installCommand(), []string{"--profile", "development", "--dry-run", "--keep-failed", "--timeout", "3m"},
 			seen{"profile": "development", flagDryRun: true, flagKeepFailed: true, flagTimeout: 3 * time.Minute}},
 		{upgradeCommand(), []string{"--skip-backup", "--yes", "--restore-on-failure", "--force", "--allow-postgres-major-upgrade",
-			"--reset-values", "--backup-dir", "/srv/b", "--timeout", "90s"},
-			seen{flagSkipBackup: true, flagYes: true, flagRestoreOnFailure: true, flagForce: true, flagAllowPGMajor: true,
+			"--move-postgres", "--reset-values", "--backup-dir", "/srv/b", "--timeout", "90s"},
+			seen{flagSkipBackup: true, flagYes: true, flagRestoreOnFailure: true, flagForce: true, flagAllowPGMajor: true, flagMovePostgres: true,
 				flagResetValues: true, flagBackupDir: "/srv/b", flagTimeout: 90 * time.Second}},
 		{statusCommand(), nil, seen{}},
 		{historyCommand(), []string{"--max", "3"}, seen{flagMax: 3}},

@@ -15,7 +15,7 @@ func upgradeCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "upgrade",
 		Usage:     "upgrade the release: lock, checks, diff, version guard, backup, verify, migrations, helm upgrade with wait, post-checks",
-		UsageText: "polyaxon-deploy upgrade [--profile P] [-f FILE]... [--set k=v]... [--reset-values | --keep-release-values] [--skip-backup --yes] [--restore-on-failure] [--force] [--allow-postgres-major-upgrade] [--dry-run]",
+		UsageText: "polyaxon-deploy upgrade [--profile P] [-f FILE]... [--set k=v]... [--reset-values | --keep-release-values] [--skip-backup --yes] [--restore-on-failure] [--force] [--allow-postgres-major-upgrade] [--move-postgres] [--dry-run]",
 		Description: `Values are rendered afresh from the chart, the profile and your inputs: those stored with the
 deployed revision, then this run's -f/--set on top (--profile replaces the stored profile;
 --reset-values drops the stored -f/--set). Never Helm's --reuse-values.
@@ -35,6 +35,9 @@ the Secret. A new secrets.secretKey is refused (it would log every user out): --
 it. --restore-on-failure restores the backup
 after a failure that followed the migrations. A Postgres major-version change needs
 --allow-postgres-major-upgrade: dump, verify, new server on a new volume, restore, migrate.
+A change of postgresql.mode between statefulset and cloudnativepg needs --move-postgres: the
+writers stop, a verified backup is restored into the new database and its row counts
+compared, then the platform starts on it; the old database is kept as the way back.
 Ctrl-C cancels: the release is recorded failed, never left pending; a second Ctrl-C exits 130.`,
 		Flags: joinFlags(clusterFlags(), inputFlags(), outputFlags(), checkFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: flagDryRun, Usage: "show the diff and run the checks and the version guard only", Category: "Release"},
@@ -46,6 +49,7 @@ Ctrl-C cancels: the release is recorded failed, never left pending; a second Ctr
 			&cli.BoolFlag{Name: flagRestoreOnFailure, Usage: "restore the backup automatically when the upgrade fails after migrations ran", Category: "Backup"},
 			&cli.BoolFlag{Name: flagForce, Usage: "allow a chart-only downgrade (never a Polyaxon downgrade), a new Postgres or RabbitMQ password already set in the server, or a new secrets.secretKey (every session ends)", Category: "Release"},
 			&cli.BoolFlag{Name: flagAllowPGMajor, Usage: "allow a PostgreSQL major-version change (dump and restore into a new server)", Category: "Backup"},
+			&cli.BoolFlag{Name: flagMovePostgres, Usage: "move the database between the StatefulSet and CloudNativePG as postgresql.mode changes (writers stopped, backup restored and counted)", Category: "Backup"},
 			backupDirFlag(),
 		}, dbAccessFlags()),
 		Action: runUpgrade,
@@ -72,7 +76,8 @@ func runUpgrade(c *cli.Context) error {
 			Render: releaseOptions(c), Cluster: clusterCapabilities(c), Database: db,
 			Timeout: c.Duration(flagTimeout), SkipBackup: c.Bool(flagSkipBackup), Yes: c.Bool(flagYes),
 			RestoreOnFailure: c.Bool(flagRestoreOnFailure), Force: c.Bool(flagForce), AllowPostgresMajorUpgrade: c.Bool(flagAllowPGMajor),
-			DryRun: c.Bool(flagDryRun),
+			MovePostgres: c.Bool(flagMovePostgres),
+			DryRun:       c.Bool(flagDryRun),
 		}).Run(ctx)
 		return upgradeResult(c, res, err), err
 	})

@@ -167,6 +167,7 @@ const (
 	flagKeepFailed       = "keep-failed"
 	flagSkipBackup       = "skip-backup"
 	flagAllowPGMajor     = "allow-postgres-major-upgrade"
+	flagMovePostgres     = "move-postgres"
 	flagRestoreOnFailure = "restore-on-failure"
 	flagResetValues      = "reset-values"
 	flagKeepRelease      = "keep-release-values"

@@ -89,6 +89,13 @@ func (d *Database) backuper(e *Env, cs kubernetes.Interface) *upgrade.ReleaseBac
 		Target: func(ctx context.Context) (backup.Target, *backup.Release, func(context.Context) error, error) {
 			return d.target(ctx, e)
 		},
+		TargetOf: func(ctx context.Context, rel *backup.Release) (backup.Target, func(context.Context) error, error) {
+			cfg, err := d.Clients.RESTConfig()
+			if err != nil {
+				return nil, nil, err
+			}
+			return backup.ReleaseTarget(ctx, backup.Kube{Config: cfg, Client: cs}, rel, d.Access)
+		},
 		Kube:            cs,
 		Dir:             d.Dir,
 		ToolsDir:        d.ToolsDir,

@@ -51,7 +51,9 @@ type Upgrade struct {
 	// already set in the server, or a new secrets.secretKey.
 	Force                     bool
 	AllowPostgresMajorUpgrade bool
-	DryRun                    bool
+	// MovePostgres moves the database between the StatefulSet and CloudNativePG (upgrade.Options).
+	MovePostgres bool
+	DryRun       bool
 }
 
 // UpgradeResult is the pipeline's result with the inputs it rendered and every check it ran.
@@ -294,6 +296,7 @@ func (r *upgradeRun) options() (upgrade.Options, error) {
 		ForceDowngrade:            a.Force,
 		AllowSecretChange:         a.Force,
 		AllowPostgresMajorUpgrade: a.AllowPostgresMajorUpgrade,
+		MovePostgres:              a.MovePostgres,
 		DryRun:                    a.DryRun,
 		Out:                       a.progress().Writer(),
 		Observer:                  output.NewPhaseObserver(a.progress()),

@@ -54,7 +54,13 @@ func LoadRelease(ctx context.Context, client kubernetes.Interface, namespace, na
 		return nil, fmt.Errorf("release %q in namespace %q: no deployed revision found: %w", name, namespace, errors.Join(append(errs, driver.ErrReleaseNotFound)...))
 	}
 	sort.Slice(rels, func(i, j int) bool { return rels[i].Version > rels[j].Version })
-	rel := rels[0]
+	return ReleaseOf(rels[0])
+}
+
+// ReleaseOf reads what reaching a revision's database takes from the revision itself: the
+// deployed one (LoadRelease), or one not applied yet (the target of a database move).
+func ReleaseOf(rel *release.Release) (*Release, error) {
+	name := rel.Name
 	out := &Release{Info: ReleaseInfo{Name: rel.Name, Namespace: rel.Namespace, Revision: rel.Version}}
 	vals := map[string]any{}
 	if rel.Chart != nil {

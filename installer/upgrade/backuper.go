@@ -2,8 +2,10 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
@@ -17,6 +19,8 @@ type TargetFunc func(ctx context.Context) (backup.Target, *backup.Release, func(
 // call reaches the database afresh: after a Postgres major switch it is a new pod.
 type ReleaseBackuper struct {
 	Target TargetFunc
+	// TargetOf reaches the database of a revision not deployed yet (RestoreInto).
+	TargetOf func(ctx context.Context, rel *backup.Release) (backup.Target, func(context.Context) error, error)
 	// Kube reads the release's Secrets (saved with the backup) and scales its writers down
 	// for a restore.
 	Kube kubernetes.Interface
@@ -82,6 +86,29 @@ func (b *ReleaseBackuper) Restore(ctx context.Context, dir string) error {
 		backup.WithScaler(&backup.ReleaseScaler{Client: b.Kube, Namespace: rel.Info.Namespace, Names: rel.Names}),
 	)
 	return err
+}
+
+// RestoreInto restores into the database next describes, reached as for a deployed release;
+// the writers are the caller's to stop (a move stops them before its backup).
+func (b *ReleaseBackuper) RestoreInto(ctx context.Context, dir string, next *helmrelease.Release) (*backup.RestoreReport, error) {
+	if b.TargetOf == nil {
+		return nil, errors.New("no way to reach a database that is not deployed yet")
+	}
+	rel, err := backup.ReleaseOf(next)
+	if err != nil {
+		return nil, err
+	}
+	target, cleanup, err := b.TargetOf(ctx, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cleanup(context.WithoutCancel(ctx)) }()
+	return backup.Restore(ctx, target, dir,
+		backup.WithLogger(b.logger()),
+		backup.WithToolsDir(b.ToolsDir),
+		backup.WithTargetRelease(rel.Info.Name, rel.Info.Namespace),
+		backup.WithRunningAppVersion(rel.Info.AppVersion),
+	)
 }
 
 func (b *ReleaseBackuper) logger() *slog.Logger {

@@ -45,7 +45,7 @@ func (p *pipeline) rollback(ctx context.Context) (string, error) {
 		return "", errors.New("no earlier good revision to roll back to; see `polyaxon-deploy history`")
 	}
 	// After a Postgres switch the StatefulSet must be recreated by the rollback, whatever stopped us.
-	if p.interrupted() && p.pg == nil {
+	if p.interrupted() && p.pg == nil && !p.moving() {
 		return fmt.Sprintf("interrupted: not rolled back; the failed revision is recorded failed. Run the upgrade again, or `polyaxon-deploy rollback %d`", p.checkpoint.Version), nil
 	}
 	if _, err := p.o.Release.Rollback(ctx, p.checkpoint.Version, release.WithTimeout(p.o.Timeout),
@@ -62,7 +62,7 @@ func (p *pipeline) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rendering the migration Job: %w", err)
 	}
-	if p.pg == nil {
+	if p.pg == nil && !p.moving() {
 		p.dataChanged = true // even a failed migration may have applied some steps
 	}
 	res, err := p.o.Migrator.Run(ctx, job)

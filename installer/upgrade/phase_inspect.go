@@ -10,6 +10,7 @@ import (
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/chartvalues"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/polyaxonversion"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/render"
 )
 
 // The inspect and guard phases: read the deployed release, and refuse a version change the
@@ -59,6 +60,11 @@ func (p *pipeline) inspect(ctx context.Context) error {
 	}
 	if p.whereTo, err = PostgresWhere(p.o.Chart, p.o.Values); err != nil {
 		return err
+	}
+	if p.moving() {
+		if p.names, err = render.NamesOfRelease(p.base); err != nil {
+			return err
+		}
 	}
 	from, fromOn, err := PostgresMajor(p.base.Chart, p.base.Config)
 	if err != nil {
@@ -131,17 +137,44 @@ func (p *pipeline) guard(ctx context.Context) error {
 	return nil
 }
 
-// guardPostgresMove refuses a change of where the database runs to or from CloudNativePG: the
-// new database would start empty under a platform that expects its data, while the old one
-// stays on its volume unused.
+// guardPostgresMove refuses a change of where the database runs to or from CloudNativePG
+// unless --move-postgres asks for the move (and a verified backup can carry the data): the
+// new database would start empty under a platform that expects its data.
 func (p *pipeline) guardPostgresMove() error {
+	inCluster := func(where string) bool {
+		return where == chartvalues.PostgresStatefulSet || where == chartvalues.PostgresCloudNativePG
+	}
+	if p.o.MovePostgres {
+		switch {
+		case p.whereFrom == p.whereTo:
+			return &VersionError{
+				Reason: fmt.Sprintf("--move-postgres: the database stays on %s (postgresql.mode is unchanged)", describeWhere(p.whereFrom)),
+				Fix:    "set the mode to move to (--set postgresql.mode=cloudnativepg or statefulset), or drop --move-postgres",
+			}
+		case !inCluster(p.whereFrom) || !inCluster(p.whereTo):
+			return &VersionError{
+				Reason: fmt.Sprintf("--move-postgres moves between the chart's StatefulSet and a CloudNativePG Cluster, not from %s to %s", describeWhere(p.whereFrom), describeWhere(p.whereTo)),
+				Fix:    fmt.Sprintf("for an external database, take a backup (`polyaxon-deploy backup -n %s`) and restore it into that database with `polyaxon-deploy restore` after the upgrade", p.o.Release.Namespace()),
+			}
+		case p.o.SkipBackup || p.o.Backuper == nil:
+			return &VersionError{
+				Reason: "--move-postgres carries the data by a verified backup taken now",
+				Fix:    "run the upgrade without --skip-backup, with access to the database",
+			}
+		}
+		p.printf("moving the database from %s to %s: writers stopped, backup, verify, new database, restore and row counts, apply, writers started", describeWhere(p.whereFrom), describeWhere(p.whereTo))
+		return nil
+	}
 	if p.whereFrom == p.whereTo || (p.whereFrom != chartvalues.PostgresCloudNativePG && p.whereTo != chartvalues.PostgresCloudNativePG) {
 		return nil
 	}
+	fix := "keep postgresql.mode as the release has it"
+	if inCluster(p.whereFrom) && inCluster(p.whereTo) {
+		fix += ", or pass --move-postgres: the platform stops, a verified backup is restored into the new database and its row counts compared, then the platform starts on it (the old database is kept as the way back)"
+	}
 	return &VersionError{
-		Reason: fmt.Sprintf("the database would move from %s to %s (postgresql.mode, postgresql.enabled): the new one starts empty, and `upgrade` does not move the data", describeWhere(p.whereFrom), describeWhere(p.whereTo)),
-		Fix: fmt.Sprintf("keep postgresql.mode as the release has it; to move, take a backup (`polyaxon-deploy backup -n %s`), install a release with the new mode in another namespace, and restore the backup into it (`polyaxon-deploy restore`, which compares the row counts before the platform serves), then point users at it",
-			p.o.Release.Namespace()),
+		Reason: fmt.Sprintf("the database would move from %s to %s (postgresql.mode, postgresql.enabled): the new one would start empty", describeWhere(p.whereFrom), describeWhere(p.whereTo)),
+		Fix:    fix,
 	}
 }
 

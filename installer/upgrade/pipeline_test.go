@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/polyaxon-deploy/polyaxon-deploy/installer/backup"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/migrate"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/phase"
 	"github.com/polyaxon-deploy/polyaxon-deploy/installer/release"
@@ -40,6 +41,11 @@ func (b *fakeBackuper) Verify(_ context.Context, dir string) error {
 func (b *fakeBackuper) Restore(_ context.Context, dir string) error {
 	b.rec.add("restore " + dir)
 	return b.restoreErr
+}
+
+func (b *fakeBackuper) RestoreInto(_ context.Context, dir string, next *helmrelease.Release) (*backup.RestoreReport, error) {
+	b.rec.add("restore " + dir + " into revision " + fmt.Sprint(next.Version))
+	return &backup.RestoreReport{Tables: []string{"public.db_run"}, Rows: map[string]int64{"public.db_run": 3}}, b.restoreErr
 }
 
 type fakeMigrator struct {
@@ -137,9 +143,10 @@ func TestPipelineUpgradesInOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"start lock", "start checks", "checks", "start inspect release", "start version guard",
-		"start backup", "backup", "start verify backup", "verify /backups/polyaxon-20260101T000000Z",
+		"skip stop the database writers", "start backup", "backup", "start verify backup", "verify /backups/polyaxon-20260101T000000Z",
 		"start rollback point", "skip postgres new volume", "skip postgres restore",
-		"start migrate", "migrate polyaxon-migrate-2-16-0", "start apply", "start post-checks", "post-checks",
+		"skip postgres new database", "skip postgres restore into the new database",
+		"start migrate", "migrate polyaxon-migrate-2-16-0", "start apply", "skip start the database writers", "start post-checks", "post-checks",
 	}, s.rec.Events())
 	assert.Equal(t, 1, s.m.waits, "migrations ran before Helm touched any Deployment (only the install waited)")
 	assert.Equal(t, map[int]string{1: "superseded", 2: "deployed"}, s.statuses(t))
@@ -449,11 +456,81 @@ func TestPipelineRefusesToMoveTheDatabaseToCloudNativePG(t *testing.T) {
 	_, err := Run(context.Background(), s.o)
 	var ve *VersionError
 	require.ErrorAs(t, err, &ve)
-	assert.Contains(t, err.Error(), "the database would move from the StatefulSet to a CloudNativePG Cluster (postgresql.mode, postgresql.enabled): the new one starts empty")
-	assert.Contains(t, err.Error(), "restore the backup into it")
+	assert.Contains(t, err.Error(), "the database would move from the StatefulSet to a CloudNativePG Cluster (postgresql.mode, postgresql.enabled): the new one would start empty")
+	assert.Contains(t, err.Error(), "or pass --move-postgres")
 	assert.Equal(t, map[int]string{1: "deployed"}, s.statuses(t))
 	assert.Equal(t, []string{"start lock", "start checks", "checks", "start inspect release", "start version guard", "fail version guard", "cleanup inspect release", "cleanup checks"}, s.rec.Events(),
 		"no backup, no migration, nothing applied")
+}
+
+// --move-postgres moves between the two in-cluster modes, with a backup, and only when the mode
+// changes: each other case is refused before anything is written.
+func TestPipelineMovePostgresRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		skip   bool
+		want   string
+	}{
+		{"same mode", map[string]any{}, false, "--move-postgres: the database stays on the StatefulSet (postgresql.mode is unchanged)"},
+		{"external", map[string]any{"postgresql": map[string]any{"enabled": false}, "externalServices": map[string]any{"postgresql": map[string]any{"host": "db.example", "password": "x"}}},
+			false, "not from the StatefulSet to an external database"},
+		{"no backup", map[string]any{"postgresql": map[string]any{"mode": "cloudnativepg"}}, true, "--move-postgres carries the data by a verified backup taken now"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSetup(t)
+			s.o.Values, s.o.MovePostgres = tc.values, true
+			s.o.SkipBackup, s.o.Yes = tc.skip, tc.skip
+			_, err := Run(context.Background(), s.o)
+			var ve *VersionError
+			require.ErrorAs(t, err, &ve)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Equal(t, map[int]string{1: "deployed"}, s.statuses(t))
+			assert.NotContains(t, s.rec.Events(), "backup", "refused before the backup")
+		})
+	}
+}
+
+// The new database's objects: the Postgres objects the old revision lacks, marked for Helm's
+// adoption, Secrets first; what both revisions have (a kept Secret, the old server) is left out.
+func TestNewDatabaseObjects(t *testing.T) {
+	old := `---
+# Source: polyaxon/templates/postgresql/statefulset.yaml
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: px-postgresql, labels: {app.kubernetes.io/component: postgresql}}
+---
+# Source: polyaxon/templates/postgresql/secret.yaml
+apiVersion: v1
+kind: Secret
+metadata: {name: px-postgresql, labels: {app.kubernetes.io/component: postgresql}}
+`
+	next := `---
+# Source: polyaxon/templates/postgresql/cluster.yaml
+apiVersion: postgresql.cnpg.io/v1
+kind: Cluster
+metadata: {name: px-postgresql, labels: {app.kubernetes.io/component: postgresql}}
+spec: {instances: 3}
+---
+# Source: polyaxon/templates/postgresql/secret.yaml
+apiVersion: v1
+kind: Secret
+metadata: {name: px-postgresql-auth, labels: {app.kubernetes.io/component: postgresql}}
+---
+# Source: polyaxon/templates/api/deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: px-api, labels: {app.kubernetes.io/component: api}}
+`
+	objs, err := newDatabaseObjects(old, next, "px", "ml")
+	require.NoError(t, err)
+	require.Len(t, objs, 2)
+	assert.Equal(t, []string{"Secret px-postgresql-auth", "Cluster px-postgresql"}, []string{objs[0].kind + " " + objs[0].name, objs[1].kind + " " + objs[1].name})
+	assert.Contains(t, objs[1].manifest, "meta.helm.sh/release-name: px")
+	assert.Contains(t, objs[1].manifest, "meta.helm.sh/release-namespace: ml")
+	assert.Contains(t, objs[1].manifest, "app.kubernetes.io/managed-by: Helm")
+	assert.Contains(t, objs[1].manifest, "namespace: ml")
+	assert.Contains(t, objs[1].manifest, "instances: 3")
 }
 
 // A CloudNativePG Cluster's major upgrade cannot be rolled back: only with the flag, after a
