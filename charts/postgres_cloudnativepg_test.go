@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // postgresql.mode=cloudnativepg: the database is a CloudNativePG Cluster the platform reaches
@@ -160,4 +161,19 @@ func TestCloudNativePGBadValues(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// The StatefulSet's Service selects its one pod by name: a Cluster kept from before a move back
+// (upgrade --move-postgres) has instances with the same component labels, which must not
+// answer the platform there.
+func TestPostgresServiceSelectsTheStatefulSetPod(t *testing.T) {
+	r := render(t, profileValues(t, "production"))
+	var svc corev1.Service
+	decodeStrict(t, r.get("Service", testRelease+"-postgresql"), &svc)
+	assert.Equal(t, testRelease+"-postgresql-0", svc.Spec.Selector["statefulset.kubernetes.io/pod-name"])
+	instance := map[string]string{"cnpg.io/cluster": testRelease + "-postgresql", "cnpg.io/instanceName": testRelease + "-postgresql-1"}
+	for k, v := range cnpgCluster(t, render(t, profileValues(t, "production"), cnpgMode))["inheritedMetadata"].(map[string]any)["labels"].(map[string]any) {
+		instance[k] = v.(string)
+	}
+	assert.False(t, labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(instance)), "an instance of a kept Cluster: %v", instance)
 }

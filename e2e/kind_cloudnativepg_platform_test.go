@@ -119,10 +119,18 @@ func TestPlatformOnCloudNativePGOnKind(t *testing.T) {
 	for _, uuid := range runs {
 		cli.waitStatus(t, cliCtx, "ha", uuid, "succeeded")
 	}
+	// listed waits for the API to list every run: after an upgrade the gateway's new pods take
+	// over, and the port-forward follows them.
 	listed := func(t *testing.T) {
 		t.Helper()
-		out, err := cli.run(cliCtx, "ops", "ls", "-p", "ha")
-		require.NoError(t, err)
+		var out string
+		waitFor(t, 3*time.Minute, "the API lists the runs", func(ctx context.Context) (bool, string, error) {
+			var err error
+			if out, err = cli.run(ctx, "ops", "ls", "-p", "ha"); err != nil {
+				return false, lastLines(err.Error(), 2), nil
+			}
+			return true, "", nil
+		})
 		for _, uuid := range runs {
 			assert.Contains(t, out, uuid[:8], "run %s listed", uuid)
 		}
@@ -260,12 +268,12 @@ func TestPlatformOnCloudNativePGOnKind(t *testing.T) {
 		})
 	})
 
-	var drained string
+	var drained, drainedPrimary, promoted string
 	t.Run("the primary's node drained: the operator switches over, and no run is lost", func(t *testing.T) {
-		failover(t, "the primary's node drained", func(primary string) {
+		promoted = failover(t, "the primary's node drained", func(primary string) {
 			pod, err := cs.CoreV1().Pods(ns).Get(ctx, primary, metav1.GetOptions{})
 			require.NoError(t, err)
-			drained = pod.Spec.NodeName
+			drained, drainedPrimary = pod.Spec.NodeName, primary
 			drainNode(t, c, drained)
 		})
 	})
@@ -281,7 +289,9 @@ func TestPlatformOnCloudNativePGOnKind(t *testing.T) {
 		}
 		after := platformRestarts(t, cs, ns)
 		for pod, n := range after {
-			assert.Equal(t, restarts[pod], n, "pod %s: restarts", pod)
+			if !assert.Equal(t, restarts[pod], n, "pod %s: restarts", pod) {
+				logRestarted(t, cs, ns)
+			}
 		}
 	})
 
@@ -298,7 +308,8 @@ func TestPlatformOnCloudNativePGOnKind(t *testing.T) {
 			return s.Healthy(), s.Problem(), nil
 		})
 		s := pgStatus(t)
-		assert.NotEqual(t, before.Primary, s.Primary, "status shows the new primary")
+		assert.Equal(t, promoted, s.Primary, "status shows the primary promoted when %s's node was drained", drainedPrimary)
+		assert.NotEqual(t, drainedPrimary, s.Primary)
 		deploy(t, "check", "--kubeconfig", c.KubeconfigPath, "-n", ns).requireExit(t, 0)
 	})
 
@@ -324,6 +335,34 @@ func platformRestarts(t *testing.T, cs kubernetes.Interface, ns string) map[stri
 		}
 	}
 	return out
+}
+
+// logRestarted logs why the platform's restarted containers last ended, and their last lines.
+func logRestarted(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=polyaxon,!cnpg.io/cluster"})
+	if err != nil {
+		t.Logf("listing pods: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		for _, st := range p.Status.ContainerStatuses {
+			if st.RestartCount == 0 {
+				continue
+			}
+			why := ""
+			if term := st.LastTerminationState.Terminated; term != nil {
+				why = fmt.Sprintf("exit %d (%s) at %s", term.ExitCode, term.Reason, term.FinishedAt.Format(time.TimeOnly))
+			}
+			tail := int64(15)
+			out, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: st.Name, Previous: true, TailLines: &tail}).DoRaw(ctx)
+			if err != nil {
+				out = []byte(err.Error())
+			}
+			t.Logf("%s/%s restarted %d times, last %s:\n%s", p.Name, st.Name, st.RestartCount, why, out)
+		}
+	}
 }
 
 // drainNode does what `kubectl drain --ignore-daemonsets --delete-emptydir-data` does: cordon,

@@ -275,14 +275,8 @@ func Load(ctx context.Context, target backup.Target, dir string, opts ...backup.
 	if err != nil {
 		return nil, err
 	}
-	var diff []string
-	for _, t := range slices.Sorted(maps.Keys(m.Rows)) {
-		if rep.Rows[t] != m.Rows[t] {
-			diff = append(diff, fmt.Sprintf("%s: %d rows restored, %d in the old database", t, rep.Rows[t], m.Rows[t]))
-		}
-	}
-	if len(diff) > 0 {
-		return nil, fmt.Errorf("the restored database differs from the old one: %s", strings.Join(diff, "; "))
+	if err := backup.CompareRows(m, rep.Rows); err != nil {
+		return nil, fmt.Errorf("the old database's backup: %w", err)
 	}
 	return rep, nil
 }

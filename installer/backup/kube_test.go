@@ -87,6 +87,27 @@ func TestReleaseScaler(t *testing.T) {
 	}
 }
 
+// After a Helm apply (a database move), a Deployment the apply scaled keeps its manifest's
+// replicas; one it left at zero goes back to its record; both lose the record.
+func TestReleaseScalerScaleBackUnlessSet(t *testing.T) {
+	ctx := context.Background()
+	scaled := deployment("polyaxon-worker", "polyaxon", "worker", 4) // the apply's --set worker.replicas=4
+	scaled.Annotations = map[string]string{ReplicasAnnotation: "3"}
+	left := deployment("polyaxon-gateway", "polyaxon", "gateway", 0)
+	left.Annotations = map[string]string{ReplicasAnnotation: "2"}
+	client := fake.NewClientset(scaled, left, deployment("polyaxon-streams", "polyaxon", "streams", 1))
+	s := &ReleaseScaler{Client: client, Namespace: "ns", Names: rt.ChartNames(t, "polyaxon", nil)}
+	done, err := s.ScaleBackUnlessSet(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"polyaxon-gateway: 2", "polyaxon-worker: 4"}, done)
+	for name, want := range map[string]int32{"polyaxon-worker": 4, "polyaxon-gateway": 2, "polyaxon-streams": 1} {
+		d, err := client.AppsV1().Deployments("ns").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, want, *d.Spec.Replicas, name)
+		assert.Empty(t, d.Annotations[ReplicasAnnotation], name)
+	}
+}
+
 func TestReleaseScalerTimeout(t *testing.T) {
 	client := fake.NewClientset(
 		deployment("polyaxon-gateway", "polyaxon", "gateway", 1),

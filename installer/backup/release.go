@@ -174,6 +174,11 @@ func FindPostgresPod(ctx context.Context, client kubernetes.Interface, namespace
 	}
 	var running []string
 	for _, p := range pods.Items {
+		// Not an instance of a CloudNativePG Cluster kept from before a move: it carries the
+		// same labels.
+		if _, ok := p.Labels["cnpg.io/cluster"]; ok {
+			continue
+		}
 		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
 			running = append(running, p.Name)
 		}

@@ -162,3 +162,18 @@ func TotalRows(rows map[string]int64) int64 {
 	}
 	return n
 }
+
+// CompareRows says which of the backup's tables a restore left with another row count than
+// the backup counted (nil: every one matches).
+func CompareRows(m *Manifest, restored map[string]int64) error {
+	var diff []string
+	for _, t := range slices.Sorted(maps.Keys(m.Rows)) {
+		if restored[t] != m.Rows[t] {
+			diff = append(diff, fmt.Sprintf("%s: %d rows restored, %d in the backup", t, restored[t], m.Rows[t]))
+		}
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("the restored database differs from the backup: %s", strings.Join(diff, "; "))
+	}
+	return nil
+}

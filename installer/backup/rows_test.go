@@ -79,3 +79,12 @@ func TestShareBySize(t *testing.T) {
 	assert.Equal(t, [][]string{{"b", "c", "d", "a", "e"}}, names(shareBySize(tables, 1, streamTable.size)))
 	assert.Equal(t, [][]string{{"b"}, {"c"}, {"d"}, {"a"}, {"e"}}, names(shareBySize(tables, 9, streamTable.size)), "no empty share")
 }
+
+// A restore's row counts against the backup's: every differing table is named.
+func TestCompareRows(t *testing.T) {
+	m := &Manifest{Rows: map[string]int64{"public.db_run": 3, "public.db_project": 1}}
+	assert.NoError(t, CompareRows(m, map[string]int64{"public.db_run": 3, "public.db_project": 1, "public.extra": 9}))
+	err := CompareRows(m, map[string]int64{"public.db_run": 2})
+	require.Error(t, err)
+	assert.Equal(t, "the restored database differs from the backup: public.db_project: 0 rows restored, 1 in the backup; public.db_run: 2 rows restored, 3 in the backup", err.Error())
+}

@@ -155,6 +155,35 @@ func (s *ReleaseScaler) ScaleBack(ctx context.Context) ([]string, error) {
 	return done, errors.Join(errs...)
 }
 
+// ScaleBackUnlessSet ends a scale-down after a Helm apply: a Deployment the apply scaled
+// (its manifest's replicas) keeps them and loses the record; one still at zero goes back to
+// its record. It returns "name: n" for each.
+func (s *ReleaseScaler) ScaleBackUnlessSet(ctx context.Context) ([]string, error) {
+	deps := s.Client.AppsV1().Deployments(s.Namespace)
+	list, err := deps.List(ctx, metav1.ListOptions{LabelSelector: s.Names.SelectorString()})
+	if err != nil {
+		return nil, fmt.Errorf("listing Deployments (%s) in %q: %w", s.Names.SelectorString(), s.Namespace, err)
+	}
+	var done []string
+	var errs []error
+	for _, d := range list.Items {
+		n, ok := RecordedReplicas(&d)
+		if !ok {
+			continue
+		}
+		if now := replicasOf(&d); now != 0 {
+			n = now
+		}
+		if err := s.scaleBack(ctx, d.Name, n); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, fmt.Sprintf("%s: %d", d.Name, n))
+	}
+	sort.Strings(done)
+	return done, errors.Join(errs...)
+}
+
 // scaleBack sets a Deployment's replicas and drops the restore's record of them, in one patch.
 func (s *ReleaseScaler) scaleBack(ctx context.Context, name string, n int32) error {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{"replicas":%d}}`, ReplicasAnnotation, n)

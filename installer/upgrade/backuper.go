@@ -88,8 +88,9 @@ func (b *ReleaseBackuper) Restore(ctx context.Context, dir string) error {
 	return err
 }
 
-// RestoreInto restores into the database next describes, reached as for a deployed release;
-// the writers are the caller's to stop (a move stops them before its backup).
+// RestoreInto restores into the database next describes, reached as for a deployed release,
+// and refuses a table whose rows differ from the backup's count; the writers are the caller's
+// to stop (a move stops them before its backup).
 func (b *ReleaseBackuper) RestoreInto(ctx context.Context, dir string, next *helmrelease.Release) (*backup.RestoreReport, error) {
 	if b.TargetOf == nil {
 		return nil, errors.New("no way to reach a database that is not deployed yet")
@@ -103,12 +104,23 @@ func (b *ReleaseBackuper) RestoreInto(ctx context.Context, dir string, next *hel
 		return nil, err
 	}
 	defer func() { _ = cleanup(context.WithoutCancel(ctx)) }()
-	return backup.Restore(ctx, target, dir,
+	m, err := backup.ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := backup.Restore(ctx, target, dir,
 		backup.WithLogger(b.logger()),
 		backup.WithToolsDir(b.ToolsDir),
 		backup.WithTargetRelease(rel.Info.Name, rel.Info.Namespace),
 		backup.WithRunningAppVersion(rel.Info.AppVersion),
 	)
+	if err != nil {
+		return nil, err
+	}
+	if err := backup.CompareRows(m, rep.Rows); err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 func (b *ReleaseBackuper) logger() *slog.Logger {

@@ -3,6 +3,7 @@ package upgrade
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,7 +11,9 @@ import (
 
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
@@ -44,6 +47,10 @@ func (p *pipeline) skipUnlessMove() (bool, string) {
 func (p *pipeline) stopWriters(ctx context.Context) error {
 	p.printf("stopping the platform's database writers: the backup must hold every write before the database moves")
 	restart, err := p.writers().ScaleDown(ctx)
+	if err != nil && restart != nil {
+		// A phase that fails is not undone: start what was stopped here.
+		return errors.Join(err, restart(context.WithoutCancel(ctx)))
+	}
 	p.restartWriters = restart
 	return err
 }
@@ -60,10 +67,10 @@ func (p *pipeline) undoStopWriters(ctx context.Context) (string, error) {
 	return "the platform's database writers started again on " + describeWhere(p.whereFrom), nil
 }
 
-// startWriters starts the writers on the new database: Helm's three-way merge leaves the
-// replicas the move set to zero, as the chart's value did not change.
+// startWriters ends the writers' scale-down on the new database: Helm's apply set the replicas
+// its manifest has (those are kept); a Deployment it left at zero goes back to its record.
 func (p *pipeline) startWriters(ctx context.Context) error {
-	started, err := p.writers().ScaleBack(ctx)
+	started, err := p.writers().ScaleBackUnlessSet(ctx)
 	if err != nil {
 		return err
 	}
@@ -94,6 +101,30 @@ func (p *pipeline) createDatabase(ctx context.Context) error {
 	if len(docs) == 0 {
 		return fmt.Errorf("the new revision renders no database objects for %s", describeWhere(p.whereTo))
 	}
+	if err := p.createObjects(docs); err != nil {
+		return p.failCreate(ctx, err)
+	}
+	if err := p.waitForDatabase(ctx); err != nil {
+		return p.failCreate(ctx, err)
+	}
+	return nil
+}
+
+// failCreate undoes a createDatabase that failed half-way (a failed phase is not undone).
+func (p *pipeline) failCreate(ctx context.Context, cause error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.Timeout)
+	defer cancel()
+	msg, err := p.undoCreateDatabase(cctx)
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	if msg == "" {
+		return cause
+	}
+	return fmt.Errorf("%w (%s)", cause, msg)
+}
+
+func (p *pipeline) createObjects(docs []databaseObject) error {
 	kc := p.o.Release.Configuration().KubeClient
 	for _, doc := range docs {
 		resources, err := kc.Build(bytes.NewBufferString(doc.manifest), false)
@@ -110,13 +141,37 @@ func (p *pipeline) createDatabase(ctx context.Context) error {
 			p.printf("%s %s exists (kept from an earlier revision): used as it is", doc.kind, doc.name)
 			continue
 		}
+		if doc.kind == "StatefulSet" {
+			if err := p.noteNewClaims(doc.manifest); err != nil {
+				return err
+			}
+		}
 		if _, err := kc.Create(resources); err != nil {
 			return fmt.Errorf("creating %s %s: %w", doc.kind, doc.name, err)
 		}
 		p.created = append(p.created, resources...)
 		p.printf("created %s %s", doc.kind, doc.name)
 	}
-	return p.waitForDatabase(ctx)
+	return nil
+}
+
+// noteNewClaims records the claims a StatefulSet about to be created will make that do not
+// exist yet: an undo deletes them with it (they would hold a password this run made up).
+func (p *pipeline) noteNewClaims(manifest string) error {
+	var sts appsv1.StatefulSet
+	if err := yaml.Unmarshal([]byte(manifest), &sts); err != nil {
+		return err
+	}
+	for _, t := range sts.Spec.VolumeClaimTemplates {
+		name := fmt.Sprintf("%s-%s-0", t.Name, sts.Name)
+		_, err := p.o.Release.Kube().CoreV1().PersistentVolumeClaims(p.o.Release.Namespace()).Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			p.newPVCs = append(p.newPVCs, name)
+		} else if err != nil {
+			return fmt.Errorf("reading PersistentVolumeClaim %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func liveOnes(resources kube.ResourceList) (kube.ResourceList, error) {
@@ -175,6 +230,10 @@ func (p *pipeline) undoCreateDatabase(ctx context.Context) (string, error) {
 	if len(p.created) == 0 {
 		return "", nil
 	}
+	if p.helmChanged(ctx) {
+		// The apply started the writers on it: it may hold writes the old one lacks.
+		return fmt.Sprintf("the new database (%s) is kept: the platform wrote to it after the apply, and the old one does not have those writes; delete it once you no longer need them", p.createdNames()), nil
+	}
 	kc := p.o.Release.Configuration().KubeClient
 	if _, errs := kc.Delete(p.created); len(errs) > 0 {
 		var msgs []string
@@ -187,11 +246,22 @@ func (p *pipeline) undoCreateDatabase(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("deleting the new database's objects: %s", strings.Join(msgs, "; "))
 		}
 	}
+	if err := p.deleteNewClaims(ctx); err != nil {
+		return "", err
+	}
+	what := p.createdNames()
+	if len(p.newPVCs) > 0 {
+		what += ", PersistentVolumeClaim " + strings.Join(p.newPVCs, ", ")
+	}
+	return "deleted the new database (" + what + "); " + describeWhere(p.whereFrom) + " was not written", nil
+}
+
+func (p *pipeline) createdNames() string {
 	var what []string
 	for _, r := range p.created {
 		what = append(what, r.Mapping.GroupVersionKind.Kind+" "+r.Name)
 	}
-	return "deleted the new database (" + strings.Join(what, ", ") + "); " + describeWhere(p.whereFrom) + " was not written", nil
+	return strings.Join(what, ", ")
 }
 
 // restoreMoved restores the backup into the new database and says how many rows it holds,
@@ -228,7 +298,15 @@ func (p *pipeline) leftBehind() string {
 		name := p.names.Component("postgresql")
 		return fmt.Sprintf("the CloudNativePG Cluster %s keeps the old data (the chart keeps it): the way back is `polyaxon-deploy upgrade -n %s --move-postgres --set postgresql.mode=cloudnativepg`; once you no longer need it, `kubectl -n %s delete clusters.postgresql.cnpg.io %s`", name, ns, ns, name)
 	}
-	return fmt.Sprintf("the StatefulSet's volumes keep the old data: the way back is `polyaxon-deploy upgrade -n %s --move-postgres --set postgresql.mode=statefulset`; once you no longer need them, delete them (`kubectl -n %s get pvc -l %s`)", ns, ns, p.names.ComponentSelector("postgresql"))
+	claims := "its claim"
+	if sts, err := postgresStatefulSet(p.base.Manifest); err == nil {
+		var names []string
+		for _, t := range sts.Spec.VolumeClaimTemplates {
+			names = append(names, fmt.Sprintf("%s-%s-0", t.Name, sts.Name))
+		}
+		claims = strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("the StatefulSet's claim (%s) keeps the old data: the way back is `polyaxon-deploy upgrade -n %s --move-postgres --set postgresql.mode=statefulset`; once you no longer need it, `kubectl -n %s delete pvc %s`", claims, ns, ns, claims)
 }
 
 // databaseObject is one object of the new database, as the new revision renders it.

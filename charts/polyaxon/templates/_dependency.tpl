@@ -146,6 +146,9 @@ spec:
   type: ClusterIP
   selector:
     {{- include "polyaxon.selectorLabels" . | nindent 4 }}
+    {{- with .podName }}
+    statefulset.kubernetes.io/pod-name: {{ . }}
+    {{- end }}
   ports:
   - name: {{ .portName }}
     port: {{ .port }}
