@@ -17,6 +17,10 @@
 # DEMO_PROVIDER=local|kind|auto chooses the provider (default: E2E_PROVIDER, else local). On
 # kind (docs/kind-offline.md), e2e/scripts/build-kind-images.sh starts its private Docker
 # engine and builds or reuses every image first; nothing is pulled.
+# DEMO_POSTGRES=statefulset|cloudnativepg chooses the Postgres of a new demo cluster (default:
+# the existing cluster's, else statefulset). cloudnativepg runs on kind only: three core nodes,
+# CloudNativePG's operator and the instances' image built here (build-kind-images.sh
+# cloudnativepg), and the install with values/cloudnativepg.yaml (a Cluster of three instances).
 # DEMO_ARTIFACTS=volume|s3 chooses the artifacts store of a new demo cluster (default: the
 # existing cluster's, else volume: a directory every node sees, behind the chart's claims). s3
 # is a bucket of an S3 store run for the demo (versitygw, `e2ecluster s3store`, in namespace
@@ -56,14 +60,23 @@ up() {
     volume | s3) store=(--artifacts "$DEMO_ARTIFACTS") ;;
     *) echo "demo: DEMO_ARTIFACTS=$DEMO_ARTIFACTS: volume or s3" >&2; exit 2 ;;
   esac
+  case "${DEMO_POSTGRES:-}" in
+    "" | statefulset) ;;
+    cloudnativepg)
+      [ "$choice" = kind ] || { echo "demo: DEMO_POSTGRES=cloudnativepg runs on kind only: E2E_PROVIDER=kind" >&2; exit 2; } ;;
+    *) echo "demo: DEMO_POSTGRES=$DEMO_POSTGRES: statefulset or cloudnativepg" >&2; exit 2 ;;
+  esac
+  local postgres=()
+  [ -z "${DEMO_POSTGRES:-}" ] || postgres=(--postgres "$DEMO_POSTGRES")
   local counts="core x2, experiments x2 with GPUs and a nvidia.com/gpu taint, builds x1"
   if [ "$choice" = kind ]; then
     kind_images
     counts="core, experiments with GPUs and a nvidia.com/gpu taint, builds: one node each"
+    [ "${DEMO_POSTGRES:-}" != cloudnativepg ] || counts="core x3 (a Postgres instance each), experiments with GPUs and a nvidia.com/gpu taint, builds x1"
   fi
   say "Creating the demo cluster (node pools: $counts)"
-  "$E2ECLUSTER" up --provider "$choice" --namespace "$NAMESPACE" "${load[@]}" "${store[@]}" >/dev/null
-  local provider kubeconfig postgres_password_file="" venv="" namespace hosts_log="" artifacts=volume
+  "$E2ECLUSTER" up --provider "$choice" --namespace "$NAMESPACE" "${load[@]}" "${store[@]}" "${postgres[@]}" >/dev/null
+  local provider kubeconfig postgres_password_file="" venv="" namespace hosts_log="" artifacts=volume postgres_mode=statefulset
   local gw_url="" gw_ca="" gw_ns="" gw_name="" gw_listener=""
   local demo_user="" demo_password="" demo_secret=""
   eval "$("$E2ECLUSTER" env)"
@@ -114,6 +127,10 @@ up() {
     gw="$("$E2ECLUSTER" kind-https --kubectl "$kubectl" --wait 5m)"
     use_gateway "$gw"
     values+=(--set edge.enabled=false)
+    if [ "$postgres_mode" = cloudnativepg ]; then
+      # A Cluster of three instances, one per core node, the platform on its read-write Service.
+      values+=(-f values/cloudnativepg.yaml --set postgresql.persistence.size=1Gi)
+    fi
   fi
   if [ "$artifacts" = s3 ]; then
     # The store in the cluster (on the local provider the hosts daemon runs versitygw for its

@@ -60,6 +60,17 @@ type state struct {
 	// before) or "s3" (s3store.go). On the local provider it decides the host programs, which
 	// the cluster is made with.
 	Artifacts string `json:"artifacts,omitempty"`
+	// PostgresMode is the demo's Postgres: "statefulset" (empty in a state of before) or
+	// "cloudnativepg" (cloudnativepg.go), which the cluster's nodes are made for.
+	PostgresMode string `json:"postgresMode,omitempty"`
+}
+
+// postgres is the demo's Postgres, "statefulset" or "cloudnativepg".
+func (s *state) postgres() string {
+	if s.PostgresMode == "" {
+		return postgresStatefulSet
+	}
+	return s.PostgresMode
 }
 
 // artifacts is the demo's artifacts store, "volume" or "s3".
@@ -158,10 +169,17 @@ func up(c *cli.Context) error {
 	if artifacts != "" && artifacts != artifactsVolume && artifacts != artifactsS3 {
 		return fmt.Errorf("--artifacts %q: volume or s3", artifacts)
 	}
+	postgres := c.String("postgres")
+	if postgres != "" && postgres != postgresStatefulSet && postgres != postgresCloudNativePG {
+		return fmt.Errorf("--postgres %q: statefulset or cloudnativepg", postgres)
+	}
 	if s, err := readState(); err == nil {
 		if _, err := os.Stat(s.Kubeconfig); err == nil {
 			if artifacts != "" && artifacts != s.artifacts() {
 				return fmt.Errorf("demo cluster %s was made with DEMO_ARTIFACTS=%s: `make demo-down`, then `DEMO_ARTIFACTS=%s make demo`", s.Name, s.artifacts(), artifacts)
+			}
+			if postgres != "" && postgres != s.postgres() {
+				return fmt.Errorf("demo cluster %s was made with DEMO_POSTGRES=%s: `make demo-down`, then `DEMO_POSTGRES=%s make demo`", s.Name, s.postgres(), postgres)
 			}
 			return reuse(ctx, s)
 		}
@@ -169,9 +187,15 @@ func up(c *cli.Context) error {
 	if artifacts == "" {
 		artifacts = artifactsVolume
 	}
+	if postgres == "" {
+		postgres = postgresStatefulSet
+	}
 	p, err := provider(ctx, c.String("provider"))
 	if err != nil {
 		return err
+	}
+	if postgres == postgresCloudNativePG && p.Name() != "kind" {
+		return fmt.Errorf("DEMO_POSTGRES=cloudnativepg runs on kind only (E2E_PROVIDER=kind): the local provider runs no operator's pods")
 	}
 	kc := c.String("kubeconfig")
 	if kc == "" {
@@ -198,9 +222,9 @@ func up(c *cli.Context) error {
 			local.WithHostProgramStages(hosts.programs()...))
 	}
 	if p.Name() == "kind" {
-		opts = append(opts, cluster.WithNodePools(kind.Pools()...))
+		opts = append(opts, cluster.WithNodePools(demoPools(postgres)...))
 	}
-	fmt.Fprintf(os.Stderr, "creating %s cluster %s with node pools core, experiments (GPU, tainted), builds\n", p.Name(), name)
+	fmt.Fprintf(os.Stderr, "creating %s cluster %s with node pools core, experiments (GPU, tainted), builds; Postgres: %s\n", p.Name(), name, postgres)
 	cl, err := p.Create(ctx, name, opts...)
 	if err != nil {
 		if pg != nil {
@@ -217,6 +241,9 @@ func up(c *cli.Context) error {
 				err = fmt.Errorf("the Gateway: %w", err)
 			}
 		}
+		if err == nil && postgres == postgresCloudNativePG {
+			err = installCloudNativePG(ctx, kp, cl)
+		}
 		if err != nil {
 			cl.Close()
 			if derr := p.Delete(context.Background(), name); derr != nil {
@@ -226,7 +253,7 @@ func up(c *cli.Context) error {
 		}
 	}
 	cl.Close()
-	st := &state{Provider: p.Name(), Name: name, Kubeconfig: kc, Hosts: hosts, Artifacts: artifacts}
+	st := &state{Provider: p.Name(), Name: name, Kubeconfig: kc, Hosts: hosts, Artifacts: artifacts, PostgresMode: postgres}
 	if pg != nil {
 		db := pg.Detach()
 		st.Postgres = &db
@@ -341,7 +368,7 @@ func env(*cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("no demo cluster (run `make demo`): %w", err)
 	}
-	vars := [][2]string{{"provider", s.Provider}, {"kubeconfig", s.Kubeconfig}, {"artifacts", s.artifacts()}}
+	vars := [][2]string{{"provider", s.Provider}, {"kubeconfig", s.Kubeconfig}, {"artifacts", s.artifacts()}, {"postgres_mode", s.postgres()}}
 	if s.Hosts != nil {
 		vars = append(vars, [2]string{"postgres_password_file", s.Hosts.PasswordFile}, [2]string{"venv", s.Hosts.Venv},
 			[2]string{"namespace", s.Hosts.Namespace}, [2]string{"hosts_log", s.Hosts.Log})
@@ -372,6 +399,7 @@ func main() {
 					&cli.StringSliceFlag{Name: "load", Usage: "kind: an image of the Docker engine to load into the nodes (kind.go: run images into the run pools, the rest into core)"},
 					&cli.StringFlag{Name: "gateway-image", Usage: "kind: Traefik's image (loaded with --load), run in the cluster as the Gateway's data plane"},
 					&cli.StringFlag{Name: "gateway-crds", Usage: "kind: the directory of the Gateway API CRDs (build-traefik.sh's second line)"},
+					&cli.StringFlag{Name: "postgres", Usage: "the demo's Postgres: statefulset (a new cluster's default) or cloudnativepg (kind: three core nodes and CloudNativePG's operator); empty: the existing cluster's"},
 					&cli.StringFlag{Name: "artifacts", Usage: "the artifacts store: volume (a new cluster's default) or s3 (then `s3store up`); empty: the existing cluster's"},
 				},
 				Action: up,
