@@ -650,3 +650,34 @@ type failingChecks struct{ MigrationJobs }
 func (failingChecks) Checks(context.Context, bool) error {
 	return errors.New("preflight: no nodes for pool core")
 }
+
+// A move that fails before the apply changes nothing for good: no migration ran, the release
+// stays at its revision, and the writers it stopped run again on the old database (here the
+// new revision renders no database: the test chart has none).
+func TestPipelineMoveThatFailsStartsTheWritersAgain(t *testing.T) {
+	s := newSetup(t)
+	ctx := context.Background()
+	two := int32(2)
+	_, err := s.f.Clientset.AppsV1().Deployments(rt.Namespace).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "polyaxon-gateway", Namespace: rt.Namespace, Labels: map[string]string{
+			"app.kubernetes.io/name": "polyaxon", "app.kubernetes.io/instance": rt.Name, "app.kubernetes.io/component": "gateway"}},
+		Spec: appsv1.DeploymentSpec{Replicas: &two},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	s.o.Values = map[string]any{"postgresql": map[string]any{"mode": "cloudnativepg"}}
+	s.o.MovePostgres = true
+	_, err = Run(ctx, s.o)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the new revision renders no database objects for a CloudNativePG Cluster")
+	assert.Contains(t, err.Error(), "the platform's database writers started again on the StatefulSet")
+	events := s.rec.Events()
+	assert.Contains(t, events, "start stop the database writers")
+	assert.Contains(t, events, "fail postgres new database")
+	assert.NotContains(t, events, "start migrate")
+	assert.NotContains(t, events, "start apply")
+	assert.Equal(t, map[int]string{1: "deployed"}, s.statuses(t))
+	d, err := s.f.Clientset.AppsV1().Deployments(rt.Namespace).Get(ctx, "polyaxon-gateway", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), *d.Spec.Replicas, "the writers run again")
+	assert.Empty(t, d.Annotations)
+}
