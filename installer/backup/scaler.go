@@ -133,32 +133,24 @@ func (s *ReleaseScaler) ScaleBack(ctx context.Context) ([]string, error) {
 	if len(s.Names.Selector) == 0 {
 		return nil, nil // no release left to scale
 	}
-	deps := s.Client.AppsV1().Deployments(s.Namespace)
-	list, err := deps.List(ctx, metav1.ListOptions{LabelSelector: s.Names.SelectorString()})
-	if err != nil {
-		return nil, fmt.Errorf("listing Deployments (%s) in %q: %w", s.Names.SelectorString(), s.Namespace, err)
-	}
-	var done []string
-	var errs []error
-	for _, d := range list.Items {
-		n, ok := RecordedReplicas(&d)
-		if !ok {
-			continue
-		}
-		if err := s.scaleBack(ctx, d.Name, n); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		done = append(done, fmt.Sprintf("%s: %d", d.Name, n))
-	}
-	sort.Strings(done)
-	return done, errors.Join(errs...)
+	return s.endScaleDown(ctx, func(_, recorded int32) int32 { return recorded })
 }
 
 // ScaleBackUnlessSet ends a scale-down after a Helm apply: a Deployment the apply scaled
 // (its manifest's replicas) keeps them and loses the record; one still at zero goes back to
 // its record. It returns "name: n" for each.
 func (s *ReleaseScaler) ScaleBackUnlessSet(ctx context.Context) ([]string, error) {
+	return s.endScaleDown(ctx, func(now, recorded int32) int32 {
+		if now != 0 {
+			return now
+		}
+		return recorded
+	})
+}
+
+// endScaleDown sets each Deployment with a recorded scale-down to replicas(now, recorded) and
+// drops the record.
+func (s *ReleaseScaler) endScaleDown(ctx context.Context, replicas func(now, recorded int32) int32) ([]string, error) {
 	deps := s.Client.AppsV1().Deployments(s.Namespace)
 	list, err := deps.List(ctx, metav1.ListOptions{LabelSelector: s.Names.SelectorString()})
 	if err != nil {
@@ -167,13 +159,11 @@ func (s *ReleaseScaler) ScaleBackUnlessSet(ctx context.Context) ([]string, error
 	var done []string
 	var errs []error
 	for _, d := range list.Items {
-		n, ok := RecordedReplicas(&d)
+		recorded, ok := RecordedReplicas(&d)
 		if !ok {
 			continue
 		}
-		if now := replicasOf(&d); now != 0 {
-			n = now
-		}
+		n := replicas(replicasOf(&d), recorded)
 		if err := s.scaleBack(ctx, d.Name, n); err != nil {
 			errs = append(errs, err)
 			continue
