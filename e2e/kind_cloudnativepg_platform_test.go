@@ -87,12 +87,7 @@ func TestPlatformOnCloudNativePGOnKind(t *testing.T) {
 	takeShare(t, rank{share: kindCluster, longest: true})
 
 	// The operator on the control plane, so that no node below takes it along.
-	const controlPlane = "node-role.kubernetes.io/control-plane"
-	op, err := cloudnativepg.Install(ctxT(t, 10*time.Minute), c, cloudnativepg.Options{
-		ModuleDir: moduleDir, Images: cnpgImages, Kind: p,
-		NodeSelector: map[string]string{controlPlane: ""},
-		Tolerations:  []corev1.Toleration{{Key: controlPlane, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-	})
+	op, err := cloudnativepg.Install(ctxT(t, 10*time.Minute), c, cloudnativepg.Options{ModuleDir: moduleDir, Images: cnpgImages, Kind: p}.OnControlPlane())
 	require.NoError(t, err)
 	t.Logf("operator %s available after %s", op.Image, (op.Load + op.Apply + op.Available + op.Webhooks).Round(time.Second))
 

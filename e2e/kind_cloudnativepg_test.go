@@ -88,12 +88,7 @@ func TestCloudNativePGFailoverOnKind(t *testing.T) {
 	// The operator on the control plane: the node frozen below is an instance's, never the
 	// operator's (whose loss would hold the failover until its pod is evicted and started
 	// again elsewhere). The images go to every node.
-	const controlPlane = "node-role.kubernetes.io/control-plane"
-	op, err := cloudnativepg.Install(ctx, c, cloudnativepg.Options{
-		ModuleDir: moduleDir, Images: images, Kind: p,
-		NodeSelector: map[string]string{controlPlane: ""},
-		Tolerations:  []corev1.Toleration{{Key: controlPlane, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-	})
+	op, err := cloudnativepg.Install(ctx, c, cloudnativepg.Options{ModuleDir: moduleDir, Images: images, Kind: p}.OnControlPlane())
 	require.NoError(t, err)
 	t.Logf("operator %s: images loaded into 4 nodes in %s, applied in %s, Available after %s, webhooks answering after %s more",
 		op.Image, op.Load.Round(time.Second), op.Apply.Round(time.Second), op.Available.Round(time.Second), op.Webhooks.Round(time.Second))

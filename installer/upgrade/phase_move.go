@@ -131,11 +131,11 @@ func (p *pipeline) createObjects(docs []databaseObject) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", doc.kind, doc.name, err)
 		}
-		existing, err := liveOnes(resources)
+		live, err := anyLive(resources)
 		if err != nil {
 			return fmt.Errorf("reading %s %s: %w", doc.kind, doc.name, err)
 		}
-		if len(existing) > 0 {
+		if live {
 			// Kept by the chart from an earlier move (a Secret, a Cluster): Helm adopts it, and the
 			// restore replaces what a database held.
 			p.printf("%s %s exists (kept from an earlier revision): used as it is", doc.kind, doc.name)
@@ -174,19 +174,19 @@ func (p *pipeline) noteNewClaims(manifest string) error {
 	return nil
 }
 
-func liveOnes(resources kube.ResourceList) (kube.ResourceList, error) {
-	var out kube.ResourceList
+// anyLive says whether one of resources exists in the cluster.
+func anyLive(resources kube.ResourceList) (bool, error) {
 	for _, r := range resources {
 		err := r.Get()
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		out = append(out, r)
+		return true, nil
 	}
-	return out, nil
+	return false, nil
 }
 
 func (p *pipeline) waitForDatabase(ctx context.Context) error {

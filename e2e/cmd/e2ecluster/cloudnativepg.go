@@ -6,8 +6,6 @@ import (
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/addons/cloudnativepg"
 	"github.com/polyaxon-deploy/polyaxon-deploy/e2e/cluster/kind"
@@ -53,12 +51,7 @@ func installCloudNativePG(ctx context.Context, p *kind.Provider, c *cluster.Clus
 		return err
 	}
 	built := time.Since(start)
-	const controlPlane = "node-role.kubernetes.io/control-plane"
-	op, err := cloudnativepg.Install(ctx, c, cloudnativepg.Options{
-		ModuleDir: moduleDir, Images: images, Kind: p,
-		NodeSelector: map[string]string{controlPlane: ""},
-		Tolerations:  []corev1.Toleration{{Key: controlPlane, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-	})
+	op, err := cloudnativepg.Install(ctx, c, cloudnativepg.Options{ModuleDir: moduleDir, Images: images, Kind: p}.OnControlPlane())
 	if err != nil {
 		return fmt.Errorf("CloudNativePG's operator: %w", err)
 	}

@@ -79,6 +79,15 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// OnControlPlane places the operator's pod on the control plane (its role label, its taint
+// tolerated): a worker node drained or frozen by a test then never takes the operator along.
+func (o Options) OnControlPlane() Options {
+	const controlPlane = "node-role.kubernetes.io/control-plane"
+	o.NodeSelector = map[string]string{controlPlane: ""}
+	o.Tolerations = []corev1.Toleration{{Key: controlPlane, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	return o
+}
+
 // Operator is an installed operator, with how long each step of Install took.
 type Operator struct {
 	Namespace, Deployment, Image string
